@@ -1,0 +1,1 @@
+"""The xla-sentinel Kubernetes operator (kopf). Never imports jax."""

@@ -1,0 +1,1 @@
+"""Injected miscompilations: HLO pass plugins that prove the oracle catches real fault classes."""
