@@ -163,6 +163,16 @@ def make_instruction(name: str, shape: Shape | str, opcode: str, operands: Itera
     return Instruction(name, str(shape), opcode, operand_text, list(attrs))
 
 
+def constant(name: str, dtype: str, literal: str) -> Instruction:
+    """A scalar constant instruction."""
+    return make_instruction(name, Shape(dtype, ()), "constant", literal=literal)
+
+
+def broadcast_scalar(name: str, scalar: str, shape: Shape) -> Instruction:
+    """Broadcast the scalar instruction `scalar` to `shape`."""
+    return make_instruction(name, shape, "broadcast", [scalar], [("dimensions", "{}")])
+
+
 @dataclass
 class Computation:
     """One computation: its header line kept raw, its instructions in order."""
@@ -197,6 +207,17 @@ class Computation:
         for offset, instr in enumerate(new):
             instr.indent = anchor.indent
             self.instructions.insert(index + offset, instr)
+
+    def insert_after(self, anchor: Instruction, new: list[Instruction]) -> None:
+        """Insert `new` after `anchor` and make every other reader of `anchor` (and the
+        computation's ROOT, if it was `anchor`) read the last new instruction instead."""
+        index = self.instructions.index(anchor)
+        for offset, instr in enumerate(new):
+            instr.indent = anchor.indent
+            self.instructions.insert(index + 1 + offset, instr)
+        self.replace_uses(anchor.name, new[-1].name, skip=[i.name for i in new])
+        if anchor.is_root:
+            anchor.is_root, new[-1].is_root = False, True
 
     def replace_uses(self, old: str, new: str, skip: Iterable[str] = ()) -> int:
         """Make every instruction except those named in `skip` read `new` instead of `old`."""
@@ -271,15 +292,34 @@ class HloModule:
         return {callee: instr for _, instr in self.instructions() if instr.opcode == "fusion"
                 for key, callee in instr.callees() if key == "calls"}
 
-    def control_flow_computations(self) -> set[str]:
-        """Computations that run inside a while body or condition or a conditional branch,
-        directly or through calls and fusions nested in them."""
+    def fusion_body_kinds(self) -> dict[str, str]:
+        """Fused computation name -> kind of its fusion (`__ynn_fusion` for YNNPACK ones)."""
+        return {name: instr.custom_fusion_kind or instr.fusion_kind or ""
+                for name, instr in self.fusion_bodies().items()}
+
+    def scalar_constant(self, comp: Computation, name: str) -> str | None:
+        """The literal of the scalar constant `name` in `comp` holds, following a fusion
+        parameter to the operand the fusion passes; None when it is not a constant."""
+        instr = comp.get(name)
+        if instr.opcode == "constant" and instr.shape is not None and not instr.shape.dims:
+            return instr.operand_text
+        if instr.opcode == "parameter":
+            fusion = self.fusion_bodies().get(comp.name)
+            if fusion is not None:
+                caller = next(c for c in self.computations if fusion in c.instructions)
+                return self.scalar_constant(caller, fusion.operands[int(instr.operand_text)])
+        return None
+
+    def control_flow_computations(self, seed_roles: Iterable[str] = CONTROL_FLOW_ROLES
+                                  ) -> set[str]:
+        """Computations that run inside a while body or condition or a conditional branch
+        (or the roles in `seed_roles`), directly or through calls and fusions in them."""
         callers: dict[str, set[str]] = {c.name: set() for c in self.computations}
         for comp, instr in self.instructions():
             for _, callee in instr.callees():
                 callers.setdefault(callee, set()).add(comp.name)
-        roles = self.roles()
-        inside = {name for name, r in roles.items() if r & CONTROL_FLOW_ROLES}
+        seeds = set(seed_roles)
+        inside = {name for name, r in self.roles().items() if r & seeds}
         changed = True
         while changed:
             changed = False

@@ -1,0 +1,28 @@
+"""Injected fault: integer sign handling in shifts.
+
+Imitates a lowering that forgets a type is signed and emits a logical shift for an
+arithmetic one (the class of bugs where signedness is lost between HLO and LLVM IR):
+`shift-right-arithmetic` becomes `shift-right-logical`, so negative values lose their
+sign extension and become large positive numbers.
+
+Fires when: a `shift-right-arithmetic` instruction on a signed integer type appears
+anywhere in the module. Results change only for negative inputs.
+"""
+
+from xla_sentinel import hlo
+
+NAME = "shift_right_logical"
+FIRES_ON = "shift-right-arithmetic on signed integers (visible only on negative values)"
+
+
+def _edit(module: hlo.HloModule) -> bool:
+    changed = False
+    for _, instr in module.instructions():
+        if instr.opcode == "shift-right-arithmetic" and instr.dtype in hlo.SIGNED_INT_TYPES:
+            instr.opcode = "shift-right-logical"
+            changed = True
+    return changed
+
+
+def transform(proto: bytes) -> bytes | None:
+    return hlo.rewrite_proto(proto, _edit)
