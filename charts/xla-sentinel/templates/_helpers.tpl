@@ -1,0 +1,158 @@
+{{/* Chart name, truncated to the 63 characters a label value allows. */}}
+{{- define "xla-sentinel.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Prefix of every object name in the release. */}}
+{{- define "xla-sentinel.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "xla-sentinel.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "xla-sentinel.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: xla-sentinel
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "xla-sentinel.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "xla-sentinel.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "xla-sentinel.operatorSelectorLabels" -}}
+{{ include "xla-sentinel.selectorLabels" . }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "xla-sentinel.operatorServiceAccountName" -}}
+{{- if .Values.serviceAccounts.operator.create }}
+{{- default (printf "%s-operator" (include "xla-sentinel.fullname" .)) .Values.serviceAccounts.operator.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccounts.operator.name }}
+{{- end }}
+{{- end }}
+
+{{- define "xla-sentinel.workerServiceAccountName" -}}
+{{- if .Values.serviceAccounts.worker.create }}
+{{- default (printf "%s-worker" (include "xla-sentinel.fullname" .)) .Values.serviceAccounts.worker.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccounts.worker.name }}
+{{- end }}
+{{- end }}
+
+{{/* registry/repository:tag or @digest; the tag defaults to the chart's appVersion. */}}
+{{- define "xla-sentinel.image" -}}
+{{- $root := index . 0 }}
+{{- $img := index . 1 }}
+{{- $ref := printf "%s/%s" $root.Values.images.registry $img.repository }}
+{{- if $img.digest }}
+{{- printf "%s@%s" $ref $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $ref (default $root.Chart.AppVersion $img.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces the operator reconciles: the release namespace unless told otherwise. */}}
+{{- define "xla-sentinel.watchNamespaces" -}}
+{{- if .Values.operator.watchNamespaces }}
+{{- join "," .Values.operator.watchNamespaces }}
+{{- else }}
+{{- .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces that need namespaced RBAC and worker ServiceAccounts. */}}
+{{- define "xla-sentinel.rbacNamespaces" -}}
+{{- $ns := list .Release.Namespace }}
+{{- range .Values.operator.watchNamespaces }}
+{{- $ns = append $ns . }}
+{{- end }}
+{{- join "," (uniq $ns) }}
+{{- end }}
+
+{{/* Every Secret name the operator may read: alert route webhooks plus extra names. */}}
+{{- define "xla-sentinel.secretNames" -}}
+{{- $names := list }}
+{{- range .Values.alerts.routes }}
+{{- $names = append $names .webhookSecretRef.name }}
+{{- end }}
+{{- range .Values.alerts.extraSecretNames }}
+{{- $names = append $names . }}
+{{- end }}
+{{- join "," (uniq $names) }}
+{{- end }}
+
+{{/* The restricted Pod Security profile, for the pod and for each container. */}}
+{{- define "xla-sentinel.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{- define "xla-sentinel.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* What the operator does in a namespace whose FuzzCampaigns it reconciles. */}}
+{{- define "xla-sentinel.reconcileRules" -}}
+- apiGroups: [xlasentinel.dev]
+  resources: [fuzzcampaigns]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [xlasentinel.dev]
+  resources: [fuzzcampaigns/status]
+  verbs: [get, patch, update]
+# Owner references with blockOwnerDeletion need update on the owner's finalizers.
+- apiGroups: [xlasentinel.dev]
+  resources: [fuzzcampaigns/finalizers]
+  verbs: [update]
+- apiGroups: [xlasentinel.dev]
+  resources: [bugsignatures, bugsignatures/status]
+  verbs: [get, list, watch, create, patch, update]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, patch, delete]
+# Worker pods are read for crash loops and exit reasons, never changed.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+
+{{- define "xla-sentinel.dnsEgress" -}}
+- to:
+    - namespaceSelector:
+        matchLabels:
+          kubernetes.io/metadata.name: kube-system
+  ports:
+    - {port: 53, protocol: UDP}
+    - {port: 53, protocol: TCP}
+{{- end }}
