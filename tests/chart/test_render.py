@@ -29,12 +29,16 @@ def test_helm_lint_strict(values_file: Path) -> None:
 
 
 def test_every_builtin_object_is_valid_kubernetes(rendered: tuple[dict, ...]) -> None:
-    checked = 0
+    checked, invalid = 0, []
     for obj in rendered:
         if obj["kind"] in FOREIGN_KINDS:
             continue
-        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        try:
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            invalid.append(f"{obj['kind']}/{obj['metadata']['name']}: {e.message}")
         checked += 1
+    assert invalid == []
     assert checked >= 10
 
 

@@ -142,6 +142,10 @@ seccompProfile:
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
+# Worker reports (runners/k8s_report.py): read back, and removed with their campaign.
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch, delete]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
