@@ -140,6 +140,9 @@ class Instruction:
         match = re.search(r'"fusion_config":\{"kind":"([^"]+)"', config)
         return match.group(1) if match and self.fusion_kind == "kCustom" else None
 
+    def set_operands(self, names: Iterable[str]) -> None:
+        self.operand_text = ", ".join(f"%{name}" for name in names)
+
     def replace_operand(self, old: str, new: str) -> bool:
         """Point every use of `%old` in the operand list at `%new`; True if any changed."""
         pattern = re.compile(rf"%{re.escape(old)}(?![\w.\-])")
@@ -262,6 +265,9 @@ class HloModule:
                 return comp
         raise KeyError(f"no computation %{name}")
 
+    def computation_of(self, instr: Instruction) -> Computation:
+        return next(c for c in self.computations if any(i is instr for i in c))
+
     def instructions(self) -> Iterator[tuple[Computation, Instruction]]:
         for comp in self.computations:
             for instr in comp:
@@ -306,7 +312,7 @@ class HloModule:
         if instr.opcode == "parameter":
             fusion = self.fusion_bodies().get(comp.name)
             if fusion is not None:
-                caller = next(c for c in self.computations if fusion in c.instructions)
+                caller = self.computation_of(fusion)
                 return self.scalar_constant(caller, fusion.operands[int(instr.operand_text)])
         return None
 

@@ -6,10 +6,23 @@ FILE.py`) and exposes `transform(proto: bytes) -> bytes | None`, `NAME` and `FIR
 
 from pathlib import Path
 
+# Fault name -> its plugin file in this folder. abort_on_pattern crashes on purpose: it
+# tests crash containment and is no miscompilation.
 FAULTS: dict[str, str] = {
     "fusion_bf16_rounding": "fusion_bf16_rounding.py",
+    "reduce_max_init_zero": "reduce_max_init_zero.py",
     "select_ge_to_gt": "select_ge_to_gt.py",
+    "dynamic_slice_wraps": "dynamic_slice_wraps.py",
+    "dus_copy_elided": "dus_copy_elided.py",
+    "fused_transpose_as_copy": "fused_transpose_as_copy.py",
+    "nan_dropping_max": "nan_dropping_max.py",
+    "bf16_convert_truncates": "bf16_convert_truncates.py",
+    "concat_off_by_one": "concat_off_by_one.py",
     "shift_right_logical": "shift_right_logical.py",
+    "signed_compare_unsigned": "signed_compare_unsigned.py",
+    "odd_tail_multiply": "odd_tail_multiply.py",
+    "loop_constant_bf16": "loop_constant_bf16.py",
+    "abort_on_pattern": "abort_on_pattern.py",
 }
 
 

@@ -1,0 +1,55 @@
+"""Injected fault: wrong reduction init value.
+
+Imitates a reduction emitter or simplifier that seeds a max-reduction with 0 instead of
+its identity -inf (the class of bugs where an init value is taken from the wrong
+constant, e.g. after a reduce is split or vectorized): rows whose values are all
+negative reduce to 0 instead of their maximum. Rows with a non-negative element are
+unaffected.
+
+Fires when: a floating-point `reduce` whose reducer is `maximum` has the scalar
+constant -inf as its init value (directly or passed into its fusion), outside
+YNNPACK custom fusions.
+"""
+
+from xla_sentinel import hlo
+
+NAME = "reduce_max_init_zero"
+FIRES_ON = "float max-reduce with init -inf (visible only when a reduced row is all negative)"
+
+
+def _edit(module: hlo.HloModule) -> bool:
+    kinds = module.fusion_body_kinds()
+    changed = False
+    for comp in module.computations:
+        if kinds.get(comp.name) == "__ynn_fusion":
+            continue
+        for reduce in list(comp):
+            if reduce.opcode != "reduce" or reduce.dtype not in hlo.FLOAT_TYPES:
+                continue
+            if module.computation(reduce.attr("to_apply").lstrip("%")).root.opcode != "maximum":
+                continue
+            init = reduce.operands[1]
+            if module.scalar_constant(comp, init) != "-inf":
+                continue
+            _zero_init(module, comp, reduce)
+            changed = True
+    return changed
+
+
+def _zero_init(module: hlo.HloModule, comp: hlo.Computation, reduce: hlo.Instruction) -> None:
+    """Feed the reduce a fresh 0. A fused init parameter must keep its user, so the new
+    constant goes into the caller and replaces only that fusion's operand."""
+    init = comp.get(reduce.operands[1])
+    target, reader, position = comp, reduce, 1
+    if init.opcode == "parameter" and len(comp.users(init.name)) == 1:
+        reader = module.fusion_bodies()[comp.name]
+        target, position = module.computation_of(reader), int(init.operand_text)
+    zero = hlo.constant(module.fresh_name("fault_init"), reduce.dtype, "0")
+    target.insert_before(reader, [zero])
+    operands = reader.operands
+    operands[position] = zero.name
+    reader.set_operands(operands)
+
+
+def transform(proto: bytes) -> bytes | None:
+    return hlo.rewrite_proto(proto, _edit)
