@@ -17,7 +17,7 @@ import yaml
 
 DTYPES = ("f32", "bf16", "f16", "f64", "s32", "s8", "u8", "u32", "bool")
 FLOAT_DTYPES = ("f32", "bf16", "f16", "f64")
-REFERENCES = ("f64_eager", "f64_jit", "interpreter")
+REFERENCES = ("f64_eager", "f64_jit", "eager", "interpreter")
 PLATFORMS = ("cpu", "gpu", "tpu")
 VERDICTS = (
     "pass",
@@ -185,7 +185,7 @@ class CampaignSpec:
     targets: list[TargetSpec] = field(default_factory=lambda: [
         TargetSpec("default"), TargetSpec("O0"), TargetSpec("no_fusion_emitters"),
     ])
-    references: list[str] = field(default_factory=lambda: ["f64_eager", "f64_jit"])
+    references: list[str] = field(default_factory=lambda: ["f64_eager", "f64_jit", "eager"])
     tolerances: dict[str, ToleranceSpec] = field(default_factory=dict)
     budget: BudgetSpec = field(default_factory=lambda: BudgetSpec(programs=100))
     workers: int = 2

@@ -1,0 +1,107 @@
+"""The `xla-sentinel` command line.
+
+Exit codes: 0 ok; 1 bugs found (for commands that check); 2 bad input, with one line
+naming the field or file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from .campaign import BudgetSpec, SpecError, load_campaign
+from .program import ProgramError
+from .store import StoreError
+
+EXIT_OK, EXIT_BUGS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .engine import run_campaign
+
+    campaign = load_campaign(args.campaign)
+    spec = campaign.spec
+    if args.budget_programs is not None or args.budget_seconds is not None:
+        spec = replace(spec, budget=BudgetSpec(programs=args.budget_programs,
+                                               seconds=args.budget_seconds))
+    if args.workers is not None:
+        spec = replace(spec, workers=args.workers)
+    spec.check()
+    summary = run_campaign(spec, Path(args.out), name=campaign.name, progress=not args.quiet,
+                           inject_passes=args.inject_pass or ())
+    new = summary["findings_new"]
+    print(f"{summary['programs']} programs, {summary['executions']} executions in "
+          f"{summary['elapsed_s']:.0f} s; findings: {summary['findings'] or 'none'} "
+          f"({new} new, {summary['findings_known']} known); {len(summary['signatures'])} signatures; "
+          f"summary: {Path(args.out) / 'summary.json'}")
+    return EXIT_OK
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .check import check_program
+
+    verdicts = check_program(Path(args.program), Path(args.campaign) if args.campaign else None,
+                             args.inject_pass or ())
+    print(json.dumps(verdicts, indent=1))
+    return EXIT_BUGS if any(v["verdict"] != "pass" for v in verdicts) else EXIT_OK
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from .worker_main import main as worker_main
+
+    return worker_main(args.rest)
+
+
+def _cmd_operator(args: argparse.Namespace) -> int:
+    from xla_sentinel_operator.main import run
+
+    return run(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="xla-sentinel", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a campaign locally")
+    run.add_argument("campaign", help="campaign YAML (a spec or a FuzzCampaign manifest)")
+    run.add_argument("--out", required=True, help="output folder (resumed if it holds this campaign)")
+    run.add_argument("--budget-programs", type=int)
+    run.add_argument("--budget-seconds", type=float)
+    run.add_argument("--workers", type=int)
+    run.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]",
+                     help="HLO pass plugin registered in the targets under test (repeatable)")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.set_defaults(fn=_cmd_run)
+
+    check = sub.add_parser("check", help="re-run one program folder under a campaign's targets")
+    check.add_argument("program", help="program folder (module.mlir, inputs.npz, ...)")
+    check.add_argument("--campaign", help="campaign YAML for targets and references")
+    check.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    check.set_defaults(fn=_cmd_check)
+
+    worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",
+                            add_help=False)
+    worker.add_argument("rest", nargs=argparse.REMAINDER)
+    worker.set_defaults(fn=_cmd_worker)
+
+    op = sub.add_parser("operator", help="run the Kubernetes operator", add_help=False)
+    op.add_argument("rest", nargs=argparse.REMAINDER)
+    op.set_defaults(fn=_cmd_operator)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (SpecError, ProgramError, StoreError) as e:
+        print(f"xla-sentinel: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,486 @@
+"""The campaign loop: programs in, verdicts out, findings stored as they happen.
+
+The coordinator never imports jax. Each slot (one per worker) owns a program worker
+(generation and references, no injected passes) and one worker process per target
+under test; slots run in threads, each XLA compile in its own process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import structlog
+
+from . import known_bugs, oracle
+from .campaign import CampaignSpec, SpecError
+from .plugins import check_ref, split_ref
+from .program import Program, save_arrays
+from .signature import signature_id
+from .store import Store
+from .targets import Target, resolve
+from .worker import Worker, WorkerDied, WorkerHung, wait_ready
+
+log = structlog.get_logger("xla_sentinel.engine")
+OWN_PRECISION_REFERENCES = ("eager",)
+
+
+class Reporter(Protocol):
+    def finding(self, record: dict[str, Any]) -> None: ...
+    def progress(self, counters: dict[str, Any]) -> None: ...
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for pkg in ("jax", "jaxlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+def spec_fingerprint(spec: CampaignSpec, shard: tuple[int, int]) -> str:
+    """What must match for a second run into the same folder to resume it."""
+    d = spec.to_dict()
+    d.pop("budget", None)  # a resumed run may extend the budget
+    d.pop("workers", None)
+    d["shard"] = list(shard)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Counters:
+    programs: int = 0
+    executions: int = 0
+    status: Counter = field(default_factory=Counter)
+    findings: Counter = field(default_factory=Counter)
+    started: float = field(default_factory=time.monotonic)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"programs": self.programs, "executions": self.executions,
+                "findings": dict(self.findings), "elapsed_s": round(time.monotonic() - self.started, 2)}
+
+
+@dataclass
+class Outcome:
+    """What happened to one program under one configuration."""
+
+    outputs: list[np.ndarray] | None = None
+    verdict: str | None = None  # crash, hang, compile_error when outputs is None
+    error: str = ""
+    compile_s: float = 0.0
+
+
+class _Stopped(Exception):
+    """The campaign is stopping: abandon the program in flight (it is redone on resume)."""
+
+
+class Slot:
+    """One lane of work: a program worker and a worker per target, reused across programs."""
+
+    def __init__(self, n: int, targets: Sequence[Target], plugins: Sequence[str], logs: Path) -> None:
+        self.programs = Worker(f"slot{n}-programs", (), logs / f"slot{n}-programs.log")
+        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins),
+                                       logs / f"slot{n}-{t.name}.log") for t in targets}
+
+    def workers(self) -> list[Worker]:
+        return [self.programs, *self.targets.values()]
+
+    def close(self) -> None:
+        for w in self.workers():
+            w.close()
+
+
+class CampaignRun:
+    def __init__(self, spec: CampaignSpec, out_dir: Path, *, name: str = "campaign",
+                 shard_index: int = 0, shard_count: int = 1, reporter: Reporter | None = None,
+                 progress: bool = False, inject_passes: Sequence[str] = ()) -> None:
+        self.spec = spec
+        self.out = Path(out_dir)
+        self.name = name
+        self.shard = (shard_index, shard_count)
+        self.reporter = reporter
+        self.show_progress = progress
+        refs = [*spec.injectPasses, *inject_passes]
+        for i, ref in enumerate(refs):
+            check_ref(ref, f"spec.injectPasses[{i}]" if i < len(spec.injectPasses) else "--inject-pass")
+        # Absolute paths: worker processes and repro bundles must find the same files.
+        self.plugins = [f"{split_ref(r)[0].resolve()}:{split_ref(r)[1]}" for r in refs]
+        self.targets = [resolve(t) for t in spec.targets]
+        self.k_overrides = {d: t.k for d, t in spec.tolerances.items()}
+        self.counters = Counters()
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.next_index = 0
+        self.done: set[int] = set()
+        self.store: Store | None = None
+
+    # --- setup -----------------------------------------------------------------------------
+
+    def _open_store(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        db = self.out / "campaign.sqlite"
+        fresh = not db.exists()
+        self.store = Store(db)
+        fp = spec_fingerprint(self.spec, self.shard)
+        if fresh:
+            self.store.set_meta("fingerprint", fp)
+            self.store.set_meta("name", self.name)
+            self.store.set_meta("spec", json.dumps(self.spec.to_dict(), sort_keys=True))
+            self.store.set_meta("created", now())
+            self.store.set_meta("plugins", json.dumps(self.plugins))
+            return
+        if self.store.get_meta("fingerprint") != fp or self.store.get_meta("plugins") != json.dumps(self.plugins):
+            raise SpecError(f"{self.out}: holds campaign {self.store.get_meta('name')!r} with a "
+                            "different spec or injected passes; use a new --out folder to start "
+                            "a new campaign, or the same campaign file to resume it")
+        self.done = self.store.done_indices()
+        totals = self.store.totals()
+        self.counters.programs = totals["programs"]
+        self.counters.executions = totals["executions"]
+        self.counters.findings.update(totals["findings"])
+
+    def _indices(self) -> Iterator[int]:
+        k = 0
+        while True:
+            idx = self.shard[0] + k * self.shard[1]
+            k += 1
+            if idx not in self.done:
+                yield idx
+
+    def _budget_left(self) -> bool:
+        b = self.spec.budget
+        if b.continuous:
+            return True
+        if b.programs is not None and self.counters.programs + self._in_flight >= b.programs:
+            return False
+        if b.seconds is not None and time.monotonic() - self.counters.started >= b.seconds:
+            return False
+        return True
+
+    # --- one program ---------------------------------------------------------------------
+
+    def _call(self, worker: Worker, request: dict[str, Any]) -> Outcome:
+        timeout = self.spec.timeouts.programSeconds
+        try:
+            reply = worker.call(request, timeout)
+        except (WorkerDied, WorkerHung) as e:
+            if self.stop.is_set():
+                raise _Stopped from None  # we killed it: not a finding
+            if isinstance(e, WorkerHung):
+                return Outcome(verdict="hang", error=str(e))
+            return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}")
+        if not reply["ok"]:
+            return Outcome(verdict="compile_error", error=reply["error"])
+        return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0))
+
+    def _generate(self, slot: Slot, idx: int) -> Program | None:
+        special = np.random.default_rng([self.spec.seed, idx, 0x5BEC]).random() < self.spec.generator.specialValues
+        req = {"cmd": "generate", "seed": self.spec.seed, "index": idx,
+               "generator": asdict(self.spec.generator), "special": bool(special)}
+        try:
+            reply = slot.programs.call(req, self.spec.timeouts.programSeconds)
+        except (WorkerDied, WorkerHung) as e:
+            log.warning("generator failed", index=idx, error=str(e))
+            return None
+        if not reply["ok"]:
+            log.warning("generator failed", index=idx, error=reply["error"])
+            return None
+        return Program(id=f"s{self.spec.seed}-i{idx}", module=reply["module"], inputs=reply["inputs"],
+                       input_dtypes=reply["input_dtypes"], graph=reply["graph"],
+                       provenance={"source": "generator", "campaign": self.name,
+                                   "recipe": reply["recipe"]})
+
+    def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
+        refs = {}
+        for kind in self.spec.references:
+            if kind == "interpreter" or program.graph is None:
+                continue
+            refs[kind] = self._call(slot.programs, {"cmd": "reference", "graph": program.graph,
+                                                    "inputs": program.inputs, "kind": kind})
+        return refs
+
+    def run_program(self, slot: Slot, idx: int) -> None:
+        t0 = time.monotonic()
+        program = self._generate(slot, idx)
+        if program is None:
+            self._finish_program(idx, "s?", 0, "generator_error", 0, t0, {})
+            return
+        outcomes = {t.name: self._call(slot.targets[t.name], {
+            "cmd": "run", "module": program.module, "inputs": program.inputs, "options": t.options})
+            for t in self.targets}
+        refs = self._references(slot, program)
+        executions = len(outcomes) + len(refs)
+        status = "judged"
+        for t in self.targets:
+            o = outcomes[t.name]
+            if o.verdict is not None:
+                self._record(program, t, o.verdict, {"error": o.error}, None, None)
+        ref64 = refs.get("f64_eager") or refs.get("f64_jit")
+        failed_refs = [k for k, o in refs.items() if o.outputs is None]
+        graph = program.graph or {}
+        infos = [oracle.OutputInfo(graph["values"][i]["dtype"], graph["values"][i]["tainted"])
+                 for i in graph.get("outputs", [])]
+        if ref64 is None or failed_refs:
+            status = "reference_failed"
+        elif "f64_eager" in refs and "f64_jit" in refs and not oracle.references_agree(
+                refs["f64_eager"].outputs, refs["f64_jit"].outputs, infos):
+            status = "references_disagree"
+        else:
+            results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None}
+            results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
+            discrete = any(n.get("discrete") for n in graph.get("nodes", []))
+            for t in self.targets:
+                if t.name not in results:
+                    continue
+                j = oracle.judge(t.name, results, ref64.outputs, infos,
+                                 lambda: self._noise(slot, program), discrete, self.k_overrides)
+                if j.verdict == "pass":
+                    continue
+                verdict, ev = self._screen_nondeterminism(slot, program, t, results[t.name], j)
+                self._record(program, t, verdict, ev, ref64.outputs, results[t.name], j.output)
+        stats = {"ops": dict(Counter(n["op"] for n in graph.get("nodes", []))),
+                 "dtypes": sorted({v["dtype"] for v in graph.get("values", [])}),
+                 "special": bool(program.provenance.get("recipe", {}).get("special"))}
+        self._finish_program(idx, program.id, program.op_count, status, executions, t0, stats)
+
+    def _noise(self, slot: Slot, program: Program) -> list[np.ndarray] | None:
+        o = self._call(slot.programs, {"cmd": "reference", "graph": program.graph, "inputs": program.inputs,
+                                       "kind": "noise", "noise_seed": 7})
+        return o.outputs
+
+    def _screen_nondeterminism(self, slot: Slot, program: Program, t: Target,
+                               first: list[np.ndarray], j: oracle.Judgement) -> tuple[str, dict]:
+        o = self._call(slot.targets[t.name], {"cmd": "run", "module": program.module,
+                                             "inputs": program.inputs, "options": t.options,
+                                             "recheck": True})
+        ev = dict(j.evidence)
+        if o.outputs is None:
+            ev["recheck_error"] = o.error
+            return j.verdict, ev
+        if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, o.outputs, strict=True)):
+            ev["judged_as"] = j.verdict
+            return "nondeterministic", ev
+        return j.verdict, ev
+
+    # --- recording -----------------------------------------------------------------------
+
+    def _record(self, program: Program, target: Target, verdict: str, evidence: dict[str, Any],
+                expected: list[np.ndarray] | None, actual: list[np.ndarray] | None,
+                output: int | None = None) -> None:
+        assert self.store is not None
+        fid = hashlib.sha256(f"{program.id}|{target.name}|{verdict}".encode()).hexdigest()[:16]
+        folder = self.out / "findings" / fid
+        program.save(folder / "program")
+        dtype = evidence.get("dtype")
+        if expected is not None and actual is not None:
+            names = [str(np.asarray(a).dtype) for a in actual]
+            save_arrays(folder / "expected.npz", [np.asarray(e, np.float64) if "float" in str(np.asarray(e).dtype)
+                                                  else np.asarray(e) for e in expected],
+                        ["f64" if "float" in str(np.asarray(e).dtype) else _short(np.asarray(e).dtype)
+                         for e in expected])
+            save_arrays(folder / "actual.npz", actual, [_short(np.dtype(n)) for n in names])
+        record = {
+            "id": fid, "campaign": self.name, "program": program.id, "target": target.name,
+            "verdict": verdict, "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
+            "dtype": dtype, "evidence": {**evidence, "output": output, "target_options": target.options,
+                                         "plugins": self.plugins},
+            "dir": str(folder.relative_to(self.out)), "time": now(),
+        }
+        record["signature"] = signature_id({**record, "error": evidence.get("error")})
+        record["known_bug"] = known_bugs.match(record)
+        (folder / "finding.json").write_text(json.dumps(record, indent=1, default=_json_default))
+        if self.store.add_finding(record):
+            with self.lock:
+                self.counters.findings[verdict] += 1
+            log.info("finding", verdict=verdict, target=target.name, program=program.id,
+                     signature=record["signature"], known_bug=record["known_bug"])
+            if self.reporter:
+                self.reporter.finding(record)
+
+    def _finish_program(self, idx: int, pid: str, ops: int, status: str, executions: int,
+                        t0: float, stats: dict[str, Any]) -> None:
+        assert self.store is not None
+        self.store.record_program(idx, pid, ops, status, executions, time.monotonic() - t0, stats)
+        with self.lock:
+            self.counters.programs += 1
+            self.counters.executions += executions
+            self.counters.status[status] += 1
+
+    # --- loop ----------------------------------------------------------------------------
+
+    def _slot_loop(self, slot: Slot, indices: Iterator[int]) -> None:
+        while not self.stop.is_set():
+            with self.lock:
+                if not self._budget_left():
+                    return
+                idx = next(indices)
+                self._in_flight += 1
+            try:
+                self.run_program(slot, idx)
+            except _Stopped:
+                return
+            except Exception:
+                log.exception("program failed in the harness", index=idx)
+                self._finish_program(idx, f"s{self.spec.seed}-i{idx}", 0, "harness_error", 0,
+                                     time.monotonic(), {})
+            finally:
+                with self.lock:
+                    self._in_flight -= 1
+
+    def _progress_loop(self) -> None:
+        last_report = last_line = 0.0
+        # A terminal gets a live line; a log file gets a line every 10 seconds.
+        every = 0.5 if sys.stderr.isatty() else 10.0
+        while not self.stop.wait(0.5):
+            if self.show_progress and time.monotonic() - last_line >= every:
+                last_line = time.monotonic()
+                self._print_progress()
+            if self.reporter and time.monotonic() - last_report > 5:
+                last_report = time.monotonic()
+                self.reporter.progress(self.counters.snapshot())
+
+    def _print_progress(self, final: bool = False) -> None:
+        c = self.counters
+        el = time.monotonic() - c.started
+        total = self.spec.budget.programs
+        bar = ""
+        if total:
+            done = min(c.programs, total)
+            bar = "[" + "#" * (20 * done // total) + "." * (20 - 20 * done // total) + f"] {done}/{total} "
+        else:
+            bar = f"{c.programs} programs "
+        found = " ".join(f"{k}={v}" for k, v in sorted(c.findings.items())) or "none"
+        line = f"{bar}| {c.programs / max(el, 1e-9):.1f}/s | findings: {found} | {el:.0f}s"
+        end = "\n" if final or not sys.stderr.isatty() else ""
+        sys.stderr.write(("\r" if sys.stderr.isatty() else "") + line + end)
+        sys.stderr.flush()
+
+    def validate(self) -> None:
+        """Fail before writing anything if a plugin or a target's XLA options are unusable."""
+        checker = Worker("validate")
+        try:
+            reply = checker.call({"cmd": "validate", "plugins": self.plugins,
+                                  "targets": [asdict(t) for t in self.targets]}, 120)
+        finally:
+            checker.close()
+        if not reply["ok"]:
+            raise SpecError(reply["error"])
+        if reply["errors"]:
+            raise SpecError(reply["errors"][0])
+
+    def run(self) -> dict[str, Any]:
+        self.validate()
+        self._open_store()
+        self._in_flight = 0
+        logs = self.out / "logs"
+        logs.mkdir(exist_ok=True)
+        slots = [Slot(i, self.targets, self.plugins, logs) for i in range(self.spec.workers)]
+        progress = threading.Thread(target=self._progress_loop, daemon=True)
+        try:
+            wait_ready([w for s in slots for w in s.workers()])
+            self.counters.started = time.monotonic()
+            progress.start()
+            indices = self._indices()
+            threads = [threading.Thread(target=self._slot_loop, args=(s, indices), daemon=True)
+                       for s in slots]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)
+        finally:
+            self.stop.set()
+            for s in slots:
+                s.close()
+            if self.show_progress:
+                self._print_progress(final=True)
+        summary = self.summary()
+        if self.reporter:
+            self.reporter.progress(self.counters.snapshot())
+        assert self.store is not None
+        self.store.close()
+        return summary
+
+    def summary(self) -> dict[str, Any]:
+        assert self.store is not None
+        totals = self.store.totals()
+        elapsed = time.monotonic() - self.counters.started
+        sigs = self.store.signatures()
+        findings = self.store.findings()
+        known = sum(1 for f in findings if f["known_bug"])
+        summary = {
+            "campaign": self.name,
+            "programs": totals["programs"],
+            "executions": totals["executions"],
+            "elapsed_s": round(elapsed, 2),
+            "programs_per_s": round(self.counters.status.total() / max(elapsed, 1e-9), 3),
+            "program_status": totals["status"],
+            "findings": totals["findings"],
+            "findings_new": len(findings) - known,
+            "findings_known": known,
+            "signatures": [{"id": s["id"], "verdict": s["verdict"], "target": s["target"],
+                            "culprit_op": s["culprit_op"], "culprit_pass": s["culprit_pass"],
+                            "fusion_kind": s["fusion_kind"], "count": s["count"],
+                            "first_seen": s["first_seen"], "last_seen": s["last_seen"],
+                            "repro": s["repro"], "known_bug": s["known_bug"]} for s in sigs],
+            "targets": [{"name": t.name, "options": t.options} for t in self.targets],
+            "references": list(self.spec.references),
+            "injected_passes": self.plugins,
+            "seed": self.spec.seed,
+            "shard": {"index": self.shard[0], "count": self.shard[1]},
+            "jax_version": versions()["jax"],
+            "jaxlib_version": versions()["jaxlib"],
+        }
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
+        return summary
+
+
+def _short(dt: np.dtype) -> str:
+    from .dtypes import name_of
+    return name_of(dt)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def run_campaign(spec: CampaignSpec, out_dir: Path, *, name: str = "campaign", shard_index: int = 0,
+                 shard_count: int = 1, reporter: Reporter | None = None, progress: bool = False,
+                 inject_passes: Sequence[str] = ()) -> dict[str, Any]:
+    """Run a campaign into `out_dir`; returns the summary (also written to summary.json)."""
+    run = CampaignRun(spec, out_dir, name=name, shard_index=shard_index, shard_count=shard_count,
+                      reporter=reporter, progress=progress, inject_passes=inject_passes)
+    previous = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (a pod being stopped) ends the campaign like Ctrl-C: findings are committed.
+        signal.signal(signal.SIGTERM, lambda *_: run.stop.set())
+    try:
+        return run.run()
+    except KeyboardInterrupt:
+        run.stop.set()
+        return run.summary()
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,88 @@
+"""Evaluate a generated program's graph: as one traced function, or op by op.
+
+Op-by-op evaluation is the `eager` reference (each primitive compiled alone, so no
+fusion); with `promote=True` it is the float64 reference, and with a `perturb` generator
+it is the noise model: every float op output multiplied by (1 + u*U(-1, 1)), u the unit
+roundoff of the op's own dtype, which measures how much legal rounding can move outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .dtypes import NP_DTYPES, UNIT_ROUNDOFF
+from .generator import Graph
+from .ops import OPS
+
+F64 = jnp.float64
+
+
+def _is_float(x: Any) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.floating)
+
+
+def _apply(graph: Graph, args: list[Any], promote: bool,
+           perturb: np.random.Generator | None) -> tuple[Any, ...]:
+    vals: list[Any] = []
+    for meta in graph.values:
+        if "input" in meta:
+            x = args[meta["input"]]
+            vals.append(x.astype(F64) if promote and _is_float(x) else x)
+            continue
+        node = graph.nodes[meta["node"]]
+        op = OPS[node["op"]]
+        xs = [vals[i] for i in node["args"]]
+        if op.own_dtypes:
+            xs = [x.astype(NP_DTYPES[graph.values[i]["dtype"]]) for x, i in zip(xs, node["args"], strict=True)]
+        out = op.build(node["attrs"], *xs)
+        if promote and _is_float(out) and out.dtype != F64:
+            out = out.astype(F64)
+        if perturb is not None and _is_float(out):
+            u = UNIT_ROUNDOFF[meta["dtype"]]
+            noise = perturb.uniform(-1.0, 1.0, size=out.shape)
+            out = out * jnp.asarray(1.0 + u * noise, out.dtype)
+        vals.append(out)
+    return tuple(vals[i] for i in graph.outputs)
+
+
+def traced(graph: Graph, promote: bool = False) -> Callable[..., tuple[Any, ...]]:
+    """The program as one function of its inputs, for jax.jit."""
+    return lambda *args: _apply(graph, list(args), promote, None)
+
+
+def input_structs(graph: Graph, promote: bool = False) -> list[jax.ShapeDtypeStruct]:
+    out = []
+    for v in graph.inputs:
+        dt = NP_DTYPES[v["dtype"]]
+        if promote and v["dtype"] in ("f32", "bf16", "f16"):
+            dt = NP_DTYPES["f64"]
+        out.append(jax.ShapeDtypeStruct(tuple(v["shape"]), dt))
+    return out
+
+
+def eager(graph: Graph, inputs: list[np.ndarray], promote: bool = False,
+          perturb: np.random.Generator | None = None) -> list[np.ndarray]:
+    """Op-by-op evaluation; outputs as numpy arrays."""
+    outs = _apply(graph, [jnp.asarray(x) for x in inputs], promote, perturb)
+    return [np.asarray(o) for o in outs]
+
+
+def output_dtypes(graph: Graph) -> list[str]:
+    return [graph.values[i]["dtype"] for i in graph.outputs]
+
+
+def lower_text(graph: Graph) -> str:
+    """StableHLO text of the program at its own dtypes (what targets under test compile)."""
+    fn = jax.jit(traced(graph), keep_unused=True)
+    return fn.lower(*input_structs(graph)).as_text()
+
+
+def lower_f64_text(graph: Graph) -> str:
+    fn = jax.jit(traced(graph, promote=True), keep_unused=True)
+    return fn.lower(*input_structs(graph, promote=True)).as_text()
+

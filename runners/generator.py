@@ -1,0 +1,144 @@
+"""Random programs over jax.lax, valid by construction and deterministic from (seed, index).
+
+A program is built as a graph (values and op nodes, JSON-serializable) so that it can be
+re-evaluated op by op, promoted to float64, or perturbed for the noise model; the
+portable form that targets compile is its StableHLO text (program.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+from .campaign import GeneratorSpec
+from .dtypes import FLOATS, NP_DTYPES, name_of
+from .ops import OPS, OpDef, Val, ops_for
+
+# Dimension sizes: 1 and primes catch edge handling, powers of two the vectorized paths.
+DIM_CHOICES = (1, 1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 31, 32, 48, 64)
+MAX_ELEMENTS = 1 << 14
+MAX_TRIES = 12
+
+
+@dataclass
+class Graph:
+    """values[i] is {"shape", "dtype", "tainted", and "input": k or "node": j}."""
+
+    values: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+
+    @property
+    def inputs(self) -> list[dict[str, Any]]:
+        return [v for v in self.values if "input" in v]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"values": self.values, "nodes": self.nodes, "outputs": self.outputs}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Graph:
+        return cls(values=list(d["values"]), nodes=list(d["nodes"]), outputs=list(d["outputs"]))
+
+    def op_names(self) -> list[str]:
+        return [n["op"] for n in self.nodes]
+
+    def has_discrete(self) -> bool:
+        return any(OPS[n["op"]].discrete for n in self.nodes)
+
+
+class _Builder:
+    """The generator's side of ops.Ctx: operand lookup and parameter creation."""
+
+    def __init__(self, rng: np.random.Generator, spec: GeneratorSpec) -> None:
+        self.rng = rng
+        self.spec = spec
+        self.max_rank = spec.maxRank
+        self.max_dim = spec.maxDimSize
+        self.graph = Graph()
+        self.vals: list[Val] = []
+
+    def dim(self) -> int:
+        choices = [d for d in DIM_CHOICES if d <= self.max_dim]
+        return int(self.rng.choice(choices))
+
+    def shape(self) -> tuple[int, ...]:
+        rank = int(self.rng.integers(0, self.max_rank + 1))
+        shape = [self.dim() for _ in range(rank)]
+        while math.prod(shape) > MAX_ELEMENTS // 4:
+            shape[int(np.argmax(shape))] //= 2
+        return tuple(shape)
+
+    def new_input(self, shape: Sequence[int], dtype: str) -> Val:
+        v = Val(len(self.vals), tuple(int(d) for d in shape), dtype)
+        self.vals.append(v)
+        self.graph.values.append({"shape": list(v.shape), "dtype": dtype, "tainted": False,
+                                  "input": len(self.graph.inputs)})
+        return v
+
+    def operand(self, shape: Sequence[int], dtype: str) -> Val:
+        shape = tuple(int(d) for d in shape)
+        matches = [v for v in self.vals if v.shape == shape and v.dtype == dtype]
+        if matches and self.rng.random() < 0.6:
+            return matches[int(self.rng.integers(len(matches)))]
+        return self.new_input(shape, dtype)
+
+    def rollback(self, n_vals: int) -> None:
+        del self.vals[n_vals:]
+        del self.graph.values[n_vals:]
+
+    def try_op(self, op: OpDef, primary: Val) -> bool:
+        mark = len(self.vals)
+        planned = op.plan(self, primary)
+        if planned is None:
+            self.rollback(mark)
+            return False
+        args, attrs = planned
+        structs = [jax.ShapeDtypeStruct(a.shape, NP_DTYPES[a.dtype]) for a in args]
+        try:
+            out = jax.eval_shape(lambda *xs: op.build(attrs, *xs), *structs)
+        except (TypeError, ValueError):
+            self.rollback(mark)
+            return False
+        if math.prod(out.shape) > MAX_ELEMENTS or len(out.shape) > 5:
+            self.rollback(mark)
+            return False
+        tainted = any(a.dtype in FLOATS or a.tainted for a in args)
+        v = Val(len(self.vals), tuple(out.shape), name_of(out.dtype), tainted)
+        self.vals.append(v)
+        self.graph.nodes.append({"op": op.name, "args": [a.id for a in args], "attrs": attrs,
+                                 "discrete": op.discrete})
+        self.graph.values.append({"shape": list(v.shape), "dtype": v.dtype, "tainted": tainted,
+                                  "node": len(self.graph.nodes) - 1})
+        return True
+
+
+def _n_ops(rng: np.random.Generator, spec: GeneratorSpec) -> int:
+    """Log-uniform op count: most programs small (fast, easy to bisect), some large."""
+    lo, hi = math.log(spec.minOps), math.log(spec.maxOps + 1)
+    return min(spec.maxOps, max(spec.minOps, int(math.exp(rng.uniform(lo, hi)))))
+
+
+def generate(seed: int, index: int, spec: GeneratorSpec) -> Graph:
+    """The program number `index` of the campaign with `seed`: same inputs, same graph."""
+    rng = np.random.default_rng([seed, index, 0x5E17])
+    b = _Builder(rng, spec)
+    for _ in range(int(rng.integers(1, 3))):
+        b.new_input(b.shape(), str(rng.choice(spec.dtypes)))
+    target = _n_ops(rng, spec)
+    failures = 0
+    while len(b.graph.nodes) < target and failures < MAX_TRIES * target:
+        # Prefer recent values: deep chains give XLA something to fuse.
+        recent = b.vals[-4:] if rng.random() < 0.7 else b.vals
+        primary = recent[int(rng.integers(len(recent)))]
+        candidates = ops_for(primary.dtype, spec.ops, spec.excludeOps)
+        if not candidates or not b.try_op(candidates[int(rng.integers(len(candidates)))], primary):
+            failures += 1
+    used = {a for n in b.graph.nodes for a in n["args"]}
+    sinks = [v.id for v in b.vals if "node" in b.graph.values[v.id] and v.id not in used]
+    b.graph.outputs = sinks[-4:] if sinks else [b.vals[-1].id]
+    return b.graph

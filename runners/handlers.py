@@ -1,0 +1,103 @@
+"""What a worker process does with one request (runs inside the worker, with jax).
+
+Requests: `generate` a program, `run` a module under a target's options, evaluate a
+`reference` (eager, f64_eager, f64_jit, noise) from a program graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import evaluate, targets
+from .campaign import GeneratorSpec, build
+from .generator import Graph, generate
+from .inputs import make_inputs
+
+# The float64 jit reference runs under a setting other than default jit: a real XLA:CPU
+# miscompile in 0.10.2 corrupts default-jit results in f64 too (DESIGN.md).
+F64_JIT_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+
+
+def _generate(req: dict[str, Any]) -> dict[str, Any]:
+    spec = build(GeneratorSpec, req["generator"], "spec.generator")
+    graph = generate(req["seed"], req["index"], spec)
+    recipe = {"seed": req["seed"], "index": req["index"], "special": req["special"]}
+    inputs = make_inputs(recipe, graph.inputs)
+    return {"module": evaluate.lower_text(graph), "graph": graph.to_json(), "inputs": inputs,
+            "input_dtypes": [v["dtype"] for v in graph.inputs], "recipe": recipe}
+
+
+def _run(req: dict[str, Any]) -> dict[str, Any]:
+    ex = targets.run_module(req["module"], req["inputs"], req["options"],
+                            want_hlo=req.get("want_hlo", False))
+    reply = {"outputs": ex.outputs, "compile_s": ex.compile_s, "run_s": ex.run_s,
+             "hlo": ex.optimized_hlo}
+    if req.get("recheck"):
+        # Nondeterminism screen: a fresh compile and run of the same module must agree
+        # bitwise with the first (CPU results are deterministic across runs, measured).
+        again = targets.run_module(req["module"], req["inputs"], req["options"])
+        reply["recheck"] = again.outputs
+    return reply
+
+
+def _reference(req: dict[str, Any]) -> dict[str, Any]:
+    graph = Graph.from_json(req["graph"])
+    kind = req["kind"]
+    if kind == "eager":
+        return {"outputs": evaluate.eager(graph, req["inputs"])}
+    if kind == "f64_eager":
+        return {"outputs": evaluate.eager(graph, req["inputs"], promote=True)}
+    if kind == "noise":
+        rng = np.random.default_rng(req.get("noise_seed", 0))
+        return {"outputs": evaluate.eager(graph, req["inputs"], promote=True, perturb=rng)}
+    if kind == "f64_jit":
+        text = evaluate.lower_f64_text(graph)
+        inputs = [x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) or x.dtype.name == "bfloat16"
+                  else x for x in req["inputs"]]
+        return {"outputs": targets.run_module(text, inputs, F64_JIT_OPTIONS).outputs}
+    raise ValueError(f"unknown reference {kind!r}")
+
+
+TRIVIAL_MODULE = """module @check {
+  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.exponential %arg0 : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}"""
+
+
+def _validate(req: dict[str, Any]) -> dict[str, Any]:
+    """Check plugins import and each target's options are known to this XLA."""
+    from . import plugins
+    from .campaign import SpecError
+
+    errors = []
+    for ref in req["plugins"]:
+        try:
+            plugins.load(ref)
+        except SpecError as e:
+            errors.append(str(e))
+    for i, t in enumerate(req["targets"]):
+        try:
+            targets.compile_module(TRIVIAL_MODULE, t["options"])
+        except Exception as e:  # XLA raises its own runtime error type
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            errors.append(f"spec.targets[{i}].options ({t['name']}): XLA rejected them: {msg}")
+    return {"errors": errors}
+
+
+def handle(req: dict[str, Any]) -> dict[str, Any]:
+    cmd = req["cmd"]
+    if cmd == "ping":
+        return {}
+    if cmd == "validate":
+        return _validate(req)
+    if cmd == "generate":
+        return _generate(req)
+    if cmd == "run":
+        return _run(req)
+    if cmd == "reference":
+        return _reference(req)
+    raise ValueError(f"unknown request {cmd!r}")

@@ -1,0 +1,203 @@
+"""The oracle: tell a legal floating-point difference from a miscompile.
+
+Floats are judged normwise against a float64 reference (DESIGN.md): configuration C is
+wrong when e_C > k * max(min over the other configurations of e_L, noise, u), where e is
+||a - ref|| / ||ref|| over finite elements, noise is the error of the float64 program
+with every op perturbed by one rounding, and u the unit roundoff. Using the minimum over
+the others (not the maximum) matters: a real bug is often shared by several
+configurations. Non-finite patterns are compared apart: C is flagged where its class
+(finite, NaN, +Inf, -Inf) differs from the reference's and another configuration agrees
+with the reference. Integer outputs computed without floats are compared exactly; those
+that depend on floats must differ from every agreeing configuration and from the noise
+model before they count. Pure numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .dtypes import DISCRETE_FACTOR, FLOATS, NP_DTYPES, TOLERANCE_K, UNIT_ROUNDOFF
+
+# Two float64 references that differ by more than this (normwise) mean the program is
+# too ill-conditioned, or a reference is itself hit by a bug: no float verdict then.
+REFERENCE_AGREEMENT = 1e-6
+
+
+@dataclass
+class OutputInfo:
+    dtype: str
+    tainted: bool = True
+
+
+@dataclass
+class Judgement:
+    verdict: str
+    output: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _classes(a: np.ndarray) -> np.ndarray:
+    """0 finite, 1 NaN, 2 +Inf, 3 -Inf, elementwise."""
+    a = np.asarray(a, dtype=np.float64)
+    c = np.zeros(a.shape, np.int8)
+    c[np.isnan(a)] = 1
+    c[np.isposinf(a)] = 2
+    c[np.isneginf(a)] = 3
+    return c
+
+
+def _cast_ref(ref: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(ref).astype(NP_DTYPES[dtype]).astype(np.float64)
+
+
+def normwise_error(a: np.ndarray, ref: np.ndarray, dtype: str) -> float:
+    """||a - ref|| / ||ref|| over elements finite in both (ref taken in float64)."""
+    a64 = np.asarray(a, dtype=np.float64)
+    r64 = np.asarray(ref, dtype=np.float64)
+    mask = np.isfinite(a64) & np.isfinite(_cast_ref(r64, dtype)) & np.isfinite(r64)
+    if not mask.any():
+        return 0.0
+    diff = float(np.linalg.norm(a64[mask] - r64[mask]))
+    tiny = float(ml_dtypes.finfo(NP_DTYPES[dtype]).tiny) * np.sqrt(mask.sum())
+    return diff / max(float(np.linalg.norm(r64[mask])), tiny)
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: str) -> int:
+    """Max distance in units in the last place of `dtype` between finite elements."""
+    dt = NP_DTYPES[dtype]
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[dt.itemsize]
+    x = np.asarray(a).astype(dt)
+    y = np.asarray(b).astype(dt)
+    mask = np.isfinite(x.astype(np.float64)) & np.isfinite(y.astype(np.float64))
+    if not mask.any():
+        return 0
+
+    def ordered(v: np.ndarray) -> np.ndarray:
+        i = v.view(bits).astype(np.int64)
+        return np.where(i < 0, np.iinfo(bits).min - i, i)
+
+    return int(np.max(np.abs(ordered(x[mask]) - ordered(y[mask]))))
+
+
+def error_stats(a: np.ndarray, ref: np.ndarray, dtype: str) -> dict[str, Any]:
+    """Evidence for a report: max abs/rel error, ULPs, and where the worst element is."""
+    a64 = np.asarray(a, dtype=np.float64)
+    r64 = np.asarray(ref, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        absdiff = np.abs(a64 - r64)
+    absdiff = np.where(np.isfinite(absdiff), absdiff, 0.0)
+    stats: dict[str, Any] = {"max_abs": float(absdiff.max()) if absdiff.size else 0.0}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(np.abs(r64) > 0, absdiff / np.abs(r64), 0.0)
+    stats["max_rel"] = float(np.nanmax(rel)) if rel.size else 0.0
+    if absdiff.size:
+        where = np.unravel_index(int(np.argmax(absdiff)), absdiff.shape)
+        stats["where"] = [int(i) for i in where]
+        stats["actual"] = float(a64[where])
+        stats["expected"] = float(r64[where])
+        stats["wrong_elements"] = int(np.count_nonzero(absdiff > 0))
+        stats["elements"] = int(absdiff.size)
+    if dtype in FLOATS:
+        stats["max_ulp"] = ulp_distance(a, _cast_ref(r64, dtype), dtype)
+    return stats
+
+
+def references_agree(a: list[np.ndarray], b: list[np.ndarray], infos: list[OutputInfo]) -> bool:
+    for x, y, info in zip(a, b, infos, strict=True):
+        if info.dtype in FLOATS:
+            if not np.array_equal(_classes(x), _classes(y)):
+                return False
+            if normwise_error(x, y, "f64") > REFERENCE_AGREEMENT:
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
+
+
+def _nan_mismatch(c: np.ndarray, others: list[np.ndarray], ref: np.ndarray, dtype: str) -> dict | None:
+    want = _classes(_cast_ref(ref, dtype))
+    got = _classes(c)
+    bad = got != want
+    if not bad.any():
+        return None
+    confirmed = np.zeros_like(bad)
+    for o in others:
+        confirmed |= bad & (_classes(o) == want)
+    if not confirmed.any():
+        return None
+    where = tuple(int(i[0]) for i in np.nonzero(confirmed))
+    names = ["finite", "nan", "+inf", "-inf"]
+    return {"elements": int(confirmed.sum()), "where": list(where),
+            "actual_class": names[got[where]], "expected_class": names[want[where]],
+            "actual": float(np.asarray(c, np.float64)[where]),
+            "expected": float(np.asarray(ref, np.float64)[where])}
+
+
+def judge(
+    target: str,
+    results: dict[str, list[np.ndarray]],
+    ref64: list[np.ndarray],
+    infos: list[OutputInfo],
+    noise: Callable[[], list[np.ndarray] | None],
+    discrete: bool = False,
+    k_overrides: dict[str, float] | None = None,
+) -> Judgement:
+    """Judge one configuration's outputs against the reference and the other configurations.
+
+    `results` maps every configuration that produced outputs (targets and own-precision
+    references) to its outputs; `noise` is called at most once, only when needed.
+    """
+    k_overrides = k_overrides or {}
+    mine = results[target]
+    others = [v for name, v in results.items() if name != target]
+    noise_cache: list[list[np.ndarray] | None] = []
+
+    def noise_out() -> list[np.ndarray] | None:
+        if not noise_cache:
+            noise_cache.append(noise())
+        return noise_cache[0]
+
+    for i, info in enumerate(infos):
+        c, ref = mine[i], ref64[i]
+        if np.shape(c) != np.shape(ref):
+            return Judgement("mismatch", i, {"reason": "shape", "actual_shape": list(np.shape(c)),
+                                             "expected_shape": list(np.shape(ref))})
+        if info.dtype not in FLOATS:
+            if np.array_equal(c, ref):
+                continue
+            if info.tainted:
+                agreeing = [o[i] for o in others if np.array_equal(o[i], ref)]
+                n = noise_out()
+                if len(agreeing) < len(others) or not agreeing or n is None \
+                        or not np.array_equal(n[i], ref):
+                    continue  # a legal flip of a float-dependent integer
+            ev = error_stats(c, ref, info.dtype)
+            ev.update(reason="integer", dtype=info.dtype, tainted=info.tainted)
+            return Judgement("mismatch", i, ev)
+        nan = _nan_mismatch(c, [o[i] for o in others], ref, info.dtype)
+        if nan is not None:
+            nan["dtype"] = info.dtype
+            return Judgement("nan_mismatch", i, nan)
+        e_c = normwise_error(c, ref, info.dtype)
+        e_others = {name: normwise_error(v[i], ref, info.dtype)
+                    for name, v in results.items() if name != target}
+        best = min(e_others.values(), default=0.0)
+        u = UNIT_ROUNDOFF[info.dtype]
+        k = k_overrides.get(info.dtype, TOLERANCE_K[info.dtype]) * (DISCRETE_FACTOR if discrete else 1.0)
+        if e_c <= k * max(best, u):
+            continue
+        n = noise_out()
+        e_noise = normwise_error(n[i], ref, "f64") if n is not None else 0.0
+        threshold = k * max(best, e_noise, u)
+        if e_c > threshold:
+            ev = error_stats(c, ref, info.dtype)
+            ev.update(dtype=info.dtype, error=e_c, threshold=threshold, k=k, noise=e_noise,
+                      others={n_: float(e) for n_, e in e_others.items()})
+            return Judgement("mismatch", i, ev)
+    return Judgement("pass")

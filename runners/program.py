@@ -1,0 +1,112 @@
+"""Program: a portable module (StableHLO text) + its inputs + provenance.
+
+On disk a program is a trace folder (DESIGN.md): `module.mlir`, `inputs.npz` (`arg0`,
+`arg1`, ...; bf16 stored as its uint16 bit pattern), `meta.json` (provenance, input
+recipe, dtypes) and, for generated programs, `graph.json`, from which references
+re-evaluate the program op by op. Pure numpy: no jax import here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .dtypes import NP_DTYPES, bit_view
+
+MLIR_TYPES = {"f32": "f32", "bf16": "bf16", "f16": "f16", "f64": "f64", "i32": "s32",
+              "i8": "s8", "ui8": "u8", "ui32": "u32", "i1": "bool"}
+
+
+class ProgramError(ValueError):
+    """A program folder or module cannot be read; the message names the file."""
+
+
+@dataclass
+class Program:
+    id: str
+    module: str
+    inputs: list[np.ndarray]
+    input_dtypes: list[str]
+    provenance: dict[str, Any] = field(default_factory=dict)
+    graph: dict[str, Any] | None = None
+
+    @property
+    def op_count(self) -> int:
+        if self.graph is not None:
+            return len(self.graph["nodes"])
+        return len(re.findall(r"=\s*\"?(?:stablehlo|chlo)\.", self.module))
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "module.mlir").write_text(self.module)
+        save_arrays(folder / "inputs.npz", self.inputs, self.input_dtypes)
+        meta = {"id": self.id, "input_dtypes": self.input_dtypes, "provenance": self.provenance}
+        (folder / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        if self.graph is not None:
+            (folder / "graph.json").write_text(json.dumps(self.graph))
+
+    @classmethod
+    def load(cls, folder: Path) -> Program:
+        folder = Path(folder)
+        module_path = folder / "module.mlir"
+        if not module_path.is_file():
+            raise ProgramError(f"{folder}: not a program folder (no module.mlir)")
+        module = module_path.read_text()
+        dtypes = param_dtypes(module)
+        meta = _read_json(folder / "meta.json") if (folder / "meta.json").exists() else {}
+        graph = _read_json(folder / "graph.json") if (folder / "graph.json").exists() else None
+        npz = folder / "inputs.npz"
+        if not npz.exists():
+            raise ProgramError(f"{npz}: missing (a program needs its inputs)")
+        inputs = load_arrays(npz, dtypes)
+        return cls(id=str(meta.get("id", folder.name)), module=module, inputs=inputs,
+                   input_dtypes=dtypes, provenance=meta.get("provenance", {}), graph=graph)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ProgramError(f"{path}: unreadable JSON ({e})") from None
+
+
+def param_dtypes(module: str) -> list[str]:
+    """Element types of @main's parameters, from StableHLO text."""
+    m = re.search(r"func\.func (?:public )?@main\((.*?)\)\s*->", module, re.S)
+    if not m:
+        raise ProgramError("module has no @main function")
+    types = re.findall(r"%arg\d+:\s*tensor<(?:[\dx?]*x)?([a-z]+\d*)>", m.group(1))
+    try:
+        return [MLIR_TYPES[t] for t in types]
+    except KeyError as e:
+        raise ProgramError(f"unsupported parameter element type {e.args[0]}") from None
+
+
+def save_arrays(path: Path, arrays: list[np.ndarray], dtypes: list[str]) -> None:
+    stored = {}
+    for i, (a, d) in enumerate(zip(arrays, dtypes, strict=True)):
+        view = bit_view(d)
+        stored[f"arg{i}"] = np.asarray(a).view(view) if view is not None else np.asarray(a)
+    np.savez(path, **stored)
+
+
+def load_arrays(path: Path, dtypes: list[str]) -> list[np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            n = len(z.files)
+            if n != len(dtypes):
+                raise ProgramError(f"{path}: {n} arrays for {len(dtypes)} parameters")
+            out = []
+            for i, d in enumerate(dtypes):
+                a = z[f"arg{i}"]
+                out.append(a.view(NP_DTYPES[d]) if bit_view(d) is not None else a.astype(NP_DTYPES[d]))
+            return out
+    except (OSError, ValueError, KeyError) as e:
+        if isinstance(e, ProgramError):
+            raise
+        raise ProgramError(f"{path}: unreadable inputs ({e})") from None

@@ -1,0 +1,123 @@
+"""The campaign store: one SQLite file in the output folder, written as findings happen.
+
+Every finding is committed before it is reported, so Ctrl-C or a kill loses nothing
+already found; the programs table lets a second run into the same folder resume.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS programs (
+    idx INTEGER PRIMARY KEY, id TEXT NOT NULL, ops INTEGER, status TEXT NOT NULL,
+    executions INTEGER NOT NULL, seconds REAL NOT NULL, stats TEXT);
+CREATE TABLE IF NOT EXISTS findings (
+    id TEXT PRIMARY KEY, program TEXT NOT NULL, target TEXT NOT NULL, verdict TEXT NOT NULL,
+    signature TEXT NOT NULL, dtype TEXT, culprit_op TEXT, culprit_pass TEXT, fusion_kind TEXT,
+    evidence TEXT NOT NULL, dir TEXT NOT NULL, known_bug TEXT, time TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS signatures (
+    id TEXT PRIMARY KEY, verdict TEXT NOT NULL, target TEXT, culprit_op TEXT, culprit_pass TEXT,
+    fusion_kind TEXT, dtype TEXT, count INTEGER NOT NULL, first_seen TEXT NOT NULL,
+    last_seen TEXT NOT NULL, repro TEXT, known_bug TEXT, bisected INTEGER NOT NULL DEFAULT 0);
+"""
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: not a usable xla-sentinel store ({e})") from None
+        self.lock = threading.Lock()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.lock:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def done_indices(self) -> set[int]:
+        return {r[0] for r in self.db.execute("SELECT idx FROM programs")}
+
+    def record_program(self, idx: int, pid: str, ops: int, status: str, executions: int,
+                       seconds: float, stats: dict[str, Any]) -> None:
+        with self.lock:
+            self.db.execute("INSERT OR REPLACE INTO programs VALUES (?,?,?,?,?,?,?)",
+                            (idx, pid, ops, status, executions, seconds, json.dumps(stats)))
+
+    def add_finding(self, f: dict[str, Any]) -> bool:
+        """Insert a finding and bump its signature; False if this finding was already stored."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self.db.execute(
+                    "INSERT OR IGNORE INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (f["id"], f["program"], f["target"], f["verdict"], f["signature"], f.get("dtype"),
+                     f.get("culprit_op"), f.get("culprit_pass"), f.get("fusion_kind"),
+                     json.dumps(f.get("evidence", {})), f["dir"], f.get("known_bug"), f["time"]))
+                new = cur.rowcount == 1
+                if new:
+                    self.db.execute(
+                        """INSERT INTO signatures (id, verdict, target, culprit_op, culprit_pass,
+                           fusion_kind, dtype, count, first_seen, last_seen, repro, known_bug)
+                           VALUES (?,?,?,?,?,?,?,1,?,?,?,?)
+                           ON CONFLICT(id) DO UPDATE SET count=count+1, last_seen=excluded.last_seen""",
+                        (f["signature"], f["verdict"], f["target"], f.get("culprit_op"),
+                         f.get("culprit_pass"), f.get("fusion_kind"), f.get("dtype"), f["time"],
+                         f["time"], f["dir"], f.get("known_bug")))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        return new
+
+    def update_signature(self, sig_id: str, **fields: Any) -> None:
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.lock:
+            self.db.execute(f"UPDATE signatures SET {cols} WHERE id=?", (*fields.values(), sig_id))
+
+    def signature_count(self, sig_id: str) -> int:
+        row = self.db.execute("SELECT count FROM signatures WHERE id=?", (sig_id,)).fetchone()
+        return row[0] if row else 0
+
+    def findings(self) -> list[dict[str, Any]]:
+        cur = self.db.execute("SELECT * FROM findings ORDER BY time")
+        cols = [c[0] for c in cur.description]
+        out = []
+        for row in cur:
+            d = dict(zip(cols, row, strict=True))
+            d["evidence"] = json.loads(d["evidence"])
+            out.append(d)
+        return out
+
+    def signatures(self) -> list[dict[str, Any]]:
+        cur = self.db.execute("SELECT * FROM signatures ORDER BY first_seen")
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, row, strict=True)) for row in cur]
+
+    def totals(self) -> dict[str, Any]:
+        programs, executions, seconds = self.db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(executions),0), COALESCE(SUM(seconds),0) FROM programs"
+        ).fetchone()
+        by_status = dict(self.db.execute("SELECT status, COUNT(*) FROM programs GROUP BY status"))
+        by_verdict = dict(self.db.execute("SELECT verdict, COUNT(*) FROM findings GROUP BY verdict"))
+        return {"programs": programs, "executions": executions, "program_seconds": seconds,
+                "status": by_status, "findings": by_verdict}

@@ -1,0 +1,136 @@
+"""Worker processes: each target (and the references) runs in a process that may die.
+
+A compiler abort, segfault or hang must not take the campaign down: the coordinator
+talks to each worker over a pipe, bounds every request by a timeout, and turns a dead or
+silent worker into a `crash` or `hang` result before starting a fresh one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_CTX = mp.get_context("spawn")
+
+
+class WorkerDied(RuntimeError):
+    """The worker process exited while handling a request (crash)."""
+
+    def __init__(self, exitcode: int | None, log_tail: str) -> None:
+        self.exitcode = exitcode
+        self.log_tail = log_tail
+        sig = ""
+        if exitcode is not None and exitcode < 0:
+            sig = f" ({signal.Signals(-exitcode).name})"
+        super().__init__(f"worker exited with code {exitcode}{sig}")
+
+
+class WorkerHung(RuntimeError):
+    """The worker did not answer within the timeout (hang); it has been killed."""
+
+
+def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
+    if log_path:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    # Injected transformations are not part of the persistent cache key (DESIGN.md).
+    jax.config.update("jax_enable_compilation_cache", False)
+    from . import handlers
+    from . import plugins as plugin_mod
+
+    if plugins:
+        plugin_mod.register(plugins)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        try:
+            reply = {"ok": True, **handlers.handle(request)}
+        except Exception as e:  # every failure of a request is data for the oracle
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}",
+                     "traceback": traceback.format_exc(limit=8)}
+        conn.send(reply)
+
+
+@dataclass
+class Worker:
+    """A restartable worker process. `plugins` are registered only in this process."""
+
+    name: str
+    plugins: Sequence[str] = ()
+    log_path: Path | None = None
+    _proc: Any = field(default=None, repr=False)
+    _conn: Any = field(default=None, repr=False)
+    restarts: int = 0
+
+    def start(self) -> None:
+        parent, child = _CTX.Pipe()
+        self._proc = _CTX.Process(target=_serve, args=(child, tuple(self.plugins),
+                                                       str(self.log_path) if self.log_path else None),
+                                  daemon=True, name=f"xla-sentinel-{self.name}")
+        self._proc.start()
+        child.close()
+        self._conn = parent
+
+    def _log_tail(self) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4000))
+            return f.read().decode(errors="replace")
+
+    def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self._proc is None or not self._proc.is_alive():
+            if self._proc is not None:
+                self.restarts += 1
+            self.start()
+        try:
+            self._conn.send(request)
+            if not self._conn.poll(timeout):
+                self.kill()
+                raise WorkerHung(f"{self.name}: no answer within {timeout:.0f} s")
+            return self._conn.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self._proc.join(5)
+            code = self._proc.exitcode
+            tail = self._log_tail()
+            self._proc = None
+            raise WorkerDied(code, tail) from None
+
+    def kill(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+            self._proc = None
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+                self._proc.join(2)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+
+def wait_ready(workers: Sequence[Worker], timeout: float = 120.0) -> None:
+    """Start every worker and wait until each has imported jax (pings in parallel)."""
+    for w in workers:
+        w.start()
+    deadline = time.monotonic() + timeout
+    for w in workers:
+        w.call({"cmd": "ping"}, max(1.0, deadline - time.monotonic()))
