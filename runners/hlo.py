@@ -11,8 +11,11 @@ HLO grammar.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 _COMPUTATION_HEADER = re.compile(r"^(ENTRY )?%([\w.\-]+) .*\{$")
 _INSTRUCTION_START = re.compile(r"^(\s+)(ROOT )?%([\w.\-]+) = ")
@@ -538,6 +541,22 @@ def proto_from_text(text: str) -> bytes:
     from jaxlib import _hlo
 
     return _hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+
+
+def run_hlo(text: str, args: Sequence[Any]) -> list[np.ndarray]:
+    """Compile HLO text on the CPU backend (through StableHLO, as replay does) and run it.
+    Optimized HLO must go through `defuse` first."""
+    import jax
+    from jax._src import compiler, xla_bridge
+    from jax._src.lib import _jax, xla_client
+
+    device = jax.devices("cpu")[0]
+    stablehlo = _jax.mlir.hlo_to_stablehlo(proto_from_text(text))
+    executable = xla_bridge.get_backend("cpu").compile_and_load(
+        stablehlo, xla_client.DeviceList((device,)),
+        compiler.get_compile_options(num_replicas=1, num_partitions=1))
+    outputs = executable.execute_sharded([jax.device_put(a, device) for a in args])
+    return [np.asarray(out[0]) for out in outputs.disassemble_into_single_device_arrays()]
 
 
 def rewrite_proto(proto: bytes, edit: Callable[[HloModule], bool]) -> bytes | None:

@@ -29,6 +29,14 @@ def _while_double(x: jax.Array) -> jax.Array:
     return lax.while_loop(lambda s: s[0] < 3, body, (0, x))[1]
 
 
+def _scan_rows(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return lax.scan(lambda carry, row: (carry + row, carry * row), jnp.zeros(x.shape[1]), x)
+
+
+def _max_pool(x: jax.Array) -> jax.Array:
+    return lax.reduce_window(x, -jnp.inf, lax.max, (2, 2), (1, 1), "VALID")
+
+
 CORPUS: dict[str, tuple[Callable, tuple[np.ndarray, ...]]] = {
     "elementwise_arith": (lambda x, y: x * y + 1 - x / (y * y + 1), (_f32(8, 8), _f32(8, 8))),
     "sin_cos": (lambda x, y: jnp.sin(x) + jnp.cos(y), (_f32(6, 6), _f32(6, 6))),
@@ -58,5 +66,10 @@ CORPUS: dict[str, tuple[Callable, tuple[np.ndarray, ...]]] = {
     "dus_intermediate": (lambda x, y, i: lax.dynamic_update_slice(x * 2.0, y[:2], (i, 0)),
                          (_f32(4, 4), _f32(4, 4), np.int32(1))),
     "even_minor_multiply": (lambda x, y: x * y - 1.0, (_f32(5, 8), _f32(5, 8))),
+    "scan_rows": (_scan_rows, (_f32(5, 4),)),
+    "sigmoid": (jax.nn.sigmoid, (_f32(4, 4),)),
+    "bf16_arith": (lambda x: x.astype(jnp.bfloat16) * 3 + 1, (_f32(4, 4),)),
+    "max_pool": (_max_pool, (_f32(6, 6),)),
+    "top_k": (lambda x: lax.top_k(x, 3), (_f32(4, 8),)),
     "sqrt_rsqrt": (lambda x: jnp.sqrt(jnp.abs(x)) + lax.rsqrt(jnp.abs(x) + 1.0), (_f32(6, 4),)),
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
-from conftest import run, run_with_fault
+from fault_harness import run, run_with_fault
 from jax import lax
 
 _rng = np.random.default_rng(11)
