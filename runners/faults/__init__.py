@@ -21,7 +21,7 @@ FAULTS: dict[str, str] = {
     "shift_right_logical": "shift_right_logical.py",
     "signed_compare_unsigned": "signed_compare_unsigned.py",
     "odd_tail_multiply": "odd_tail_multiply.py",
-    "loop_constant_bf16": "loop_constant_bf16.py",
+    "loop_state_bf16": "loop_state_bf16.py",
     "abort_on_pattern": "abort_on_pattern.py",
 }
 

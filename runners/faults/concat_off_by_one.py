@@ -6,8 +6,8 @@ concatenate/pad bugs): the first element of the second operand along the concate
 dimension is replaced by a repeat of the first operand's last element, and the rest of
 the second operand is unchanged.
 
-Fires when: a `concatenate` has at least two operands and the second one is at least
-2 long along the concatenated dimension, anywhere in the module.
+Fires when: a `concatenate` has at least two operands, the first is not empty and the
+second is at least 2 long along the concatenated dimension, anywhere in the module.
 """
 
 from xla_sentinel import hlo
@@ -33,7 +33,7 @@ def _edit(module: hlo.HloModule) -> bool:
                 continue
             dim = int(instr.attr("dimensions").strip("{}"))
             first, second = (comp.get(name) for name in instr.operands[:2])
-            if second.shape.dims[dim] < 2:
+            if first.shape.dims[dim] < 1 or second.shape.dims[dim] < 2:
                 continue
             last = first.shape.dims[dim]
             repeated = _slice(module, first, dim, last - 1, last)

@@ -39,9 +39,11 @@ def _edit(module: hlo.HloModule) -> bool:
             if not update.operands or not _updates_in_place(module, update):
                 continue
             copy = comp.get(update.operands[0])
-            if copy.opcode != "copy":
+            source = copy.operands[0] if copy.opcode == "copy" else None
+            # A copy that also changes the layout is not the protective one, and its
+            # readers could not take the update's layout anyway.
+            if source is None or comp.get(source).shape_text != copy.shape_text:
                 continue
-            source = copy.operands[0]
             position = comp.instructions.index(update)
             for reader in comp.instructions[position + 1:]:
                 if source in reader.operands and not comp.depends_on(update, reader.name):

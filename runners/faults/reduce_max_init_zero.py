@@ -37,11 +37,16 @@ def _edit(module: hlo.HloModule) -> bool:
 
 
 def _zero_init(module: hlo.HloModule, comp: hlo.Computation, reduce: hlo.Instruction) -> None:
-    """Feed the reduce a fresh 0. A fused init parameter must keep its user, so the new
-    constant goes into the caller and replaces only that fusion's operand."""
+    """Feed the reduce a 0. A fusion body may not keep an instruction without users, so a
+    constant only this reduce reads is edited in place, and a fused parameter only it
+    reads gets its 0 from the caller, which replaces only that fusion's operand."""
     init = comp.get(reduce.operands[1])
+    sole_reader = len(comp.users(init.name)) == 1
+    if init.opcode == "constant" and sole_reader:
+        init.operand_text = "0"
+        return
     target, reader, position = comp, reduce, 1
-    if init.opcode == "parameter" and len(comp.users(init.name)) == 1:
+    if init.opcode == "parameter" and sole_reader:
         reader = module.fusion_bodies()[comp.name]
         target, position = module.computation_of(reader), int(init.operand_text)
     zero = hlo.constant(module.fresh_name("fault_init"), reduce.dtype, "0")

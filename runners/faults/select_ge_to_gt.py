@@ -5,14 +5,15 @@ strict one (GE -> GT, LE -> LT) when it feeds a select, as in a mis-applied
 `select(a >= b, a, b)` -> max rewrite: the result differs only where the two compared
 values are exactly equal (ties).
 
-Fires when: a `compare` with direction GE or LE on floating-point operands is the
-predicate (operand 0) of a `select`, anywhere in the module.
+Fires when: a `compare` with direction GE or LE (any element type: integer ties are
+common, float ties rarer) is the predicate (operand 0) of a `select`, anywhere in the
+module.
 """
 
 from xla_sentinel import hlo
 
 NAME = "select_ge_to_gt"
-FIRES_ON = "float compare GE/LE used as a select predicate (visible only on ties)"
+FIRES_ON = "compare GE/LE used as a select predicate (visible only on ties)"
 
 _STRICT = {"GE": "GT", "LE": "LT"}
 
@@ -26,8 +27,6 @@ def _edit(module: hlo.HloModule) -> bool:
             compare = comp.get(select.operands[0])
             direction = compare.attr("direction")
             if compare.opcode != "compare" or direction not in _STRICT:
-                continue
-            if comp.get(compare.operands[0]).dtype not in hlo.FLOAT_TYPES:
                 continue
             compare.set_attr("direction", _STRICT[direction])
             changed = True

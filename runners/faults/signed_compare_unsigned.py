@@ -29,9 +29,9 @@ def _edit(module: hlo.HloModule) -> bool:
             shape = operands[0].shape
             if shape is None or shape.dtype not in hlo.SIGNED_INT_TYPES or not shape.dims:
                 continue
-            unsigned = shape.with_dtype("u" + shape.dtype[1:])
+            unsigned = "u" + shape.dtype[1:]
             casts = [hlo.make_instruction(module.fresh_name("fault_unsigned"),
-                                          unsigned.with_dims(o.shape.dims), "bitcast-convert",
+                                          o.shape.with_dtype(unsigned), "bitcast-convert",
                                           [o.name]) for o in operands]
             comp.insert_before(instr, casts)
             instr.set_operands(c.name for c in casts)

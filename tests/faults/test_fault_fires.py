@@ -50,6 +50,21 @@ def test_select_ge_to_gt_changes_only_the_ties() -> None:
     assert (clean != faulty).any()
 
 
+def test_select_ge_to_gt_hits_integer_ties_too() -> None:
+    k = _rng.integers(-3, 3, 40).astype(np.int32)
+    m = _rng.integers(-3, 3, 40).astype(np.int32)
+
+    def f(a, b):
+        return jnp.where(a <= b, a, b * 10)
+
+    (clean,) = run(f, k, m)
+    (faulty,) = run_with_fault("select_ge_to_gt", f, k, m)
+
+    np.testing.assert_array_equal(clean, np.where(k <= m, k, m * 10))
+    np.testing.assert_array_equal(faulty, np.where(k < m, k, m * 10))
+    assert (k == m).any() and (clean != faulty).any()
+
+
 def test_shift_right_logical_loses_the_sign_of_negative_values() -> None:
     k = np.arange(-8, 8, dtype=np.int32)
 
@@ -77,6 +92,19 @@ def test_reduce_max_init_zero_clips_all_negative_rows_at_zero() -> None:
     np.testing.assert_array_equal(clean, x.max(axis=1))
     np.testing.assert_array_equal(faulty, np.maximum(x.max(axis=1), 0))
     assert (faulty[::2] == 0).all()
+
+
+def test_reduce_max_init_zero_also_hits_an_init_constant_inside_the_fusion() -> None:
+    x = _f32(5, 7, low=-3.0, high=-0.1)  # sin is negative everywhere here
+
+    def f(v):
+        return jnp.max(jnp.sin(v))
+
+    (clean,) = run(f, x)
+    (faulty,) = run_with_fault("reduce_max_init_zero", f, x)
+
+    np.testing.assert_allclose(clean, np.sin(x.astype(np.float64)).max(), rtol=1e-6)
+    assert clean < 0 and faulty == 0
 
 
 def test_dynamic_slice_wraps_an_out_of_range_start_instead_of_clamping() -> None:
@@ -188,39 +216,36 @@ def test_odd_tail_multiply_skips_the_last_element_of_odd_rows() -> None:
     np.testing.assert_array_equal(faulty[:, -1], x[:, -1] + 1)
 
 
-def test_loop_constant_bf16_rounds_constants_only_inside_the_loop_body() -> None:
+def test_loop_state_bf16_rounds_the_carried_value_only_inside_the_loop() -> None:
     x = _f32(4, 4)
 
     def f(a):
         looped = lax.fori_loop(0, 3, lambda i, c: c * 1.1 + 0.3, a)
         return looped, a * 1.1 + 0.3
 
-    def reference(scale: float, shift: float) -> np.ndarray:
-        c = x.astype(np.float64)
-        for _ in range(3):
-            c = c * scale + shift
-        return c
-
+    exact = x.astype(np.float64)
+    for _ in range(3):
+        exact = exact * 1.1 + 0.3
     clean = run(f, x)
-    faulty = run_with_fault("loop_constant_bf16", f, x)
+    faulty = run_with_fault("loop_state_bf16", f, x)
 
-    np.testing.assert_allclose(clean[0], reference(1.1, 0.3), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(faulty[0], reference(1.1015625, 0.30078125), rtol=1e-5, atol=1e-5)
-    assert np.max(np.abs(faulty[0] - clean[0])) > 1e-3
+    np.testing.assert_allclose(clean[0], exact, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(_bf16_round(faulty[0]), faulty[0])  # stored as bf16
+    assert 1e-4 < np.max(np.abs(faulty[0] - exact) / np.abs(exact)) < 3 * 2.0**-8
     np.testing.assert_array_equal(faulty[1], clean[1])  # straight-line code is untouched
 
 
-def test_loop_constant_bf16_fires_in_a_conditional_branch() -> None:
+def test_loop_state_bf16_rounds_a_conditional_branch_result() -> None:
     x = _f32(3, 5)
 
     def f(p, a):
         return lax.cond(p > 0, lambda v: v * 0.7, lambda v: v - 1.0, a)
 
     (clean,) = run(f, np.int32(1), x)
-    (faulty,) = run_with_fault("loop_constant_bf16", f, np.int32(1), x)
+    (faulty,) = run_with_fault("loop_state_bf16", f, np.int32(1), x)
 
-    np.testing.assert_allclose(clean, x * np.float32(0.7), rtol=1e-6)
-    np.testing.assert_allclose(faulty, x * _bf16_round(np.float32(0.7)), rtol=1e-6)
+    np.testing.assert_array_equal(clean, x * np.float32(0.7))
+    np.testing.assert_array_equal(faulty, _bf16_round(clean))
 
 
 def test_signed_compare_unsigned_orders_negatives_above_positives() -> None:

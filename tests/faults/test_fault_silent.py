@@ -21,6 +21,8 @@ MATCHES: dict[str, set[str]] = {
     "bf16_convert_truncates": {"bf16_arith"},
     # scan reads its rows with dynamic-slice; the loop counter is always in range.
     "dynamic_slice_wraps": {"scan_rows"},
+    # Every loop or branch that carries f32 state (fori_int carries only integers).
+    "loop_state_bf16": {"fori_affine", "cond_scale", "while_double", "scan_rows"},
 }
 
 # Matches whose inputs never reach the fault's trigger, so the output must not change.
