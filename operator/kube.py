@@ -1,0 +1,126 @@
+"""A small async Kubernetes API client on aiohttp, built from kopf's login credentials, so
+the operator's own calls (Jobs, Secrets, BugSignatures) share kopf's connection settings.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import kopf
+
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def path(api_version: str, plural: str, namespace: str | None = None, name: str | None = None,
+         subresource: str | None = None) -> str:
+    """The URL path of a collection or an object: core `v1` or `group/version`."""
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    if namespace:
+        base += f"/namespaces/{quote(namespace)}"
+    base += f"/{plural}"
+    if name:
+        base += f"/{quote(name)}"
+    if subresource:
+        base += f"/{subresource}"
+    return base
+
+
+def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | bool:
+    if not info.server.startswith("https"):
+        return False
+    if info.insecure:
+        return False
+    ctx = ssl.create_default_context(
+        cafile=str(info.ca_path) if info.ca_path else None,
+        cadata=info.ca_data.decode() if isinstance(info.ca_data, bytes) else info.ca_data)
+    if info.certificate_path and info.private_key_path:
+        ctx.load_cert_chain(str(info.certificate_path), str(info.private_key_path))
+    return ctx
+
+
+class Kube:
+    """JSON in, JSON out; non-2xx answers raise ApiError with the server's message."""
+
+    def __init__(self, info: kopf.ConnectionInfo) -> None:
+        self.server = info.server.rstrip("/")
+        self._ssl = _ssl_context(info)
+        headers = {"User-Agent": "xla-sentinel-operator"}
+        if info.token:
+            headers["Authorization"] = f"{info.scheme or 'Bearer'} {info.token}"
+        self._headers = headers
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(self, method: str, url_path: str, *, body: Any = None,
+                      params: dict[str, str] | None = None,
+                      content_type: str = "application/json") -> dict[str, Any]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(headers=self._headers,
+                                                  timeout=aiohttp.ClientTimeout(total=30))
+        headers = {"Content-Type": content_type} if body is not None else {}
+        async with self._session.request(method, self.server + url_path, json=body,
+                                         params=params, headers=headers, ssl=self._ssl) as resp:
+            try:
+                data = await resp.json(content_type=None)
+            except ValueError:
+                data = {"message": (await resp.text())[:500]}
+            if resp.status >= 400:
+                message = data.get("message") if isinstance(data, dict) else str(data)
+                raise ApiError(resp.status, str(message))
+            return data if isinstance(data, dict) else {}
+
+    async def get(self, url_path: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return await self.request("GET", url_path)
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def list(self, url_path: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        params = {"labelSelector": ",".join(f"{k}={v}" for k, v in labels.items())} if labels else None
+        data = await self.request("GET", url_path, params=params)
+        return list(data.get("items") or [])
+
+    async def create(self, url_path: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Create; (object, True), or (the existing object, False) when the name is taken."""
+        try:
+            return await self.request("POST", url_path, body=body), True
+        except ApiError as e:
+            if e.status != 409:
+                raise
+        name = body["metadata"]["name"]
+        existing = await self.get(f"{url_path}/{quote(name)}")
+        if existing is None:
+            raise ApiError(409, f"{name} exists but cannot be read")
+        return existing, False
+
+    async def patch(self, url_path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("PATCH", url_path, body=body, content_type=MERGE_PATCH)
+
+    async def delete(self, url_path: str) -> bool:
+        """Delete in the background (children go with it); False when already gone."""
+        try:
+            await self.request("DELETE", url_path, body={"kind": "DeleteOptions",
+                                                         "apiVersion": "v1",
+                                                         "propagationPolicy": "Background"})
+            return True
+        except ApiError as e:
+            if e.status == 404:
+                return False
+            raise

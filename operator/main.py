@@ -1,0 +1,85 @@
+"""`xla-sentinel operator`: run the kopf operator (peering, /metrics, /healthz, JSON logs)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import threading
+from typing import Any
+
+import kopf
+
+from . import handlers, logs
+
+
+def _parser() -> argparse.ArgumentParser:
+    d = handlers.Config()
+    p = argparse.ArgumentParser(prog="xla-sentinel operator",
+                                description="Reconcile FuzzCampaigns; dedup and alert BugSignatures.")
+    p.add_argument("--namespace", action="append", default=[],
+                   help="watch this namespace (repeatable; default: the whole cluster)")
+    p.add_argument("--server", default=None,
+                   help="API server URL without credentials (default: in-cluster or kubeconfig)")
+    p.add_argument("--runner-image", default=d.runner_image)
+    p.add_argument("--service-account", default=d.service_account,
+                   help="service account of worker and bisector pods")
+    p.add_argument("--rollup-interval", type=float, default=d.rollup_interval)
+    p.add_argument("--alert-retry-interval", type=float, default=d.alert_retry_interval)
+    p.add_argument("--alert-attempts", type=int, default=d.alert_attempts)
+    p.add_argument("--alert-backoff", type=float, default=d.alert_backoff)
+    p.add_argument("--external-url", default=d.external_url,
+                   help="link put in alerts (e.g. a dashboard)")
+    p.add_argument("--metrics-host", default=d.metrics_host)
+    p.add_argument("--metrics-port", type=int, default=d.metrics_port,
+                   help="port of /metrics and /healthz (0: any free port)")
+    p.add_argument("--peering", default=d.peering_name,
+                   help="peering name shared by replicas; the highest priority one acts")
+    p.add_argument("--priority", type=int, default=None,
+                   help="peering priority (default: random, so replicas never tie)")
+    p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def config_from_args(argv: list[str]) -> handlers.Config:
+    a = _parser().parse_args(argv)
+    return handlers.Config(
+        namespaces=a.namespace, server=a.server, runner_image=a.runner_image,
+        service_account=a.service_account, rollup_interval=a.rollup_interval,
+        alert_retry_interval=a.alert_retry_interval, alert_attempts=a.alert_attempts,
+        alert_backoff=a.alert_backoff, external_url=a.external_url,
+        metrics_host=a.metrics_host, metrics_port=a.metrics_port, peering_name=a.peering,
+        priority=a.priority, standalone=a.standalone)
+
+
+async def operate(config: handlers.Config, *, stop_flag: Any = None,
+                  ready_flag: Any = None, runtime: handlers.Runtime | None = None) -> None:
+    """Run one operator until `stop_flag` is set (or forever); its own registry and runtime."""
+    registry = kopf.OperatorRegistry()
+    rt = runtime or handlers.Runtime(config)
+    handlers.register(registry, rt)
+    await kopf.operator(
+        registry=registry,
+        clusterwide=not config.namespaces,
+        namespaces=config.namespaces,
+        standalone=config.standalone,
+        peering_name=config.peering_name,
+        priority=config.priority,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+    )
+
+
+def run(argv: list[str]) -> int:
+    try:
+        config = config_from_args(argv)
+        level = _parser().parse_args(argv).log_level
+    except SystemExit as e:  # argparse: 0 after --help, 2 with one line naming the bad flag
+        return e.code if isinstance(e.code, int) else 2
+    logs.configure(level)
+    stop = threading.Event()
+    try:
+        asyncio.run(operate(config, stop_flag=stop))
+    except KeyboardInterrupt:
+        stop.set()
+    return 0

@@ -1,0 +1,127 @@
+"""`xla-sentinel worker`: the entrypoint of a worker pod of a FuzzCampaign.
+
+The operator puts the campaign spec (JSON) in the environment, Kubernetes gives the shard
+index (JOB_COMPLETION_INDEX of the Indexed Job); the worker runs its shard with the engine
+and reports findings and counters to its report ConfigMap (see k8s_report). jax is
+imported only when the engine runs, so argument and spec errors cost no jax import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from xla_sentinel.campaign import CampaignSpec, SpecError, parse_spec
+
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="xla-sentinel worker",
+                                description="Run one shard of a FuzzCampaign in a worker pod.")
+    p.add_argument("--spec-file", default=env("XLA_SENTINEL_SPEC_FILE"),
+                   help="campaign spec as YAML or JSON (default: $XLA_SENTINEL_SPEC, JSON)")
+    p.add_argument("--campaign", default=env("XLA_SENTINEL_CAMPAIGN", "campaign"))
+    p.add_argument("--campaign-uid", default=env("XLA_SENTINEL_CAMPAIGN_UID", ""))
+    p.add_argument("--namespace", default=env("XLA_SENTINEL_NAMESPACE"))
+    p.add_argument("--group", default=env("XLA_SENTINEL_WORKER_GROUP", "main"),
+                   help="worker group (one per runner image)")
+    p.add_argument("--targets", default=env("XLA_SENTINEL_TARGETS", ""),
+                   help="comma-separated target names this group runs (default: all)")
+    p.add_argument("--shard-index", type=int, default=int(env("JOB_COMPLETION_INDEX", "0")))
+    p.add_argument("--shard-count", type=int, default=None,
+                   help="number of shards (default: spec.workers)")
+    p.add_argument("--out", default=None,
+                   help="output folder (default: /artifacts/CAMPAIGN/WORKER)")
+    p.add_argument("--report", choices=("k8s", "none"), default=env("XLA_SENTINEL_REPORT", "k8s"))
+    p.add_argument("--api-server", default=env("XLA_SENTINEL_API_SERVER"),
+                   help="Kubernetes API URL (default: in-cluster configuration)")
+    p.add_argument("--progress-interval", type=float, default=5.0)
+    p.add_argument("--inject-pass", action="append", default=[])
+    return p
+
+
+def load_spec(args: argparse.Namespace) -> CampaignSpec:
+    """The spec from --spec-file or $XLA_SENTINEL_SPEC, cut to --targets; SpecError if bad."""
+    import yaml
+
+    if args.spec_file:
+        try:
+            data = yaml.safe_load(Path(args.spec_file).read_text())
+        except OSError as e:
+            raise SpecError(f"{args.spec_file}: cannot read spec ({e.strerror or e})") from None
+        except yaml.YAMLError:
+            raise SpecError(f"{args.spec_file}: malformed YAML/JSON") from None
+    else:
+        text = os.environ.get("XLA_SENTINEL_SPEC")
+        if not text:
+            raise SpecError("XLA_SENTINEL_SPEC: not set and no --spec-file given")
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise SpecError(f"XLA_SENTINEL_SPEC: malformed JSON ({e})") from None
+    spec = parse_spec(data)
+    if args.targets:
+        names = [n for n in args.targets.split(",") if n]
+        unknown = [n for n in names if n not in {t.name for t in spec.targets}]
+        if unknown:
+            raise SpecError(f"--targets: {unknown[0]!r} is not a target of the spec")
+        spec = dataclasses.replace(spec, targets=[t for t in spec.targets if t.name in names])
+    return spec
+
+
+def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> Any:
+    """A started K8sReporter for this worker, or None when reporting is off."""
+    if args.report == "none":
+        return None
+    import kubernetes
+    from xla_sentinel.k8s_report import K8sReporter
+
+    if args.api_server:
+        config = kubernetes.client.Configuration()
+        config.host = args.api_server
+        client = kubernetes.client.ApiClient(config)
+    else:
+        kubernetes.config.load_incluster_config()
+        client = kubernetes.client.ApiClient()
+    namespace = args.namespace or (_SA_NAMESPACE.read_text().strip()
+                                   if _SA_NAMESPACE.exists() else "default")
+    reporter = K8sReporter(kubernetes.client.CoreV1Api(client), namespace=namespace,
+                           campaign=args.campaign, campaign_uid=args.campaign_uid,
+                           worker=worker, samples=spec.bisect.perSignature,
+                           progress_interval=args.progress_interval)
+    reporter.start()
+    return reporter
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        spec = load_spec(args)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    shard_count = args.shard_count or spec.workers
+    if not 0 <= args.shard_index < shard_count:
+        print(f"error: --shard-index: {args.shard_index} is outside [0, {shard_count})",
+              file=sys.stderr)
+        return 2
+    worker = f"{args.group}-{args.shard_index}"
+    out = Path(args.out or f"/artifacts/{args.campaign}/{worker}")
+    reporter = make_reporter(args, spec, worker)
+
+    from xla_sentinel.engine import run_campaign  # jax loads here, not at import
+
+    run_campaign(spec, out, name=args.campaign, shard_index=args.shard_index,
+                 shard_count=shard_count, reporter=reporter, progress=False,
+                 inject_passes=tuple(args.inject_pass))
+    if reporter is not None:
+        reporter.close(done=True)
+    # Findings are results, not failures: a non-zero exit would make the Job retry the shard.
+    return 0
