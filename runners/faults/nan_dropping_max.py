@@ -4,8 +4,9 @@ XLA's maximum/minimum propagate NaN. This imitates an emitter that lowers them t
 x86 `maxps`/`minps` idiom `a > b ? a : b` (a real, recurring class of NaN bugs): when
 the first operand is NaN the second is returned, so the NaN silently disappears.
 
-Fires when: an elementwise floating-point `maximum` or `minimum` appears outside
-reduction bodies and YNNPACK fusions. Output changes only where the first operand is
+Fires when: an elementwise floating-point `maximum` or `minimum` appears outside the
+computations applied by reduce, reduce-window, scatter, sort or map (`to_apply`) and
+outside YNNPACK fusions. Output changes only where the first operand is
 NaN and the second is not.
 """
 

@@ -7,7 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from fault_harness import captured_proto
+from fault_corpus import CORPUS
+from fault_harness import captured_proto, registered, run
 from jax import lax
 from xla_sentinel import hlo
 
@@ -36,7 +37,13 @@ def _gather_scatter(x, i):
     return x[i] * 2.0, x.at[i].add(1.0), lax.dynamic_slice(x, (i[0], 0), (2, 3))
 
 
+def _conv_topk_bf16(x, w):
+    y = lax.conv_general_dilated(x, w, (1, 1), "SAME")
+    return lax.top_k(y.reshape(4, -1), 3)[0], (y.astype(jnp.bfloat16) * 3).sum()
+
+
 PROGRAMS = {
+    "conv_topk_bf16": (_conv_topk_bf16, (_f32(1, 3, 8, 8), _f32(4, 3, 3, 3))),
     "loop_and_branch": (_loop_and_branch, (_f32(4, 4), _f32(4, 4), np.int32(1))),
     "ynn_chain": (_ynn_chain, (_f32(64, 64), _f32(64, 64))),
     "windows_and_sort": (_windows_and_sort, (_f32(16, 16),)),
@@ -191,3 +198,22 @@ def test_parse_errors_name_the_problem() -> None:
         hlo.parse("HloModule m\n\nENTRY %main (x: f32[]) -> f32[] {\n  ROOT %x = f32[] parameter(0)")
     with pytest.raises(hlo.HloParseError, match="no ENTRY"):
         hlo.parse("HloModule m\n")
+
+
+def test_rewriting_without_an_edit_keeps_every_corpus_program_bitwise() -> None:
+    """The text round trip every fault relies on must itself change nothing."""
+
+    rewritten: list[str] = []
+
+    def touch_nothing(module: hlo.HloModule) -> bool:
+        rewritten.append(module.entry.name)
+        return True  # forces parse -> text -> proto without any edit
+
+    clean = {name: run(f, *args) for name, (f, args) in CORPUS.items()}
+    with registered("test_round_trip", lambda proto: hlo.rewrite_proto(proto, touch_nothing)):
+        round_tripped = {name: run(f, *args) for name, (f, args) in CORPUS.items()}
+
+    assert len(rewritten) == len(CORPUS)
+
+    for name, outputs in clean.items():
+        assert [o.tobytes() for o in round_tripped[name]] == [o.tobytes() for o in outputs], name
