@@ -24,7 +24,8 @@ from typing import Any, Protocol
 import numpy as np
 import structlog
 
-from . import known_bugs, oracle
+from . import known_bugs
+from .assess import Assessor, Slot, Stopped
 from .campaign import CampaignSpec, SpecError
 from .plugins import check_ref, split_ref
 from .program import Program, save_arrays
@@ -34,7 +35,6 @@ from .targets import Target, resolve
 from .worker import Worker, WorkerDied, WorkerHung, wait_ready
 
 log = structlog.get_logger("xla_sentinel.engine")
-OWN_PRECISION_REFERENCES = ("eager",)
 
 
 class Reporter(Protocol):
@@ -78,36 +78,6 @@ class Counters:
                 "findings": dict(self.findings), "elapsed_s": round(time.monotonic() - self.started, 2)}
 
 
-@dataclass
-class Outcome:
-    """What happened to one program under one configuration."""
-
-    outputs: list[np.ndarray] | None = None
-    verdict: str | None = None  # crash, hang, compile_error when outputs is None
-    error: str = ""
-    compile_s: float = 0.0
-
-
-class _Stopped(Exception):
-    """The campaign is stopping: abandon the program in flight (it is redone on resume)."""
-
-
-class Slot:
-    """One lane of work: a program worker and a worker per target, reused across programs."""
-
-    def __init__(self, n: int, targets: Sequence[Target], plugins: Sequence[str], logs: Path) -> None:
-        self.programs = Worker(f"slot{n}-programs", (), logs / f"slot{n}-programs.log")
-        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins),
-                                       logs / f"slot{n}-{t.name}.log") for t in targets}
-
-    def workers(self) -> list[Worker]:
-        return [self.programs, *self.targets.values()]
-
-    def close(self) -> None:
-        for w in self.workers():
-            w.close()
-
-
 class CampaignRun:
     def __init__(self, spec: CampaignSpec, out_dir: Path, *, name: str = "campaign",
                  shard_index: int = 0, shard_count: int = 1, reporter: Reporter | None = None,
@@ -124,11 +94,11 @@ class CampaignRun:
         # Absolute paths: worker processes and repro bundles must find the same files.
         self.plugins = [f"{split_ref(r)[0].resolve()}:{split_ref(r)[1]}" for r in refs]
         self.targets = [resolve(t) for t in spec.targets]
-        self.k_overrides = {d: t.k for d, t in spec.tolerances.items()}
         self.counters = Counters()
         self.stop = threading.Event()
+        self.assessor = Assessor(self.targets, spec.references, spec.timeouts.programSeconds,
+                                 {d: t.k for d, t in spec.tolerances.items()}, self.stop)
         self.lock = threading.Lock()
-        self.next_index = 0
         self.done: set[int] = set()
         self.store: Store | None = None
 
@@ -177,20 +147,6 @@ class CampaignRun:
 
     # --- one program ---------------------------------------------------------------------
 
-    def _call(self, worker: Worker, request: dict[str, Any]) -> Outcome:
-        timeout = self.spec.timeouts.programSeconds
-        try:
-            reply = worker.call(request, timeout)
-        except (WorkerDied, WorkerHung) as e:
-            if self.stop.is_set():
-                raise _Stopped from None  # we killed it: not a finding
-            if isinstance(e, WorkerHung):
-                return Outcome(verdict="hang", error=str(e))
-            return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}")
-        if not reply["ok"]:
-            return Outcome(verdict="compile_error", error=reply["error"])
-        return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0))
-
     def _generate(self, slot: Slot, idx: int) -> Program | None:
         special = np.random.default_rng([self.spec.seed, idx, 0x5BEC]).random() < self.spec.generator.specialValues
         req = {"cmd": "generate", "seed": self.spec.seed, "index": idx,
@@ -208,77 +164,22 @@ class CampaignRun:
                        provenance={"source": "generator", "campaign": self.name,
                                    "recipe": reply["recipe"]})
 
-    def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
-        refs = {}
-        for kind in self.spec.references:
-            if kind == "interpreter" or program.graph is None:
-                continue
-            refs[kind] = self._call(slot.programs, {"cmd": "reference", "graph": program.graph,
-                                                    "inputs": program.inputs, "kind": kind})
-        return refs
-
     def run_program(self, slot: Slot, idx: int) -> None:
         t0 = time.monotonic()
         program = self._generate(slot, idx)
         if program is None:
-            self._finish_program(idx, "s?", 0, "generator_error", 0, t0, {})
+            self._finish_program(idx, f"s{self.spec.seed}-i{idx}", 0, "generator_error", 0, t0, {})
             return
-        outcomes = {t.name: self._call(slot.targets[t.name], {
-            "cmd": "run", "module": program.module, "inputs": program.inputs, "options": t.options})
-            for t in self.targets}
-        refs = self._references(slot, program)
-        executions = len(outcomes) + len(refs)
-        status = "judged"
-        for t in self.targets:
-            o = outcomes[t.name]
-            if o.verdict is not None:
-                self._record(program, t, o.verdict, {"error": o.error}, None, None)
-        ref64 = refs.get("f64_eager") or refs.get("f64_jit")
-        failed_refs = [k for k, o in refs.items() if o.outputs is None]
+        result = self.assessor.assess(slot, program)
+        for v in result.verdicts:
+            self._record(program, v.target, v.verdict, v.evidence, result.expected, v.actual, v.output)
         graph = program.graph or {}
-        infos = [oracle.OutputInfo(graph["values"][i]["dtype"], graph["values"][i]["tainted"])
-                 for i in graph.get("outputs", [])]
-        if ref64 is None or failed_refs:
-            status = "reference_failed"
-        elif "f64_eager" in refs and "f64_jit" in refs and not oracle.references_agree(
-                refs["f64_eager"].outputs, refs["f64_jit"].outputs, infos):
-            status = "references_disagree"
-        else:
-            results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None}
-            results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
-            discrete = any(n.get("discrete") for n in graph.get("nodes", []))
-            for t in self.targets:
-                if t.name not in results:
-                    continue
-                j = oracle.judge(t.name, results, ref64.outputs, infos,
-                                 lambda: self._noise(slot, program), discrete, self.k_overrides)
-                if j.verdict == "pass":
-                    continue
-                verdict, ev = self._screen_nondeterminism(slot, program, t, results[t.name], j)
-                self._record(program, t, verdict, ev, ref64.outputs, results[t.name], j.output)
         stats = {"ops": dict(Counter(n["op"] for n in graph.get("nodes", []))),
                  "dtypes": sorted({v["dtype"] for v in graph.get("values", [])}),
-                 "special": bool(program.provenance.get("recipe", {}).get("special"))}
-        self._finish_program(idx, program.id, program.op_count, status, executions, t0, stats)
-
-    def _noise(self, slot: Slot, program: Program) -> list[np.ndarray] | None:
-        o = self._call(slot.programs, {"cmd": "reference", "graph": program.graph, "inputs": program.inputs,
-                                       "kind": "noise", "noise_seed": 7})
-        return o.outputs
-
-    def _screen_nondeterminism(self, slot: Slot, program: Program, t: Target,
-                               first: list[np.ndarray], j: oracle.Judgement) -> tuple[str, dict]:
-        o = self._call(slot.targets[t.name], {"cmd": "run", "module": program.module,
-                                             "inputs": program.inputs, "options": t.options,
-                                             "recheck": True})
-        ev = dict(j.evidence)
-        if o.outputs is None:
-            ev["recheck_error"] = o.error
-            return j.verdict, ev
-        if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, o.outputs, strict=True)):
-            ev["judged_as"] = j.verdict
-            return "nondeterministic", ev
-        return j.verdict, ev
+                 "special": bool(program.provenance.get("recipe", {}).get("special")),
+                 "compile_s": result.compile_s}
+        self._finish_program(idx, program.id, program.op_count, result.status, result.executions,
+                             t0, stats)
 
     # --- recording -----------------------------------------------------------------------
 
@@ -335,7 +236,7 @@ class CampaignRun:
                 self._in_flight += 1
             try:
                 self.run_program(slot, idx)
-            except _Stopped:
+            except Stopped:
                 return
             except Exception:
                 log.exception("program failed in the harness", index=idx)

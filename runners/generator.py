@@ -117,6 +117,23 @@ class _Builder:
         return True
 
 
+def single_op(op_name: str, dtype: str, seed: int = 0, spec: GeneratorSpec | None = None) -> Graph | None:
+    """A program of one `op_name` on a `dtype` input, or None if no plan fits in a few tries."""
+    spec = spec or GeneratorSpec(maxRank=3, maxDimSize=17)
+    op = OPS[op_name]
+    for attempt in range(MAX_TRIES):
+        rng = np.random.default_rng([seed, attempt, 0x0E])
+        b = _Builder(rng, spec)
+        shape = b.shape()
+        if not shape and attempt < MAX_TRIES // 2:
+            shape = (b.dim(),)  # most ops want rank >= 1; rank 0 comes later
+        primary = b.new_input(shape, dtype)
+        if b.try_op(op, primary):
+            b.graph.outputs = [b.vals[-1].id]
+            return b.graph
+    return None
+
+
 def _n_ops(rng: np.random.Generator, spec: GeneratorSpec) -> int:
     """Log-uniform op count: most programs small (fast, easy to bisect), some large."""
     lo, hi = math.log(spec.minOps), math.log(spec.maxOps + 1)

@@ -14,6 +14,7 @@ from . import evaluate, targets
 from .campaign import GeneratorSpec, build
 from .generator import Graph, generate
 from .inputs import make_inputs
+from .program import promote_floats
 
 # The float64 jit reference runs under a setting other than default jit: a real XLA:CPU
 # miscompile in 0.10.2 corrupts default-jit results in f64 too (DESIGN.md).
@@ -42,9 +43,21 @@ def _run(req: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+def _promote_inputs(inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) or x.dtype.name == "bfloat16"
+            else x for x in inputs]
+
+
 def _reference(req: dict[str, Any]) -> dict[str, Any]:
-    graph = Graph.from_json(req["graph"])
     kind = req["kind"]
+    if kind == "f64_text":
+        text = promote_floats(req["module"])
+        if text is None:
+            raise ValueError("module cannot be promoted to float64 (it bit-casts floats)")
+        return {"outputs": targets.run_module(text, _promote_inputs(req["inputs"]), F64_JIT_OPTIONS).outputs}
+    if kind == "reference_o0":
+        return {"outputs": targets.run_module(req["module"], req["inputs"], F64_JIT_OPTIONS).outputs}
+    graph = Graph.from_json(req["graph"])
     if kind == "eager":
         return {"outputs": evaluate.eager(graph, req["inputs"])}
     if kind == "f64_eager":
@@ -54,9 +67,7 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
         return {"outputs": evaluate.eager(graph, req["inputs"], promote=True, perturb=rng)}
     if kind == "f64_jit":
         text = evaluate.lower_f64_text(graph)
-        inputs = [x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) or x.dtype.name == "bfloat16"
-                  else x for x in req["inputs"]]
-        return {"outputs": targets.run_module(text, inputs, F64_JIT_OPTIONS).outputs}
+        return {"outputs": targets.run_module(text, _promote_inputs(req["inputs"]), F64_JIT_OPTIONS).outputs}
     raise ValueError(f"unknown reference {kind!r}")
 
 

@@ -87,6 +87,30 @@ def param_dtypes(module: str) -> list[str]:
         raise ProgramError(f"unsupported parameter element type {e.args[0]}") from None
 
 
+def result_dtypes(module: str) -> list[str]:
+    """Element types of @main's results, from StableHLO text."""
+    m = re.search(r"func\.func (?:public )?@main\(.*?\)\s*->\s*(\(.*?\)|tensor<[^>]*>)\s*(?:attributes|\{)",
+                  module, re.S)
+    if not m:
+        raise ProgramError("module has no @main function with results")
+    types = re.findall(r"tensor<(?:[\dx?]*x)?([a-z]+\d*)>", m.group(1))
+    try:
+        return [MLIR_TYPES[t] for t in types]
+    except KeyError as e:
+        raise ProgramError(f"unsupported result element type {e.args[0]}") from None
+
+
+_FLOAT_TYPE = re.compile(r"(?<=[x<])(bf16|f16|f32)(?=>)|(?<=: )(bf16|f16|f32)\b")
+
+
+def promote_floats(module: str) -> str | None:
+    """The module with every f32/bf16/f16 tensor promoted to f64, or None if that would
+    change what it computes (bit casts and explicit precision reductions depend on width)."""
+    if "bitcast_convert" in module:
+        return None
+    return _FLOAT_TYPE.sub("f64", module)
+
+
 def save_arrays(path: Path, arrays: list[np.ndarray], dtypes: list[str]) -> None:
     stored = {}
     for i, (a, d) in enumerate(zip(arrays, dtypes, strict=True)):

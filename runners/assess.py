@@ -1,0 +1,189 @@
+"""Assess one program: run it under every target and reference, and judge each target.
+
+Shared by the campaign loop and `xla-sentinel check`. A Slot is one lane of worker
+processes: a program worker (generation and references, never injected passes) and one
+worker per target under test (injected passes registered there only).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import oracle
+from .program import Program, result_dtypes
+from .targets import Target
+from .worker import Worker, WorkerDied, WorkerHung
+
+# References evaluated at the program's own precision: they count among "the other
+# configurations" of the oracle, unlike the float64 references, which are the truth.
+OWN_PRECISION_REFERENCES = ("eager", "reference_o0")
+
+
+class Stopped(Exception):
+    """The campaign is stopping: abandon the program in flight (it is redone on resume)."""
+
+
+@dataclass
+class Outcome:
+    """What happened to one program under one configuration."""
+
+    outputs: list[np.ndarray] | None = None
+    verdict: str | None = None  # crash, hang, compile_error when outputs is None
+    error: str = ""
+    compile_s: float = 0.0
+
+
+@dataclass
+class Verdict:
+    target: Target
+    verdict: str
+    evidence: dict[str, Any]
+    output: int | None = None
+    actual: list[np.ndarray] | None = None
+
+
+@dataclass
+class Assessment:
+    status: str  # judged, reference_failed, references_disagree
+    executions: int
+    verdicts: list[Verdict] = field(default_factory=list)
+    expected: list[np.ndarray] | None = None
+    compile_s: dict[str, float] = field(default_factory=dict)
+
+
+class Slot:
+    def __init__(self, n: int | str, targets: Sequence[Target], plugins: Sequence[str],
+                 logs: Path | None) -> None:
+        def log(name: str) -> Path | None:
+            return logs / f"slot{n}-{name}.log" if logs else None
+        self.programs = Worker(f"slot{n}-programs", (), log("programs"))
+        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name))
+                        for t in targets}
+
+    def workers(self) -> list[Worker]:
+        return [self.programs, *self.targets.values()]
+
+    def close(self) -> None:
+        for w in self.workers():
+            w.close()
+
+
+class Assessor:
+    def __init__(self, targets: Sequence[Target], references: Sequence[str], timeout: float,
+                 k_overrides: dict[str, float] | None = None,
+                 stop: threading.Event | None = None) -> None:
+        self.targets = list(targets)
+        self.references = list(references)
+        self.timeout = timeout
+        self.k_overrides = k_overrides or {}
+        self.stop = stop or threading.Event()
+
+    def call(self, worker: Worker, request: dict[str, Any]) -> Outcome:
+        try:
+            reply = worker.call(request, self.timeout)
+        except (WorkerDied, WorkerHung) as e:
+            if self.stop.is_set():
+                raise Stopped from None  # we killed it ourselves: not a finding
+            if isinstance(e, WorkerHung):
+                return Outcome(verdict="hang", error=str(e))
+            return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}")
+        if not reply["ok"]:
+            return Outcome(verdict="compile_error", error=reply["error"])
+        return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0))
+
+    def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
+        refs = {}
+        for kind in self.references:
+            if kind == "interpreter":
+                continue
+            if program.graph is None:
+                # A replayed module has no graph: its float64 reference is the module with
+                # float types promoted, and its op-by-op stand-in is the module compiled at
+                # O0 without fusion emitters, both in the reference process.
+                text_kind = {"f64_jit": "f64_text", "eager": "reference_o0"}.get(kind)
+                if text_kind:
+                    refs[text_kind] = self.call(slot.programs, {
+                        "cmd": "reference", "module": program.module, "inputs": program.inputs,
+                        "kind": text_kind})
+                continue
+            refs[kind] = self.call(slot.programs, {"cmd": "reference", "graph": program.graph,
+                                                   "inputs": program.inputs, "kind": kind})
+        return refs
+
+    def _infos(self, program: Program) -> list[oracle.OutputInfo]:
+        if program.graph is not None:
+            vals = program.graph["values"]
+            return [oracle.OutputInfo(vals[i]["dtype"], vals[i]["tainted"]) for i in program.graph["outputs"]]
+        return [oracle.OutputInfo(d, True) for d in result_dtypes(program.module)]
+
+    def _noise(self, slot: Slot, program: Program) -> list[np.ndarray] | None:
+        if program.graph is None:
+            return None
+        return self.call(slot.programs, {"cmd": "reference", "graph": program.graph,
+                                         "inputs": program.inputs, "kind": "noise",
+                                         "noise_seed": 7}).outputs
+
+    def _screen(self, slot: Slot, program: Program, t: Target, first: list[np.ndarray],
+                j: oracle.Judgement) -> tuple[str, dict[str, Any]]:
+        """Re-run a failing target: if a fresh compile disagrees bitwise, it is nondeterministic."""
+        o = self.call(slot.targets[t.name], {"cmd": "run", "module": program.module,
+                                            "inputs": program.inputs, "options": t.options,
+                                            "recheck": True})
+        ev = dict(j.evidence)
+        if o.outputs is None:
+            ev["recheck_error"] = o.error
+            return j.verdict, ev
+        if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, o.outputs, strict=True)):
+            ev["judged_as"] = j.verdict
+            return "nondeterministic", ev
+        return j.verdict, ev
+
+    def assess(self, slot: Slot, program: Program) -> Assessment:
+        outcomes = {t.name: self.call(slot.targets[t.name], {
+            "cmd": "run", "module": program.module, "inputs": program.inputs, "options": t.options})
+            for t in self.targets}
+        refs = self._references(slot, program)
+        result = Assessment("judged", len(outcomes) + len(refs),
+                            compile_s={n: o.compile_s for n, o in outcomes.items()})
+        for t in self.targets:
+            o = outcomes[t.name]
+            if o.verdict is not None:
+                result.verdicts.append(Verdict(t, o.verdict, {"error": o.error}))
+        ref64 = refs.get("f64_eager") or refs.get("f64_jit") or refs.get("f64_text")
+        infos = self._infos(program)
+        if ref64 is None or any(o.outputs is None for o in refs.values()):
+            result.status = "reference_failed"
+            return result
+        if "f64_eager" in refs and "f64_jit" in refs and not oracle.references_agree(
+                refs["f64_eager"].outputs, refs["f64_jit"].outputs, infos):
+            result.status = "references_disagree"
+            return result
+        result.expected = ref64.outputs
+        results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None}
+        results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
+        discrete = any(n.get("discrete") for n in (program.graph or {}).get("nodes", [])) \
+            or program.graph is None
+        noise_cache: list[list[np.ndarray] | None] = []
+
+        def noise() -> list[np.ndarray] | None:
+            if not noise_cache:
+                noise_cache.append(self._noise(slot, program))
+                result.executions += 1
+            return noise_cache[0]
+
+        for t in self.targets:
+            if t.name not in results:
+                continue
+            j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides)
+            if j.verdict == "pass":
+                continue
+            verdict, ev = self._screen(slot, program, t, results[t.name], j)
+            result.executions += 1
+            result.verdicts.append(Verdict(t, verdict, ev, j.output, results[t.name]))
+        return result
