@@ -10,8 +10,8 @@ import pytest
 
 from .render import CI_VALUES, KUBE_VERSION, by_kind, helm, render
 
-# Kinds from other projects' CRDs; kubernetes-validate knows only built-in kinds.
-# kopf.dev kinds are checked against the kopf CRDs the chart renders (test_custom_resources).
+# Kinds from CRDs; kubernetes-validate knows only built-in kinds. kopf.dev kinds are
+# checked against crds/ (test_custom_resources); monitoring.coreos.com ones in test_monitoring.
 FOREIGN_KINDS = {"ServiceMonitor", "PrometheusRule", "KopfPeering", "ClusterKopfPeering"}
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import yaml
 
+from .podsecurity import restricted_violations
 from .render import CI_VALUES, by_kind, render
 
 POD_OWNERS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod", "PodTemplate"}
@@ -25,33 +26,6 @@ def _pod_specs(objs: tuple[dict[str, Any], ...]) -> list[tuple[str, dict[str, An
     return specs
 
 
-def _restricted_violations(pod: dict[str, Any], container: dict[str, Any]) -> list[str]:
-    """The Pod Security "restricted" checks, each satisfiable at pod or container level."""
-    def effective(key: str) -> Any:
-        return container.get("securityContext", {}).get(key, pod.get("securityContext", {}).get(key))
-
-    bad = []
-    if effective("runAsNonRoot") is not True:
-        bad.append("runAsNonRoot must be true")
-    if effective("runAsUser") == 0:
-        bad.append("runAsUser must not be 0")
-    if (effective("seccompProfile") or {}).get("type") not in ("RuntimeDefault", "Localhost"):
-        bad.append("seccompProfile.type must be RuntimeDefault")
-    sc = container.get("securityContext", {})
-    if sc.get("allowPrivilegeEscalation") is not False:
-        bad.append("allowPrivilegeEscalation must be false")
-    if sc.get("readOnlyRootFilesystem") is not True:
-        bad.append("readOnlyRootFilesystem must be true")
-    if sc.get("privileged"):
-        bad.append("privileged must not be set")
-    caps = sc.get("capabilities", {})
-    if "ALL" not in caps.get("drop", []):
-        bad.append("capabilities.drop must include ALL")
-    if set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
-        bad.append("capabilities.add may only hold NET_BIND_SERVICE")
-    return bad
-
-
 def test_every_pod_template_meets_restricted(rendered: tuple[dict, ...]) -> None:
     pods = _pod_specs(rendered)
     assert pods, "the chart renders no pod template"
@@ -60,22 +34,14 @@ def test_every_pod_template_meets_restricted(rendered: tuple[dict, ...]) -> None
         for vol in pod.get("volumes", []):
             assert "hostPath" not in vol, f"{name}: hostPath volume {vol['name']}"
         for c in pod.get("initContainers", []) + pod["containers"]:
-            assert _restricted_violations(pod, c) == [], f"{name}/{c['name']}"
-
-
-def test_worker_pod_security_handed_to_the_operator_is_restricted(rendered: tuple[dict, ...]) -> None:
-    # Worker pods are built by the operator from the chart's ConfigMap, not rendered here.
-    config = yaml.safe_load(by_kind(rendered, "ConfigMap")[0]["data"]["config.yaml"])
-    pod = {"securityContext": config["workerPodSecurityContext"]}
-    container = {"securityContext": config["workerContainerSecurityContext"]}
-    assert _restricted_violations(pod, container) == []
+            assert restricted_violations(pod, c) == [], f"{name}/{c['name']}"
 
 
 def test_restricted_check_catches_a_privileged_container() -> None:
     pod = {"securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}}
     container = {"securityContext": {"allowPrivilegeEscalation": True, "readOnlyRootFilesystem": True,
                                      "capabilities": {"drop": ["ALL"], "add": ["SYS_ADMIN"]}}}
-    assert _restricted_violations(pod, container) == [
+    assert restricted_violations(pod, container) == [
         "allowPrivilegeEscalation must be false",
         "capabilities.add may only hold NET_BIND_SERVICE",
     ]

@@ -117,32 +117,26 @@ seccompProfile:
   type: RuntimeDefault
 {{- end }}
 
-{{/* What the operator does in a namespace whose FuzzCampaigns it reconciles. */}}
+{{/* What the operator does in a namespace whose FuzzCampaigns it reconciles (the API
+calls of operator/handlers.py and kopf's own bookkeeping, which patches but never updates). */}}
 {{- define "xla-sentinel.reconcileRules" -}}
 - apiGroups: [xlasentinel.dev]
-  resources: [fuzzcampaigns]
-  verbs: [get, list, watch, patch, update]
-- apiGroups: [xlasentinel.dev]
-  resources: [fuzzcampaigns/status]
-  verbs: [get, patch, update]
-# Owner references with blockOwnerDeletion need update on the owner's finalizers.
+  resources: [fuzzcampaigns, fuzzcampaigns/status]
+  verbs: [get, list, watch, patch]
+# Worker Jobs name their campaign as owner with blockOwnerDeletion, which needs this.
 - apiGroups: [xlasentinel.dev]
   resources: [fuzzcampaigns/finalizers]
   verbs: [update]
 - apiGroups: [xlasentinel.dev]
-  resources: [bugsignatures, bugsignatures/status]
-  verbs: [get, list, watch, create, patch, update]
+  resources: [bugsignatures]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [xlasentinel.dev]
+  resources: [bugsignatures/status]
+  verbs: [patch]
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
-# Worker pods are read for crash loops and exit reasons, never changed.
-- apiGroups: [""]
-  resources: [pods]
-  verbs: [get, list, watch]
-- apiGroups: [""]
-  resources: [pods/log]
-  verbs: [get]
-# Worker reports (runners/k8s_report.py): read back, and removed with their campaign.
+# Worker reports (runners/k8s_report.py): indexed, and removed with their campaign.
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, watch, delete]
