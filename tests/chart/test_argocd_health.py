@@ -8,6 +8,7 @@ from typing import Any
 import lupa
 import pytest
 from tools import REPO_ROOT
+from xla_sentinel_operator import rollup
 
 SCRIPT = (REPO_ROOT / "deploy" / "argocd" / "health.lua").read_text()
 
@@ -88,3 +89,22 @@ def test_stalled_wins_over_suspend() -> None:
 @pytest.mark.parametrize("phase", ["Pending", "Running"])
 def test_phase_without_conditions_is_progressing(phase: str) -> None:
     assert health(campaign({"phase": phase})) == ("Progressing", f"Campaign is {phase}")
+
+
+@pytest.mark.parametrize("phase,reason,suspend,expected", [
+    ("Pending", "CreatingWorkers", False, "Progressing"),
+    ("Running", "Running", False, "Healthy"),
+    ("Running", "RollingWorkers", False, "Progressing"),
+    ("Completed", "BudgetSpent", False, "Healthy"),
+    ("Suspended", "Suspended", True, "Suspended"),
+    ("Stalled", "WorkersFailing", False, "Degraded"),
+])
+def test_statuses_the_operator_writes_map_to_argo_health(
+        phase: str, reason: str, suspend: bool, expected: str) -> None:
+    written = rollup.Health(phase, reason, f"{reason} message")
+    status = {"phase": phase, "observedGeneration": 3,
+              "conditions": rollup.conditions(written, 3, [], "2026-11-29T19:00:00Z")}
+    state, message = health(campaign(status, generation=3, suspend=suspend))
+    assert state == expected
+    if expected != "Suspended":  # the suspended message is the check's own
+        assert message == f"{reason} message"

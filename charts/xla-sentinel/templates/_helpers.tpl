@@ -154,3 +154,9 @@ calls of operator/handlers.py and kopf's own bookkeeping, which patches but neve
     - {port: 53, protocol: UDP}
     - {port: 53, protocol: TCP}
 {{- end }}
+
+{{/* Objects whose kind comes from crds/: Argo CD's dry run must not fail on a first sync,
+before the CRDs exist. Other tools ignore the annotation. */}}
+{{- define "xla-sentinel.gitopsAnnotations" -}}
+argocd.argoproj.io/sync-options: SkipDryRunOnMissingResource=true
+{{- end }}
