@@ -1,0 +1,105 @@
+"""The worker side of the channel: K8sReporter (real kubernetes client) against the emulated
+API, with fake finding records (no jax); and the worker entrypoint's input handling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from xla_sentinel import worker_main
+from xla_sentinel.k8s_report import REPORT_KEY, WorkerReport
+
+from .conftest import NS, campaign, create
+from .workers import Worker, finding
+
+
+def stored(api, name: str = "nightly-report-main-0") -> WorkerReport:
+    cm = api.get("v1/configmaps", NS, name)
+    return WorkerReport.from_json(cm["data"][REPORT_KEY])
+
+
+async def test_report_is_owned_by_the_campaign_and_labelled(api, client):
+    fc = await create(client, campaign())
+    await Worker(str(api.url), fc, "main-0").start()
+    cm = api.get("v1/configmaps", NS, "nightly-report-main-0")
+    assert cm["metadata"]["ownerReferences"][0]["uid"] == fc["metadata"]["uid"]
+    assert cm["metadata"]["labels"] == {"xlasentinel.dev/campaign": "nightly",
+                                        "xlasentinel.dev/worker": "main-0",
+                                        "xlasentinel.dev/report": "true"}
+
+
+async def test_each_finding_is_written_before_the_engine_goes_on(api, client):
+    fc = await create(client, campaign())
+    w = await Worker(str(api.url), fc, "main-0", samples=2).start()
+    await w.find(finding("00000000000000aa", 1))
+    assert list(stored(api).findings.values()) == ["00000000000000aa"]
+    await w.find(finding("00000000000000aa", 2), finding("00000000000000aa", 3))
+    entry = stored(api).signatures["00000000000000aa"]
+    assert entry.count == 3 and len(entry.samples) == 2
+    assert "evidence" not in entry.samples[0]  # evidence stays in the artifact store
+
+
+async def test_a_repeated_finding_id_writes_nothing(api, client):
+    fc = await create(client, campaign())
+    w = await Worker(str(api.url), fc, "main-0").start()
+    await w.find(finding("00000000000000aa", 1))
+    writes = len(api._requests)
+    await w.find(finding("00000000000000aa", 1))
+    assert len(api._requests) == writes
+
+
+async def test_a_restarted_worker_resumes_its_report(api, client):
+    fc = await create(client, campaign())
+    first = await Worker(str(api.url), fc, "main-0").start()
+    await first.find(finding("00000000000000aa", 1))
+    await first.progress(programs=10, executions=40, elapsed_s=5.0)
+    second = await Worker(str(api.url), fc, "main-0").start()
+    await second.progress(programs=4, executions=16, elapsed_s=2.0)
+    r = stored(api)
+    assert (r.attempts, r.programs, r.executions, r.elapsed_s) == (2, 10, 40, 7.0)
+    assert len(r.findings) == 1
+    await second.progress(programs=12, executions=50, elapsed_s=6.0)
+    await second.close()
+    r = stored(api)
+    assert (r.programs, r.executions, r.done) == (12, 50, True)
+
+
+def test_worker_refuses_a_bad_spec_with_one_line(tmp_path, capsys, monkeypatch):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("workers: 0\n")
+    assert worker_main.main(["--spec-file", str(spec), "--report", "none"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: spec.workers: must be between 1 and 4096"]
+
+
+def test_worker_refuses_a_shard_outside_the_campaign(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XLA_SENTINEL_SPEC", json.dumps({"workers": 2}))
+    assert worker_main.main(["--shard-index", "2", "--report", "none"]) == 2
+    assert "--shard-index: 2 is outside [0, 2)" in capsys.readouterr().err
+
+
+def test_worker_spec_from_env_is_cut_to_its_group_targets(monkeypatch):
+    monkeypatch.setenv("XLA_SENTINEL_SPEC", json.dumps({"targets": [{"name": "default"}, {"name": "old", "image": "x"}]}))
+    args = worker_main._parser().parse_args(["--targets", "old"])
+    assert [t.name for t in worker_main.load_spec(args).targets] == ["old"]
+    args = worker_main._parser().parse_args(["--targets", "nope"])
+    with pytest.raises(worker_main.SpecError, match="--targets: 'nope'"):
+        worker_main.load_spec(args)
+
+
+def test_worker_without_a_spec_names_the_variable(monkeypatch, capsys):
+    monkeypatch.delenv("XLA_SENTINEL_SPEC", raising=False)
+    monkeypatch.delenv("XLA_SENTINEL_SPEC_FILE", raising=False)
+    assert worker_main.main(["--report", "none"]) == 2
+    assert "XLA_SENTINEL_SPEC: not set" in capsys.readouterr().err
+
+
+def test_operator_and_reporter_never_import_jax():
+    code = ("import sys; import xla_sentinel_operator.main, xla_sentinel_operator.handlers, "
+            "xla_sentinel_operator.crd_validation, xla_sentinel.k8s_report, xla_sentinel.worker_main; "
+            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib'))); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
