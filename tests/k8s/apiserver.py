@@ -322,6 +322,12 @@ class ApiServer(kmock.KubernetesEmulator):
             if not self._objects[child].deleted:
                 await self._delete_locked(child)
 
+    async def _serve_version(self, request: rendering.Request) -> rendering.Payload:
+        # kmock names the core group "/v1"; clients (kubectl) only map "v1".
+        payload = await super()._serve_version(request)
+        payload["groupVersion"] = payload["groupVersion"].lstrip("/")
+        return payload
+
     # Reads.
     def _matching(self, request: rendering.Request) -> list[dict[str, Any]]:
         requirements = parse_selector(request.params.get("labelSelector", ""))
