@@ -7,6 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import yaml
 from tools import REPO_ROOT, helm_path
 
@@ -14,8 +15,9 @@ CHART = REPO_ROOT / "charts" / "xla-sentinel"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 NAMESPACE = "xla-sentinel"
 RELEASE = "xs"
-# The newest version kubernetes-validate ships offline schemas for (strict mode).
-KUBE_VERSION = "1.37.0"
+# The newest Kubernetes whose schemas kubernetes-validate ships offline (1.37.0 with
+# kubernetes-validate 1.37): render for it and validate against it in strict mode.
+KUBE_VERSION = kubernetes_validate.latest_version()
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
