@@ -66,22 +66,15 @@ app.kubernetes.io/component: operator
 {{- end }}
 {{- end }}
 
-{{/* Namespaces the operator reconciles: the release namespace unless told otherwise. */}}
+{{/* Namespaces where campaigns run: the release namespace unless told otherwise. The
+operator reconciles these (all namespaces with clusterWide), and each gets the worker
+identity, Roles and NetworkPolicy. */}}
 {{- define "xla-sentinel.watchNamespaces" -}}
 {{- if .Values.operator.watchNamespaces }}
 {{- join "," .Values.operator.watchNamespaces }}
 {{- else }}
 {{- .Release.Namespace }}
 {{- end }}
-{{- end }}
-
-{{/* Namespaces that need namespaced RBAC and worker ServiceAccounts. */}}
-{{- define "xla-sentinel.rbacNamespaces" -}}
-{{- $ns := list .Release.Namespace }}
-{{- range .Values.operator.watchNamespaces }}
-{{- $ns = append $ns . }}
-{{- end }}
-{{- join "," (uniq $ns) }}
 {{- end }}
 
 {{/* Every Secret name the operator may read: alert route webhooks plus extra names. */}}
