@@ -211,7 +211,7 @@ class CampaignSpec:
         names = [t.name for t in self.targets]
         for i, t in enumerate(self.targets):
             t.check(f"{path}.targets[{i}]")
-            _require(names.count(t.name) == 1, f"{path}.targets[{i}].name",
+            _require(t.name not in names[:i], f"{path}.targets[{i}].name",
                      f"duplicate target name {t.name!r}")
         for i, r in enumerate(self.references):
             _require(r in REFERENCES, f"{path}.references[{i}]",

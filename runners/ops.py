@@ -340,8 +340,10 @@ _reg(OpDef("dot_general", "linalg", FLOATS + ("s32",), _needs_rank(1, _plan_dot)
 
 def _plan_conv(ctx: Ctx, x: Val) -> Plan | None:
     """NC(spatial...) input, OI(spatial...) kernel, 1 or 2 spatial dims."""
-    if x.rank not in (3, 4) or min(x.shape[2:]) < 1:
-        return None
+    if x.rank not in (3, 4):
+        # Few values have rank 3 or 4: start a fresh image so convolutions are drawn.
+        spatial = [ctx.dim() for _ in range(int(ctx.rng.integers(1, 3)))]
+        x = ctx.operand((int(ctx.rng.integers(1, 3)), int(ctx.rng.integers(1, 4)), *spatial), x.dtype)
     spatial = x.rank - 2
     ksize = [int(ctx.rng.integers(1, min(3, d) + 1)) for d in x.shape[2:]]
     out_ch = int(ctx.rng.choice([1, 2, 3, 4]))

@@ -1,0 +1,81 @@
+"""Campaign specs: defaults, and one clear line naming the field for every bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from xla_sentinel.campaign import SpecError, campaign_from_data, load_campaign, parse_spec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_fill_a_minimal_spec() -> None:
+    spec = parse_spec({"budget": {"programs": 5}})
+    assert [t.name for t in spec.targets] == ["default", "O0", "no_fusion_emitters"]
+    assert spec.budget.programs == 5 and spec.workers == 2
+
+
+def test_a_fuzzcampaign_manifest_is_accepted() -> None:
+    c = campaign_from_data({"apiVersion": "xlasentinel.dev/v1alpha1", "kind": "FuzzCampaign",
+                            "metadata": {"name": "nightly"}, "spec": {"seed": 3}})
+    assert c.name == "nightly" and c.spec.seed == 3
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"budgett": {}}, "spec.budgett: unknown field"),
+    ({"generator": {"maxOps": "many"}}, "spec.generator.maxOps: expected an integer"),
+    ({"generator": {"minOps": 5, "maxOps": 2}}, "spec.generator.minOps: must be >= 1 and <= maxOps"),
+    ({"generator": {"dtypes": ["f32", "f8"]}}, "spec.generator.dtypes[1]: unknown dtype 'f8'"),
+    ({"targets": [{"name": "a"}, {"name": "a"}]}, "spec.targets[1].name: duplicate target name"),
+    ({"targets": [{"name": "x", "options": {"fast": True}}]}, "spec.targets[0].options.fast"),
+    ({"references": ["oracle"]}, "spec.references[0]: unknown reference 'oracle'"),
+    ({"budget": {"programs": 0}}, "spec.budget.programs: must be >= 1"),
+    ({"budget": {}}, "spec.budget: set programs, seconds or continuous"),
+    ({"workers": True}, "spec.workers: expected an integer"),
+    ({"tolerances": {"s32": 4}}, "spec.tolerances.s32: tolerances are per float dtype"),
+    ({"accelerator": {"type": "tpu"}}, "spec.accelerator: type tpu needs tpuAccelerator"),
+    ({"targets": ["default"], "references": []}, "spec.targets: the oracle needs at least two"),
+])
+def test_bad_specs_name_the_field(data: dict, message: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec(data)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("seed: 1\ngenerator: [unclosed\n")
+    with pytest.raises(SpecError, match=r"c\.yaml: malformed YAML at line \d+"):
+        load_campaign(f)
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "xla_sentinel.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("content", "extra", "needle"), [
+    ("seed: [1\n", [], "malformed YAML"),
+    ("seed: 1\nbudgett: {programs: 1}\n", [], "spec.budgett: unknown field"),
+    ("seed: one\n", [], "spec.seed: expected an integer"),
+    ("budget: {programs: -3}\n", [], "spec.budget.programs: must be >= 1"),
+    ("budget: {programs: 1}\n", ["--inject-pass", "missing_plugin.py"], "plugin file missing_plugin.py does not exist"),
+    ("budget: {programs: 1}\ntargets: [{name: bad, options: {xla_no_such_option: 1}}, default]\n", [],
+     "spec.targets[0].options (bad): XLA rejected them"),
+])
+def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(
+        tmp_path: Path, content: str, extra: list[str], needle: str) -> None:
+    (tmp_path / "c.yaml").write_text(content)
+    r = _cli("run", "c.yaml", "--out", "out", "--quiet", *extra, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("xla-sentinel: error:")]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_missing_campaign_file(tmp_path: Path) -> None:
+    r = _cli("run", "nope.yaml", "--out", "out", cwd=tmp_path)
+    assert r.returncode == 2 and "nope.yaml: cannot read campaign file" in r.stderr
