@@ -1,0 +1,120 @@
+"""What the stages share: the finding, the module's op graph, float64 values of every
+value in it, and the cases the stages have narrowed it to. Stages read what earlier
+stages left here and add their own; each records its evidence under its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import oracle
+from ..dtypes import FLOATS
+from ..program import Program
+from .lab import DISCRETE_OPS, Case, Lab, own_dtype
+
+
+@dataclass
+class Context:
+    finding_dir: Path
+    record: dict[str, Any]
+    program: Program
+    lab: Lab
+    info: dict[str, Any]  # module.module_info of the finding's module
+    values: dict[str, np.ndarray]  # float64 reference of every value of @main, by name
+    evidence: dict[str, Any] = field(default_factory=dict)  # stage name -> its evidence
+    stopped: str | None = None  # why the pipeline ended early (nondeterministic, ...)
+    full: Case | None = None  # the whole module as a case (ops tagged with their index)
+    culprit: int | None = None  # index in @main of the op that first diverges
+    reduced: Case | None = None  # the smallest case that still fails
+    fusion_kind: str | None = None
+    culprit_pass: str | None = None
+    repro: str | None = None  # bundle folder, relative to finding_dir
+    _types: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _defined_at: dict[str, int] = field(default_factory=dict)  # value -> op index (-1: argument)
+
+    def __post_init__(self) -> None:
+        for a in self.info["args"]:
+            self._types[a["vid"]] = a
+            self._defined_at[a["vid"]] = -1
+        for i, op in enumerate(self.ops):
+            for r in op["results"]:
+                self._types[r["vid"]] = r
+                self._defined_at[r["vid"]] = i
+
+    @property
+    def ops(self) -> list[dict[str, Any]]:
+        return self.info["ops"]
+
+    def dtype(self, vid: str) -> str | None:
+        return self._types[vid]["dtype"]
+
+    def shape(self, vid: str) -> list[int] | None:
+        return self._types[vid]["shape"]
+
+    def defined_at(self, vid: str) -> int:
+        return self._defined_at[vid]
+
+    def subgraph(self, keep: list[int], outputs: list[str] | None = None) -> tuple[list[str], list[str]]:
+        """(parameters, outputs) of the cut that keeps ops `keep`: parameters are the values
+        the kept ops read from outside, outputs (unless given) the kept values nothing
+        kept reads."""
+        kept = set(keep)
+        params: list[str] = []
+        read: set[str] = set()
+        for i in keep:
+            for v in self.ops[i]["operands"]:
+                read.add(v)
+                if self._defined_at[v] not in kept and v not in params:
+                    params.append(v)
+        if outputs is None:
+            outputs = [r["vid"] for i in keep for r in self.ops[i]["results"]
+                       if r["vid"] not in read and r["dtype"] is not None]
+        return params, outputs
+
+    def tainted(self, vid: str, keep: set[int]) -> bool:
+        """Whether a value depends on a float inside the kept ops (the oracle compares such
+        integers only where every legal configuration agrees)."""
+        stack, seen = [vid], set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if self.dtype(v) in FLOATS:
+                return True
+            i = self._defined_at[v]
+            if i in keep:
+                stack.extend(self.ops[i]["operands"])
+        return False
+
+    def case(self, keep: list[int], outputs: list[str] | None = None) -> Case | None:
+        """The cut as a checkable case (inputs and expectations from the float64 values);
+        None when it returns nothing."""
+        params, outs = self.subgraph(keep, outputs)
+        outs = [o for o in outs if o not in params]
+        if not outs:
+            return None
+        module = self.lab.cut(self.program.module, keep, params, outs)
+        kept = set(keep)
+        return Case(module=module,
+                    inputs=[own_dtype(self.values[p], self.dtype(p)) for p in params],
+                    expected=[self.values[o] for o in outs],
+                    infos=[oracle.OutputInfo(self.dtype(o), self.tainted(o, kept)) for o in outs],
+                    discrete=any(self.ops[i]["name"] in DISCRETE_OPS for i in keep),
+                    ops=sorted(keep))
+
+    def canonical_op(self, i: int) -> str:
+        """The op in a form that does not depend on the program: name, comparison
+        direction, operand and result element types (`compare GE (f32,f32->bool)`)."""
+        op = self.ops[i]
+        name = op["name"].removeprefix("stablehlo.")
+        direction = ""
+        if op["name"] == "stablehlo.compare":
+            direction = " " + op["text"].split("stablehlo.compare", 1)[1].split()[0].rstrip(",")
+        ins = ",".join(str(self.dtype(v)) for v in op["operands"])
+        outs = ",".join(str(r["dtype"]) for r in op["results"])
+        return f"{name}{direction} ({ins}->{outs})"

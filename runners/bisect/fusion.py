@@ -1,0 +1,154 @@
+"""Stage 3, fusion: where does the culprit op live in the failing target's optimized HLO?
+
+Kept ops carry the location `sentinel.op<i>`, which XLA copies into each instruction's
+metadata, so the culprit's instructions are found by name in the optimized HLO of the
+whole program and of the reduced case: the fusion holding each, its kind (kLoop, kInput,
+kOutput, kCustom; YNNPACK fusions as kCustom:__ynn_fusion) and its other ops. The
+fusion of the reduced case is then cut out as a standalone HLO module and checked alone
+against its float64 version.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from .. import hlo, oracle
+from ..dtypes import FLOATS, NP_DTYPES, name_of
+from ..worker import WorkerDied, WorkerHung
+from .context import Context
+from .lab import LabError
+from .module import LOCATION_PREFIX
+from .options import LEGAL
+
+NAME = "fusion"
+_OP_NAME = re.compile(r'op_name="' + re.escape(LOCATION_PREFIX) + r'(\d+)"')
+_LAYOUT = re.compile(r"\{[\d,]*\}")
+_NARROW_FLOAT = re.compile(r"\b(f32|bf16|f16)\[")
+
+
+def kind_of(fusion: hlo.Instruction) -> str | None:
+    custom = fusion.custom_fusion_kind
+    return f"kCustom:{custom}" if custom else fusion.fusion_kind
+
+
+def locate(hlo_text: str, op_index: int) -> list[dict[str, Any]]:
+    """Every instruction that came from op `op_index`, with the fusion it sits in."""
+    module = hlo.parse(hlo_text)
+    bodies = module.fusion_bodies()
+    roles = module.roles()
+    hits = []
+    for comp, instr in module.instructions():
+        match = _OP_NAME.search(instr.attr("metadata") or "")
+        if instr.opcode == "fusion" or not match or int(match.group(1)) != op_index:
+            continue
+        hit: dict[str, Any] = {"instruction": instr.name, "opcode": instr.opcode,
+                               "computation": comp.name}
+        fusion = bodies.get(comp.name)
+        if fusion is None:
+            hit.update(fusion=None, kind="unfused", role=sorted(roles[comp.name]))
+        else:
+            hit.update(fusion=fusion.name, kind=kind_of(fusion),
+                       fusion_ops=sorted({i.opcode for i in comp
+                                          if i.opcode != "parameter" and i is not instr}))
+        hits.append(hit)
+    return hits
+
+
+def _callees(module: hlo.HloModule, name: str) -> list[str]:
+    order, stack = [], [name]
+    while stack:
+        current = stack.pop()
+        if current in order:
+            continue
+        order.append(current)
+        stack.extend(callee for instr in module.computation(current) for _, callee in instr.callees())
+    return order
+
+
+def _array(shape: hlo.Shape) -> str:
+    return f"{shape.dtype}[{','.join(map(str, shape.dims))}]"
+
+
+def extract(hlo_text: str, fusion_name: str) -> tuple[str, list[int]]:
+    """A standalone module computing one entry fusion, defused so it recompiles, and for
+    each of its parameters the entry parameter number that feeds it."""
+    module = hlo.parse(hlo_text)
+    entry = module.entry
+    fusion = entry.get(fusion_name)
+    params, feeds, lines = [], [], []
+    for k, operand in enumerate(fusion.operands):
+        source = entry.get(operand)
+        if source.opcode == "parameter" and source.shape is not None:
+            params.append(f"p{k}: {_array(source.shape)}")
+            feeds.append(int(source.operand_text))
+            lines.append(f"  %{operand} = {source.shape_text} parameter({len(feeds) - 1})")
+        elif source.opcode == "constant":
+            lines.append(source.render())
+        else:
+            raise ValueError(f"fusion operand %{operand} is computed by {source.opcode}")
+    keep = set(_callees(module, (fusion.attr("calls") or "").lstrip("%")))
+    comps = [c for c in module.computations if c.name in keep]
+    result = _LAYOUT.sub("", fusion.shape_text)
+    root = hlo.Instruction(fusion.name, fusion.shape_text, "fusion", fusion.operand_text,
+                           list(fusion.attrs), is_root=True)
+    text = "\n".join(["HloModule sentinel_fusion", ""]
+                     + [line for c in comps for line in [*c.render(), ""]]
+                     + [f"ENTRY %main ({', '.join(params)}) -> {result} {{", *lines,
+                        root.render(), "}"])
+    return hlo.defuse(text), feeds
+
+
+def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray]) -> dict[str, Any]:
+    lab = ctx.lab
+    lab.compiles[NAME] += 1
+    target = lab.target.call({"cmd": "run_hlo", "hlo": text, "inputs": inputs,
+                              "options": lab.options}, lab.timeout)
+    if not target["ok"]:
+        return {"error": target["error"][:500]}
+    legal = lab.ask_reference({"cmd": "run_hlo", "hlo": text, "inputs": inputs, "options": LEGAL})
+    wide_inputs = [x.astype(np.float64) if x.dtype.kind == "f" or x.dtype == NP_DTYPES["bf16"]
+                   else x for x in inputs]
+    ref = lab.ask_reference({"cmd": "run_hlo", "hlo": _NARROW_FLOAT.sub("f64[", text),
+                             "inputs": wide_inputs, "options": LEGAL})
+    floats_in = any(name_of(x.dtype) in FLOATS for x in inputs)
+    infos = [oracle.OutputInfo(name_of(o.dtype), floats_in) for o in target["outputs"]]
+    discrete = "compare(" in text
+
+    def alone(outputs: list[np.ndarray]) -> oracle.Judgement:
+        # Judged against float64 alone: the extracted HLO may itself be wrong (a pass
+        # rewrote it), and then a legal configuration of it is wrong in the same way.
+        return oracle.judge("x", {"x": outputs}, ref["outputs"], infos, lambda: None, discrete)
+
+    mine, theirs = alone(target["outputs"]), alone(legal["outputs"])
+    return {"fails_alone": mine.verdict != "pass", "verdict": mine.verdict,
+            "error": mine.evidence.get("error"), "threshold": mine.evidence.get("threshold"),
+            # The legal configuration fails on it too: the wrong result is in the optimized
+            # HLO itself (an HLO pass), not in how the target compiles it.
+            "hlo_itself_wrong": theirs.verdict != "pass"}
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    assert ctx.culprit is not None and ctx.full is not None and ctx.reduced is not None
+    evidence: dict[str, Any] = {}
+    for label, case in (("program", ctx.full), ("reduced", ctx.reduced)):
+        check = ctx.lab.check(case, want_hlo=True)
+        if check.hlo is None:
+            evidence[label] = {"error": check.evidence.get("error", "no optimized HLO")}
+            continue
+        evidence[label] = {"hits": locate(check.hlo, ctx.culprit), "fusions": hlo.fusion_summary(check.hlo)}
+        evidence[label + "_hlo"] = check.hlo
+    hits = evidence.get("reduced", {}).get("hits") or evidence.get("program", {}).get("hits") or []
+    # The reduced case's fusion names the bug: the program's depends on what else was nearby.
+    ctx.fusion_kind = hits[0]["kind"] if hits else None
+    fused = [h for h in hits if h.get("fusion")]
+    if fused and "reduced_hlo" in evidence:
+        try:
+            text, feeds = extract(evidence["reduced_hlo"], fused[0]["fusion"])
+            evidence["extracted"] = {"module": text,
+                                     **_check_alone(ctx, text, [ctx.reduced.inputs[f] for f in feeds])}
+        except (KeyError, ValueError, LabError, WorkerDied, WorkerHung) as e:
+            evidence["extracted"] = {"skipped": str(e)}
+    return evidence

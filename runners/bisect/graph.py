@@ -1,0 +1,52 @@
+"""Stage 1, graph: which op of the module first goes wrong?
+
+Suffix search: S_k is the module from op k on, its inputs (the values live at k) fed
+with float64 reference values. S_0 fails (stage 0) and an empty suffix cannot, so a
+binary search over k finds the last k whose suffix still fails in about log2(N) target
+compiles; op k then turns exact inputs into a wrong result: the culprit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .context import Context
+
+NAME = "graph"
+
+
+def _suffix_outputs(ctx: Context, k: int) -> list[str]:
+    return list(dict.fromkeys(v for v in ctx.info["returns"] if ctx.defined_at(v) >= k))
+
+
+def suffix_fails(ctx: Context, k: int) -> bool:
+    case = ctx.case(list(range(k, len(ctx.ops))), _suffix_outputs(ctx, k))
+    return case is not None and ctx.lab.check(case).fails
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    lo, hi = 0, len(ctx.ops)
+    probes = []
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        fails = suffix_fails(ctx, mid)
+        probes.append([mid, fails])
+        lo, hi = (mid, hi) if fails else (lo, mid)
+    ctx.culprit = lo
+    op = ctx.ops[lo]
+    return {"culprit_index": lo, "culprit_op": ctx.canonical_op(lo), "op_text": op["text"],
+            "value": op["results"][0]["vid"] if op["results"] else None,
+            "ops": len(ctx.ops), "probes": probes}
+
+
+def isolate_each(ctx: Context) -> list[int]:
+    """The linear alternative: every non-constant op compiled alone on reference inputs;
+    the indices of those that fail (the benchmark's baseline)."""
+    failing = []
+    for i, op in enumerate(ctx.ops):
+        if op["name"] == "stablehlo.constant":
+            continue
+        case = ctx.case([i])
+        if case is not None and ctx.lab.check(case).fails:
+            failing.append(i)
+    return failing

@@ -1,0 +1,173 @@
+"""The bisector's bench: a worker with the failing target's plugins, a reference worker
+without them, and the one question every stage asks: does this case still fail?
+
+"Fails" is the oracle's rule (oracle.judge): the target's error against the float64
+reference is far beyond the error of a legal configuration at the same precision (the
+float64 jit settings, no plugins) on the same case. A failing result is compiled and run a
+second time when asked; a different answer means the failure is nondeterministic.
+Coordinator side: no jax here.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import traceback
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import oracle
+from ..dtypes import NP_DTYPES
+from ..worker import Worker, WorkerDied, WorkerHung
+from .options import LEGAL
+
+_CTX = mp.get_context("spawn")
+# Ops whose exact ties flip legally: the oracle widens its factor for them (DESIGN.md).
+DISCRETE_OPS = frozenset({"stablehlo.compare", "stablehlo.select", "stablehlo.round_nearest_even",
+                          "stablehlo.round_nearest_afz", "stablehlo.floor", "stablehlo.ceil",
+                          "stablehlo.sign", "stablehlo.sort", "stablehlo.convert"})
+
+
+def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
+    if log_path:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    # Injected transformations are not part of the persistent cache key (DESIGN.md).
+    jax.config.update("jax_enable_compilation_cache", False)
+    from .. import plugins as plugin_mod
+    from . import serve
+
+    if plugins:
+        plugin_mod.register(plugins)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        try:
+            reply = {"ok": True, **serve.handle(request)}
+        except Exception as e:  # a failed request is evidence, not a reason to die
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}",
+                     "traceback": traceback.format_exc(limit=8)}
+        conn.send(reply)
+
+
+class BisectWorker(Worker):
+    """A campaign Worker (restart, timeout, crash detection) that serves bisection requests."""
+
+    def start(self) -> None:
+        parent, child = _CTX.Pipe()
+        self._proc = _CTX.Process(target=_serve, args=(child, tuple(self.plugins),
+                                                       str(self.log_path) if self.log_path else None),
+                                  daemon=True, name=f"xla-sentinel-{self.name}")
+        self._proc.start()
+        child.close()
+        self._conn = parent
+
+
+class LabError(RuntimeError):
+    """A request the bisector relies on failed where it must not (e.g. cutting a module)."""
+
+
+@dataclass
+class Case:
+    """A module to check, with its inputs and the float64 values its outputs should have."""
+
+    module: str
+    inputs: list[np.ndarray]
+    expected: list[np.ndarray]
+    infos: list[oracle.OutputInfo]
+    discrete: bool
+    ops: list[int] = field(default_factory=list)  # indices of the original @main ops it keeps
+
+
+@dataclass
+class Check:
+    """The target's answer on a case."""
+
+    fails: bool
+    verdict: str  # the oracle's verdict, or crash / hang / compile_error
+    evidence: dict[str, Any] = field(default_factory=dict)
+    outputs: list[np.ndarray] | None = None
+    deterministic: bool | None = None  # set when the case was run twice
+    hlo: str | None = None
+
+
+class Lab:
+    def __init__(self, options: dict[str, Any], plugins: Sequence[str], timeout: float,
+                 log_dir: Path | None = None) -> None:
+        self.options = dict(options)
+        self.plugins = list(plugins)
+        self.timeout = timeout
+        self.target = BisectWorker("bisect-target", tuple(plugins),
+                                   log_dir / "bisect-target.log" if log_dir else None)
+        self.reference = BisectWorker("bisect-reference", (),
+                                      log_dir / "bisect-reference.log" if log_dir else None)
+        self.compiles: Counter[str] = Counter()  # target compiles per stage
+        self.stage = "setup"
+
+    def close(self) -> None:
+        self.target.close()
+        self.reference.close()
+
+    def ask_reference(self, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            reply = self.reference.call(request, self.timeout)
+        except (WorkerDied, WorkerHung) as e:
+            raise LabError(f"reference worker failed on {request['cmd']}: {e}") from None
+        if not reply["ok"]:
+            raise LabError(f"{request['cmd']}: {reply['error']}")
+        return reply
+
+    def cut(self, module: str, keep: list[int], params: list[str], outputs: list[str]) -> str:
+        return self.ask_reference({"cmd": "cut", "module": module, "keep": keep, "params": params,
+                                   "outputs": outputs})["module"]
+
+    def run_target(self, module: str, inputs: list[np.ndarray], options: dict[str, Any] | None = None,
+                   *, want_hlo: bool = False, repeat: bool = False) -> dict[str, Any]:
+        """The target's reply, or {"ok": False, "verdict": crash|hang|compile_error, ...}."""
+        self.compiles[self.stage] += 2 if repeat else 1
+        request = {"cmd": "run", "module": module, "inputs": inputs, "want_hlo": want_hlo,
+                   "repeat": repeat, "options": self.options if options is None else options}
+        try:
+            reply = self.target.call(request, self.timeout)
+        except WorkerHung as e:
+            return {"ok": False, "verdict": "hang", "error": str(e)}
+        except WorkerDied as e:
+            return {"ok": False, "verdict": "crash", "error": f"{e}\n{e.log_tail[-1500:]}"}
+        if not reply["ok"]:
+            return {**reply, "verdict": "compile_error"}
+        return reply
+
+    def legal(self, module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The case at its own precision under the float64 jit's legal settings, no plugins."""
+        return self.ask_reference({"cmd": "run", "module": module, "inputs": inputs,
+                                   "options": LEGAL})["outputs"]
+
+    def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
+              want_hlo: bool = False) -> Check:
+        reply = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo, repeat=repeat)
+        if not reply["ok"]:
+            return Check(False, reply["verdict"], {"error": reply["error"][:2000]})
+        outputs = reply["outputs"]
+        results = {"target": outputs, "legal": self.legal(case.module, case.inputs)}
+        j = oracle.judge("target", results, case.expected, case.infos, lambda: None, case.discrete)
+        return Check(j.verdict != "pass", j.verdict, {**j.evidence, "output": j.output}, outputs,
+                     reply.get("same"), reply.get("hlo"))
+
+
+def own_dtype(value: np.ndarray, dtype: str) -> np.ndarray:
+    """A reference value rounded to the type a module parameter declares."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(value).astype(NP_DTYPES[dtype])

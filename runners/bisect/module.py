@@ -1,0 +1,152 @@
+"""Cut a StableHLO module into subgraphs: the primitive every bisection stage is built on.
+
+Works on any StableHLO text (generated programs and replayed traces alike) through the
+MLIR bindings that ship in jaxlib. Values of @main are named as MLIR prints them
+(`%arg0`, `%3`, `%cst_1`, `%5#1`); a cut keeps some of @main's ops, feeds the values they
+read from outside as parameters, and returns the values it is asked for. Kept ops carry the
+location `sentinel.op<i>` (i = index in the original @main), which XLA copies into HLO
+metadata, so an op can be found again inside the optimized HLO. Runs in worker processes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..program import MLIR_TYPES
+
+_TENSOR = re.compile(r"^tensor<(?:([\d?]+(?:x[\d?]+)*)x)?([a-z]+\d*)>$")
+# Float element types inside tensor types; promoting them to f64 gives the float64 module.
+_FLOAT_ELEM = re.compile(r"(?<=[<x])(f32|bf16|f16)(?=>)")
+LOCATION_PREFIX = "sentinel.op"
+
+
+class CutError(ValueError):
+    """The module cannot be cut as asked (e.g. a parameter of a type XLA cannot feed)."""
+
+
+def describe_type(t: str) -> dict[str, Any]:
+    """{"type", "dtype", "shape"} of an MLIR type; dtype None for non-tensor types."""
+    m = _TENSOR.match(t)
+    if not m or m.group(2) not in MLIR_TYPES:
+        return {"type": t, "dtype": None, "shape": None}
+    dims = [int(d) for d in m.group(1).split("x")] if m.group(1) else []
+    return {"type": t, "dtype": MLIR_TYPES[m.group(2)], "shape": dims}
+
+
+def promote_f64(text: str) -> str:
+    """The module with every f32/bf16/f16 tensor type widened to f64 (compile may reject
+    it, e.g. for hex float constants or bitcasts: callers fall back to own precision)."""
+    return _FLOAT_ELEM.sub("f64", text)
+
+
+def _context() -> Any:
+    from jax._src.interpreters import mlir
+
+    return mlir.make_ir_context()
+
+
+class Parsed:
+    """A parsed module with @main's ops and the names of their values."""
+
+    def __init__(self, text: str) -> None:
+        from jaxlib.mlir import ir
+
+        self.ir = ir
+        self.ctx = _context()
+        with self.ctx:
+            try:
+                self.module = ir.Module.parse(text)
+            except Exception as e:  # MLIR raises its own error type
+                raise CutError(f"module does not parse: {str(e).splitlines()[0]}") from None
+            self.main = self._find_main()
+            self.block = self.main.regions[0].blocks[0]
+            self.state = ir.AsmState(self.main.operation)
+            ops = list(self.block.operations)
+            self.ops, self.terminator = ops[:-1], ops[-1]
+
+    def _find_main(self) -> Any:
+        for op in self.module.body.operations:
+            if "sym_name" in op.attributes and \
+                    self.ir.StringAttr(op.attributes["sym_name"]).value == "main":
+                return op
+        raise CutError("module has no @main function")
+
+    def name(self, value: Any) -> str:
+        return value.get_name(self.state)
+
+    def info(self) -> dict[str, Any]:
+        with self.ctx:
+            args = [{"vid": self.name(a), **describe_type(str(a.type))} for a in self.block.arguments]
+            ops = []
+            for op in self.ops:
+                o = op.operation
+                text = o.get_asm(large_elements_limit=4).strip().splitlines()
+                ops.append({"name": o.name,
+                            "operands": [self.name(v) for v in o.operands],
+                            "results": [{"vid": self.name(r), **describe_type(str(r.type))}
+                                        for r in o.results],
+                            "regions": len(o.regions), "text": text[0][:300] if text else o.name})
+            returns = [self.name(v) for v in self.terminator.operation.operands]
+        return {"args": args, "ops": ops, "returns": returns}
+
+    def cut(self, keep: list[int], params: list[str], outputs: list[str]) -> str:
+        """@main replaced by: parameters `params`, the ops `keep` (indices, in order), and a
+        return of `outputs`. Every value the kept ops read must be kept or a parameter."""
+        ir = self.ir
+        from jaxlib.mlir.dialects import func
+
+        with self.ctx, ir.Location.unknown():
+            values: dict[str, Any] = {self.name(a): a for a in self.block.arguments}
+            for op in self.ops:
+                values.update({self.name(r): r for r in op.operation.results})
+            missing = [v for v in [*params, *outputs] if v not in values]
+            if missing:
+                raise CutError(f"no value {missing[0]} in @main")
+            in_types = [values[p].type for p in params]
+            for p, t in zip(params, in_types, strict=True):
+                if describe_type(str(t))["dtype"] is None:
+                    raise CutError(f"{p} has type {t}, which cannot be a parameter")
+            out_types = [values[o].type for o in outputs]
+            with ir.InsertionPoint(self.module.body):
+                fn = func.FuncOp("sentinel_cut", ir.FunctionType.get(in_types, out_types))
+            entry = fn.add_entry_block()
+            mapped = dict(zip(params, entry.arguments, strict=True))
+            at_end = ir.InsertionPoint(entry)
+            for i in keep:
+                old = self.ops[i].operation
+                operand_names = [self.name(v) for v in old.operands]
+                result_names = [self.name(r) for r in old.results]
+                new = old.clone(ip=at_end)
+                for k, name in enumerate(operand_names):
+                    if name not in mapped:
+                        raise CutError(f"op {i} ({old.name}) reads {name}, which the cut "
+                                       "neither keeps nor takes as a parameter")
+                    new.operands[k] = mapped[name]
+                new.location = ir.Location.name(f"{LOCATION_PREFIX}{i}")
+                mapped.update(zip(result_names, new.results, strict=True))
+            with at_end:
+                func.ReturnOp([mapped[o] for o in outputs])
+            self.main.operation.erase()
+            fn.attributes["sym_name"] = ir.StringAttr.get("main")
+            fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
+            if not self.module.operation.verify():
+                raise CutError("the cut module does not verify")
+            return self.module.operation.get_asm(enable_debug_info=True)
+
+
+def module_info(text: str) -> dict[str, Any]:
+    return Parsed(text).info()
+
+
+def cut(text: str, keep: list[int], params: list[str], outputs: list[str]) -> str:
+    """A fresh parse per cut: cutting rewrites @main in place."""
+    return Parsed(text).cut(keep, params, outputs)
+
+
+def strip_locations(text: str) -> str:
+    """The module printed without debug locations (what a bug report shows)."""
+    from jaxlib.mlir import ir
+
+    with _context():
+        return ir.Module.parse(text).operation.get_asm(enable_debug_info=False)

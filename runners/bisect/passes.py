@@ -1,0 +1,95 @@
+"""Stage 4, pass and flag: which XLA flag, or which HLO pass disabled, cures the case?
+
+Flags a user can set (options.CURING_FLAGS) are tried one by one. Passes are group
+tested on the reduced case: all the passes XLA ran on it are disabled at once; if that
+cures it, halves are tried and the curing half kept, then single passes are dropped while
+the rest still cures, giving a 1-minimal curing set in about log2(P) compiles when one
+pass is to blame. A group whose compile crashes (some passes are load-bearing) is split
+rather than judged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .context import Context
+from .lab import Case, LabError
+from .options import CURING_FLAGS
+
+NAME = "passes"
+MAX_COMPILES = 60
+
+
+def _cures(ctx: Context, case: Case, options: dict[str, Any]) -> bool | None:
+    check = ctx.lab.check(case, options)
+    if check.verdict in ("crash", "hang", "compile_error"):
+        return None
+    return not check.fails
+
+
+def _with_disabled(base: dict[str, Any], passes: list[str]) -> dict[str, Any]:
+    already = [p for p in str(base.get("xla_disable_hlo_passes", "")).split(",") if p]
+    return {**base, "xla_disable_hlo_passes": ",".join([*already, *passes])}
+
+
+def curing_passes(ctx: Context, case: Case, passes: list[str]) -> tuple[list[str] | None, list]:
+    """A 1-minimal set of passes whose disabling cures `case`, and the tests made."""
+    tests: list[list[Any]] = []
+    base = ctx.lab.options
+
+    def cures(group: list[str]) -> bool | None:
+        if len(tests) >= MAX_COMPILES:
+            return False
+        result = _cures(ctx, case, _with_disabled(base, group))
+        tests.append([",".join(group) if len(group) < 6 else f"{len(group)} passes", result])
+        return result
+
+    def find(group: list[str]) -> list[str] | None:
+        result = cures(group)
+        if result is True:
+            return group
+        if result is False or len(group) == 1:
+            return None
+        half = len(group) // 2
+        return find(group[:half]) or find(group[half:])
+
+    found = find(passes)
+    if found is None:
+        return None, tests
+    while len(found) > 1:
+        half = len(found) // 2
+        if cures(found[:half]):
+            found = found[:half]
+        elif cures(found[half:]):
+            found = found[half:]
+        else:
+            break
+    for p in list(found):
+        if len(found) > 1 and cures([q for q in found if q != p]):
+            found = [q for q in found if q != p]
+    return found, tests
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    case = ctx.reduced
+    assert case is not None
+    base = ctx.lab.options
+    flags = {}
+    for name, value in ((n, v) for n, v in CURING_FLAGS if base.get(n) != v):
+        flags[f"{name}={value}"] = _cures(ctx, case, {**base, name: value})
+    reply = ctx.lab.target.call({"cmd": "passes", "module": case.module, "options": base},
+                                ctx.lab.timeout)
+    ctx.lab.compiles[NAME] += 1
+    if not reply["ok"]:
+        raise LabError(f"listing passes: {reply['error']}")
+    disabled = set(str(base.get("xla_disable_hlo_passes", "")).split(","))
+    passes = [p for p in reply.get("passes", []) if p not in disabled]
+    found, tests = curing_passes(ctx, case, passes) if passes else (None, [])
+    curing_flags = sorted(f for f, cured in flags.items() if cured)
+    if found:
+        ctx.culprit_pass = ",".join(sorted(found))
+    elif curing_flags:
+        ctx.culprit_pass = curing_flags[0]
+    return {"flags": flags, "curing_flags": curing_flags, "passes_seen": passes,
+            "curing_passes": sorted(found) if found else None, "pass_tests": tests}
+

@@ -1,0 +1,135 @@
+"""The repro.py every bundle carries: needs only jax and numpy (and, for a finding made
+under an injected pass plugin, the plugin file copied beside it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TEMPLATE = '''\
+"""Reproducer for an XLA miscompilation found by xla-sentinel ({finding_id}).
+
+Compiles module.mlir (StableHLO) with the failing XLA options, runs it on inputs.npz and
+compares against expected.npz (float64 reference). Exit 1 while the bug shows, 0 once
+fixed. Options: --without-plugins (do not register the injected pass plugins the finding
+was made under), --xla-option NAME=VALUE (add or override an XLA option, e.g. the
+workaround xla_disable_hlo_passes=...). Needs only jax and numpy.
+"""
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+OPTIONS = {options}
+PLUGINS = {plugins}
+INPUT_DTYPES = {input_dtypes}
+# Per output: element type and the largest legal normwise error against float64
+# (k * max(error of a legal configuration, unit roundoff), the xla-sentinel oracle's rule).
+OUTPUTS = {outputs}
+
+
+def parse_value(text):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {{"true": True, "false": False}}.get(text.lower(), text)
+
+
+def classes(a):
+    a = np.asarray(a, np.float64)
+    return np.select([np.isnan(a), np.isposinf(a), np.isneginf(a)], [1, 2, 3], 0)
+
+
+def normwise(actual, expected):
+    a, r = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    mask = np.isfinite(a) & np.isfinite(r)
+    if not mask.any():
+        return 0.0
+    return float(np.linalg.norm(a[mask] - r[mask]) / max(np.linalg.norm(r[mask]), 1e-300))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--without-plugins", action="store_true")
+    parser.add_argument("--xla-option", action="append", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+    import jax.extend
+    import jax.numpy as jnp
+    from jax._src import compiler, xla_bridge
+    from jax._src.lib import xla_client
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_enable_compilation_cache", False)
+    options = dict(OPTIONS)
+    for item in args.xla_option:
+        name, _, value = item.partition("=")
+        options[name] = parse_value(value)
+    if PLUGINS and not args.without_plugins:
+        for i, ref in enumerate(PLUGINS):
+            path, _, func = ref.partition(":")
+            spec = importlib.util.spec_from_file_location(f"plugin_{{i}}", HERE / path)
+            plugin = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(plugin)
+            jax.extend.xla.register_hlo_module_transformation(
+                getattr(plugin, func or "transform"), name=f"repro_plugin_{{i}}", platforms="cpu",
+                stage=jax.extend.xla.PipelineStage.PRE_SCHEDULER)
+        jax.clear_caches()
+    with np.load(HERE / "inputs.npz") as z:
+        inputs = [z[f"arg{{i}}"].view(jnp.bfloat16) if d == "bf16" else z[f"arg{{i}}"]
+                  for i, d in enumerate(INPUT_DTYPES)]
+    with np.load(HERE / "expected.npz") as z:
+        expected = [z[f"arg{{i}}"] for i in range(len(OUTPUTS))]
+    backend = xla_bridge.get_backend("cpu")
+    device = backend.local_devices()[0]
+    compile_options = compiler.get_compile_options(num_replicas=1, num_partitions=1,
+                                                   env_options_overrides=options)
+    exe = backend.compile_and_load((HERE / "module.mlir").read_text(),
+                                   xla_client.DeviceList((device,)), compile_options)
+    result = exe.execute_sharded([jax.device_put(x, device) for x in inputs])
+    outputs = [np.asarray(o[0]) for o in result.disassemble_into_single_device_arrays()]
+    wrong = []
+    for i, (out, ref, spec) in enumerate(zip(outputs, expected, OUTPUTS)):
+        if not spec["float"]:
+            bad = int(np.count_nonzero(np.asarray(out) != np.asarray(ref)))
+            if bad:
+                wrong.append(f"output {{i}}: {{bad}} of {{out.size}} integer elements differ")
+            continue
+        flips = int(np.count_nonzero(classes(out) != classes(np.asarray(ref).astype(out.dtype))))
+        if flips:
+            wrong.append(f"output {{i}}: {{flips}} elements NaN/Inf where float64 says otherwise")
+        err = normwise(out, ref)
+        if err > spec["threshold"]:
+            wrong.append(f"output {{i}} ({{spec['dtype']}}): normwise error {{err:.3g}} against "
+                         f"float64, legal at most {{spec['threshold']:.3g}}")
+    print(f"jax {{jax.__version__}}, options {{options}}, plugins "
+          f"{{'off' if args.without_plugins else PLUGINS or 'none'}}")
+    if wrong:
+        print("BUG: " + "; ".join(wrong))
+        return 1
+    print("OK: outputs agree with the float64 reference")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as e:  # the harness failed: neither "bug shows" (1) nor "fixed" (0)
+        print(f"ERROR: {{type(e).__name__}}: {{e}}")
+        sys.exit(2)
+'''
+
+
+def render(finding_id: str, options: dict[str, Any], plugins: list[str], input_dtypes: list[str],
+           outputs: list[dict[str, Any]]) -> str:
+    """repro.py with the finding's constants filled in (as Python literals)."""
+    return TEMPLATE.format(finding_id=finding_id, options=repr(options), plugins=repr(plugins),
+                           input_dtypes=repr(input_dtypes),
+                           outputs=repr(outputs))

@@ -1,0 +1,142 @@
+"""Requests a bisection worker answers (runs inside the worker process, with jax).
+
+`info` and `cut` edit modules; `run` compiles and runs a module under XLA options
+(optionally twice, to check the result is reproducible); `run_hlo` does the same for HLO
+text; `reference` evaluates every value of a module op by op in float64; `passes` lists
+the HLO passes XLA runs on a module.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from .. import targets
+from ..dtypes import NP_DTYPES
+from . import module as mod
+from .options import LEGAL
+
+# Single-op modules repeat (same op, same shapes) in large programs: compile each once.
+_CACHE: OrderedDict[str, Any] = OrderedDict()
+_CACHE_SIZE = 512
+
+
+def _compiled(text: str, options: dict[str, Any]) -> Any:
+    key = f"{sorted(options.items())}\n{text}"
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    exe = targets.compile_module(text, options)
+    _CACHE[key] = exe
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return exe
+
+
+def _run(req: dict[str, Any]) -> dict[str, Any]:
+    ex = targets.run_module(req["module"], req["inputs"], req["options"],
+                            want_hlo=req.get("want_hlo", False))
+    reply: dict[str, Any] = {"outputs": ex.outputs, "hlo": ex.optimized_hlo}
+    if req.get("repeat"):
+        # A fresh compile and run must agree bitwise (CPU is deterministic, DESIGN.md).
+        again = targets.run_module(req["module"], req["inputs"], req["options"]).outputs
+        reply["same"] = all(np.array_equal(a, b, equal_nan=True)
+                            for a, b in zip(ex.outputs, again, strict=True))
+    return reply
+
+
+def run_hlo_text(text: str, inputs: list[np.ndarray], options: dict[str, Any]) -> list[np.ndarray]:
+    """Compile HLO text (defused, see hlo.defuse) under XLA options and run it."""
+    from jax._src.lib import _jax
+
+    from .. import hlo
+
+    stablehlo = _jax.mlir.hlo_to_stablehlo(hlo.proto_from_text(text))
+    return targets.execute(targets.compile_module(stablehlo, options), inputs)
+
+
+def _own(value: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(value).astype(NP_DTYPES[dtype])
+
+
+def _wide(value: np.ndarray) -> np.ndarray:
+    a = np.asarray(value)
+    if a.dtype.kind == "f" or a.dtype == NP_DTYPES["bf16"]:
+        return a.astype(np.float64)
+    return a
+
+
+def _reference(req: dict[str, Any]) -> dict[str, Any]:
+    """Every value of @main in float64: each op compiled alone on float64 operands (the
+    float64 eager reference of DESIGN.md, for any module). Ops that do not widen (hex
+    constants, bitcasts) run at their own precision on rounded operands; their names are
+    returned in `own_precision`."""
+    parsed_info = mod.module_info(req["module"])
+    types = {a["vid"]: a for a in parsed_info["args"]}
+    values: dict[str, np.ndarray] = {a["vid"]: _wide(x)
+                                     for a, x in zip(parsed_info["args"], req["inputs"], strict=True)}
+    own_precision = []
+    for i, op in enumerate(parsed_info["ops"]):
+        for r in op["results"]:
+            types[r["vid"]] = r
+        params = list(dict.fromkeys(op["operands"]))
+        outs = [r["vid"] for r in op["results"]]
+        text = mod.strip_locations(mod.cut(req["module"], [i], params, outs))
+        results = None
+        if op["name"] != "stablehlo.constant":
+            try:
+                exe = _compiled(mod.promote_f64(text), LEGAL)
+                wide_in = [values[p] if types[p]["dtype"] not in ("f32", "bf16", "f16")
+                           else values[p].astype(np.float64) for p in params]
+                results = targets.execute(exe, wide_in)
+            except Exception:  # XLA rejects the widened op: evaluate it at its own precision
+                results = None
+        if results is None:
+            if op["name"] != "stablehlo.constant":
+                own_precision.append(op["results"][0]["vid"])
+            exe = _compiled(text, LEGAL)
+            results = targets.execute(exe, [_own(values[p], types[p]["dtype"]) for p in params])
+        values.update({v: _wide(r) for v, r in zip(outs, results, strict=True)})
+    return {"values": values, "own_precision": own_precision}
+
+
+_DUMP_NAME = re.compile(r"\.(?:after|before)_([\w\-]+)")
+
+
+def _passes(req: dict[str, Any]) -> dict[str, Any]:
+    """Names of the HLO passes XLA runs on this module, from a dump of every pass."""
+    with tempfile.TemporaryDirectory(prefix="sentinel-passes-") as tmp:
+        options = {**req["options"], "xla_dump_to": tmp, "xla_dump_hlo_pass_re": ".*"}
+        targets.compile_module(req["module"], options)
+        names = set()
+        for f in os.listdir(tmp):
+            names.update(_DUMP_NAME.findall(f.removesuffix(".txt")))
+    names -= {"pipeline-start", "pipeline-end"}
+    return {"passes": sorted(names)}
+
+
+def handle(req: dict[str, Any]) -> dict[str, Any]:
+    cmd = req["cmd"]
+    if cmd == "ping":
+        return {}
+    if cmd == "info":
+        return mod.module_info(req["module"])
+    if cmd == "cut":
+        return {"module": mod.cut(req["module"], req["keep"], req["params"], req["outputs"])}
+    if cmd == "strip":
+        return {"module": mod.strip_locations(req["module"])}
+    if cmd == "run":
+        return _run(req)
+    if cmd == "run_hlo":
+        return {"outputs": run_hlo_text(req["hlo"], req["inputs"], req["options"])}
+    if cmd == "reference":
+        return _reference(req)
+    if cmd == "passes":
+        return _passes(req)
+    raise ValueError(f"unknown bisection request {cmd!r}")
