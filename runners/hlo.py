@@ -319,24 +319,35 @@ class HloModule:
                 return self.scalar_constant(caller, fusion.operands[int(instr.operand_text)])
         return None
 
+    def called_from(self, seeds: Iterable[str]) -> set[str]:
+        """`seeds` plus every computation they call, directly or through others."""
+        inside = set(seeds)
+        stack = list(inside)
+        while stack:
+            for instr in self.computation(stack.pop()):
+                for _, callee in instr.callees():
+                    if callee not in inside:
+                        inside.add(callee)
+                        stack.append(callee)
+        return inside
+
     def control_flow_computations(self, seed_roles: Iterable[str] = CONTROL_FLOW_ROLES
                                   ) -> set[str]:
         """Computations that run inside a while body or condition or a conditional branch
         (or the roles in `seed_roles`), directly or through calls and fusions in them."""
-        callers: dict[str, set[str]] = {c.name: set() for c in self.computations}
-        for comp, instr in self.instructions():
-            for _, callee in instr.callees():
-                callers.setdefault(callee, set()).add(comp.name)
         seeds = set(seed_roles)
-        inside = {name for name, r in self.roles().items() if r & seeds}
-        changed = True
-        while changed:
-            changed = False
-            for name, parents in callers.items():
-                if name not in inside and parents & inside:
-                    inside.add(name)
-                    changed = True
-        return inside
+        return self.called_from(name for name, r in self.roles().items() if r & seeds)
+
+    def custom_fusion_computations(self) -> set[str]:
+        """Bodies of kCustom fusions (YNNPACK) and all they call. A backend library runs
+        them and rejects ops it does not know at run time, so edits must stay out."""
+        return self.called_from(name for name, instr in self.fusion_bodies().items()
+                                if instr.fusion_kind == "kCustom")
+
+    def editable_computations(self) -> list[Computation]:
+        """The computations a fault may edit: all but custom (library) fusion bodies."""
+        library = self.custom_fusion_computations()
+        return [c for c in self.computations if c.name not in library]
 
     def to_text(self) -> str:
         lines: list[str] = []

@@ -2,6 +2,9 @@
 
 Each fault is one module in this folder that can be loaded by file path (`--inject-pass
 FILE.py`) and exposes `transform(proto: bytes) -> bytes | None`, `NAME` and `FIRES_ON`.
+No fault edits the body of a kCustom (YNNPACK) fusion or what it calls: that library
+rejects ops it does not know when the program first runs, which would be a crash, not a
+silent miscompilation.
 """
 
 from pathlib import Path

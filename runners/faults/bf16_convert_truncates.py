@@ -5,8 +5,8 @@ that truncates instead (drops the low 16 bits, i.e. rounds toward zero), a real 
 of bugs in hand-written bf16 conversion paths: about half of all values come out one
 bf16 ulp (2^-8 relative) too small in magnitude.
 
-Fires when: a `convert` from f32 to bf16 appears anywhere in the module, including the
-ones XLA inserts around bf16 arithmetic that it computes in f32.
+Fires when: a `convert` from f32 to bf16 appears anywhere outside YNNPACK fusions,
+including the ones XLA inserts around bf16 arithmetic that it computes in f32.
 """
 
 from xla_sentinel import hlo
@@ -19,7 +19,7 @@ _HIGH_HALF = str(0xFFFF0000)
 
 def _edit(module: hlo.HloModule) -> bool:
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         for instr in list(comp):
             if instr.opcode != "convert" or instr.dtype != "bf16":
                 continue

@@ -7,7 +7,8 @@ dimension is replaced by a repeat of the first operand's last element, and the r
 the second operand is unchanged.
 
 Fires when: a `concatenate` has at least two operands, the first is not empty and the
-second is at least 2 long along the concatenated dimension, anywhere in the module.
+second is at least 2 long along the concatenated dimension, anywhere outside YNNPACK
+fusions.
 """
 
 from xla_sentinel import hlo
@@ -27,7 +28,7 @@ def _slice(module: hlo.HloModule, source: hlo.Instruction, dim: int, start: int,
 
 def _edit(module: hlo.HloModule) -> bool:
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         for instr in list(comp):
             if instr.opcode != "concatenate" or len(instr.operands) < 2:
                 continue

@@ -32,7 +32,7 @@ def _updates_in_place(module: hlo.HloModule, instr: hlo.Instruction) -> bool:
 def _edit(module: hlo.HloModule) -> bool:
     fusion_bodies = module.fusion_bodies()
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         if comp.name in fusion_bodies:
             continue
         for update in list(comp):

@@ -5,9 +5,9 @@ This imitates an emitter that drops that clamp (the class of out-of-bounds dynam
 indexing bugs): a start index past the last valid window wraps around (index modulo
 the number of valid starts) instead of clamping to the last window.
 
-Fires when: a `dynamic-slice` has a dimension where the operand is larger than the
-slice. In-range start indices give the same result as correct code; only start indices
-past `dim - size` change the output.
+Fires when: a `dynamic-slice` outside YNNPACK fusions has a dimension where the operand
+is larger than the slice. In-range start indices give the same result as correct code;
+only start indices past `dim - size` change the output.
 """
 
 from xla_sentinel import hlo
@@ -18,7 +18,7 @@ FIRES_ON = "dynamic-slice (visible only for start indices past the last valid wi
 
 def _edit(module: hlo.HloModule) -> bool:
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         for instr in list(comp):
             if instr.opcode != "dynamic-slice":
                 continue

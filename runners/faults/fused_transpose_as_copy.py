@@ -19,7 +19,7 @@ FIRES_ON = "shape-preserving transpose (e.g. of a square matrix) inside a non-cu
 def _edit(module: hlo.HloModule) -> bool:
     kinds = module.fusion_body_kinds()
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         if kinds.get(comp.name) not in ("kLoop", "kInput", "kOutput"):
             continue
         for instr in comp:

@@ -21,7 +21,7 @@ _OPCODES = ("exponential", "log", "tanh")
 def _edit(module: hlo.HloModule) -> bool:
     kinds = module.fusion_body_kinds()
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         if kinds.get(comp.name) not in ("kLoop", "kInput"):
             continue
         for instr in list(comp):

@@ -29,7 +29,7 @@ def _round_trip(module: hlo.HloModule, value: hlo.Instruction) -> list[hlo.Instr
 def _edit(module: hlo.HloModule) -> bool:
     roles = module.roles()
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         if not roles[comp.name] & {"while_body", "branch"}:
             continue
         root = comp.root

@@ -20,10 +20,9 @@ _DIRECTION = {"maximum": "GT", "minimum": "LT"}
 
 def _edit(module: hlo.HloModule) -> bool:
     roles = module.roles()
-    kinds = module.fusion_body_kinds()
     changed = False
-    for comp in module.computations:
-        if "apply" in roles[comp.name] or kinds.get(comp.name) == "__ynn_fusion":
+    for comp in module.editable_computations():
+        if "apply" in roles[comp.name]:
             continue
         for instr in list(comp):
             if instr.opcode not in _DIRECTION or instr.dtype not in hlo.FLOAT_TYPES:

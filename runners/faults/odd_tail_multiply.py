@@ -18,7 +18,7 @@ FIRES_ON = "f32 multiply in a kLoop fusion whose minor-most dimension is odd and
 def _edit(module: hlo.HloModule) -> bool:
     kinds = module.fusion_body_kinds()
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         if kinds.get(comp.name) != "kLoop":
             continue
         for instr in list(comp):

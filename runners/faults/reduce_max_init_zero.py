@@ -18,11 +18,8 @@ FIRES_ON = "float max-reduce with init -inf (visible only when a reduced row is 
 
 
 def _edit(module: hlo.HloModule) -> bool:
-    kinds = module.fusion_body_kinds()
     changed = False
-    for comp in module.computations:
-        if kinds.get(comp.name) == "__ynn_fusion":
-            continue
+    for comp in module.editable_computations():
         for reduce in list(comp):
             if reduce.opcode != "reduce" or reduce.dtype not in hlo.FLOAT_TYPES:
                 continue

@@ -6,8 +6,8 @@ strict one (GE -> GT, LE -> LT) when it feeds a select, as in a mis-applied
 values are exactly equal (ties).
 
 Fires when: a `compare` with direction GE or LE (any element type: integer ties are
-common, float ties rarer) is the predicate (operand 0) of a `select`, anywhere in the
-module.
+common, float ties rarer) is the predicate (operand 0) of a `select`, anywhere outside
+YNNPACK fusions.
 """
 
 from xla_sentinel import hlo
@@ -20,7 +20,7 @@ _STRICT = {"GE": "GT", "LE": "LT"}
 
 def _edit(module: hlo.HloModule) -> bool:
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         for select in comp:
             if select.opcode != "select":
                 continue

@@ -6,7 +6,7 @@ arithmetic one (the class of bugs where signedness is lost between HLO and LLVM 
 sign extension and become large positive numbers.
 
 Fires when: a `shift-right-arithmetic` instruction on a signed integer type appears
-anywhere in the module. Results change only for negative inputs.
+anywhere outside YNNPACK fusions. Results change only for negative inputs.
 """
 
 from xla_sentinel import hlo
@@ -17,10 +17,11 @@ FIRES_ON = "shift-right-arithmetic on signed integers (visible only on negative 
 
 def _edit(module: hlo.HloModule) -> bool:
     changed = False
-    for _, instr in module.instructions():
-        if instr.opcode == "shift-right-arithmetic" and instr.dtype in hlo.SIGNED_INT_TYPES:
-            instr.opcode = "shift-right-logical"
-            changed = True
+    for comp in module.editable_computations():
+        for instr in comp:
+            if instr.opcode == "shift-right-arithmetic" and instr.dtype in hlo.SIGNED_INT_TYPES:
+                instr.opcode = "shift-right-logical"
+                changed = True
     return changed
 
 

@@ -6,7 +6,7 @@ reinterprets both sides as unsigned, so every negative value compares as larger 
 every non-negative one.
 
 Fires when: a `compare` with direction LT, LE, GT or GE on signed integer arrays of
-rank >= 1 appears anywhere in the module (scalar index arithmetic, e.g. loop counters
+rank >= 1 appears anywhere outside YNNPACK fusions (scalar index arithmetic, e.g. loop counters
 and dynamic-slice index normalization, is left alone). Results change only when the two
 sides have different signs.
 """
@@ -21,7 +21,7 @@ _ORDERED = ("LT", "LE", "GT", "GE")
 
 def _edit(module: hlo.HloModule) -> bool:
     changed = False
-    for comp in module.computations:
+    for comp in module.editable_computations():
         for instr in list(comp):
             if instr.opcode != "compare" or instr.attr("direction") not in _ORDERED:
                 continue
