@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from .bisect import BisectError
 from .campaign import BudgetSpec, SpecError, load_campaign
 from .program import ProgramError
 from .store import StoreError
@@ -50,6 +51,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return EXIT_BUGS if any(v["verdict"] != "pass" for v in verdicts) else EXIT_OK
 
 
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    from .bisect import bisect_finding
+
+    result = bisect_finding(Path(args.finding), timeout=args.timeout)
+    print(json.dumps({k: v for k, v in result.items() if k != "stages"}, indent=1))
+    return EXIT_BUGS if result["reproduces"] else EXIT_OK
+
+
 def _cmd_worker(args: argparse.Namespace) -> int:
     from .worker_main import main as worker_main
 
@@ -83,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
     check.set_defaults(fn=_cmd_check)
 
+    bis = sub.add_parser("bisect", help="localize and reduce one finding; writes its repro bundle")
+    bis.add_argument("finding", help="finding folder (OUT/findings/ID)")
+    bis.add_argument("--timeout", type=float, default=120.0, help="seconds per compile and run")
+    bis.set_defaults(fn=_cmd_bisect)
+
     worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",
                             add_help=False)
     worker.add_argument("rest", nargs=argparse.REMAINDER)
@@ -98,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (SpecError, ProgramError, StoreError) as e:
+    except (SpecError, ProgramError, StoreError, BisectError) as e:
         print(f"xla-sentinel: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -26,6 +26,7 @@ import structlog
 
 from . import known_bugs
 from .assess import Assessor, Slot, Stopped
+from .bisect.refine import refine_finding
 from .campaign import CampaignSpec, SpecError
 from .plugins import check_ref, split_ref
 from .program import Program, save_arrays
@@ -213,6 +214,9 @@ class CampaignRun:
                 self.counters.findings[verdict] += 1
             log.info("finding", verdict=verdict, target=target.name, program=program.id,
                      signature=record["signature"], known_bug=record["known_bug"])
+            # Bisection (issue 4): the first findings of a candidate signature get localized.
+            record = refine_finding(self.store, self.out, record, self.spec.bisect,
+                                    self.spec.timeouts.programSeconds)
             if self.reporter:
                 self.reporter.finding(record)
 

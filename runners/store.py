@@ -94,6 +94,46 @@ class Store:
         with self.lock:
             self.db.execute(f"UPDATE signatures SET {cols} WHERE id=?", (*fields.values(), sig_id))
 
+    # --- bisection (xla_sentinel.bisect.refine) ---------------------------------------
+
+    def claim_bisection(self, candidate: str, limit: int) -> bool:
+        """Count one bisection against a candidate signature if fewer than `limit` were made
+        (atomic: slots run in threads). Kept in meta, which outlives the signature row."""
+        key = f"bisected:{candidate}"
+        with self.lock:
+            row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+            done = int(row[0]) if row else 0
+            if done >= limit:
+                return False
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, str(done + 1)))
+            return True
+
+    def resign_finding(self, finding_id: str, old_sig: str, f: dict[str, Any]) -> None:
+        """Move a stored finding from its candidate signature to the refined one in `f`
+        (culprit fields and repro filled in); a signature left with no findings goes."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute(
+                    "UPDATE findings SET signature=?, culprit_op=?, culprit_pass=?, fusion_kind=? "
+                    "WHERE id=?", (f["signature"], f.get("culprit_op"), f.get("culprit_pass"),
+                                  f.get("fusion_kind"), finding_id))
+                self.db.execute("UPDATE signatures SET count=count-1 WHERE id=?", (old_sig,))
+                self.db.execute("DELETE FROM signatures WHERE id=? AND count<=0", (old_sig,))
+                self.db.execute(
+                    """INSERT INTO signatures (id, verdict, target, culprit_op, culprit_pass,
+                       fusion_kind, dtype, count, first_seen, last_seen, repro, known_bug, bisected)
+                       VALUES (?,?,?,?,?,?,?,1,?,?,?,?,1)
+                       ON CONFLICT(id) DO UPDATE SET count=count+1, last_seen=excluded.last_seen,
+                       bisected=bisected+1""",
+                    (f["signature"], f["verdict"], f["target"], f.get("culprit_op"),
+                     f.get("culprit_pass"), f.get("fusion_kind"), f.get("dtype"), f["time"],
+                     f["time"], f.get("repro"), f.get("known_bug")))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
     def signature_count(self, sig_id: str) -> int:
         row = self.db.execute("SELECT count FROM signatures WHERE id=?", (sig_id,)).fetchone()
         return row[0] if row else 0

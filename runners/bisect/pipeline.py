@@ -18,6 +18,7 @@ from .context import Context
 from .lab import Lab, LabError
 
 STAGES = (reproduce, graph, reduce, shrink, fusion, passes, bundle)
+REDUCING = (reduce, shrink)
 # Evidence too bulky for finding.json; the bundle keeps these as files.
 _BULKY = ("program_hlo", "reduced_hlo")
 
@@ -47,9 +48,11 @@ def _load(finding_dir: Path) -> tuple[dict[str, Any], Program]:
     return record, program
 
 
-def bisect_finding(finding_dir: Path, *, timeout: float = 120.0) -> dict[str, Any]:
-    """Localize, reduce and bundle one finding; updates its finding.json and returns
-    {"status", "culprit_op", "fusion_kind", "culprit_pass", "repro", "stages"}."""
+def bisect_finding(finding_dir: Path, *, timeout: float = 120.0,
+                   reduce_case: bool = True) -> dict[str, Any]:
+    """Localize, reduce (unless `reduce_case` is False) and bundle one finding; updates its
+    finding.json and returns {"status", "culprit_op", "fusion_kind", "culprit_pass",
+    "repro", "stages"}."""
     finding_dir = Path(finding_dir)
     record, program = _load(finding_dir)
     evidence = record["evidence"]
@@ -65,6 +68,8 @@ def bisect_finding(finding_dir: Path, *, timeout: float = 120.0) -> dict[str, An
             raise BisectError(f"{finding_dir / 'program' / 'module.mlir'}: {e}") from None
         ctx = Context(finding_dir, record, program, lab, info, values)
         for stage in STAGES:
+            if not reduce_case and stage in REDUCING:
+                continue
             if ctx.stopped:
                 break
             lab.stage = stage.NAME
