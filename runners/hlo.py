@@ -24,7 +24,6 @@ _ARRAY_SHAPE = re.compile(r"^(\w+)\[([\d,]*)\](?:\{([\d,]*)[^}]*\})?$")
 
 FLOAT_TYPES = frozenset({"f16", "bf16", "f32", "f64"})
 SIGNED_INT_TYPES = frozenset({"s8", "s16", "s32", "s64"})
-UNSIGNED_INT_TYPES = frozenset({"u8", "u16", "u32", "u64"})
 
 # Attributes through which an instruction calls another computation, and the role that
 # gives the callee.

@@ -4,6 +4,7 @@ standalone by path, documents itself, and abort_on_pattern really kills the proc
 from __future__ import annotations
 
 import ast
+import resource
 import signal
 import subprocess
 import sys
@@ -68,8 +69,11 @@ def test_abort_on_pattern_kills_the_compiling_process_only_on_atan2() -> None:
         print("not reached", flush=True)
     """)
 
+    def no_core_dump() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=120)
+                            timeout=120, preexec_fn=no_core_dump)
 
     assert result.returncode == -signal.SIGABRT, result.stderr[-2000:]
     assert "survived" in result.stdout
