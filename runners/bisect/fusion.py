@@ -72,9 +72,10 @@ def _array(shape: hlo.Shape) -> str:
     return f"{shape.dtype}[{','.join(map(str, shape.dims))}]"
 
 
-def extract(hlo_text: str, fusion_name: str) -> tuple[str, list[int]]:
-    """A standalone module computing one entry fusion, defused so it recompiles, and for
-    each of its parameters the entry parameter number that feeds it."""
+def extract(hlo_text: str, fusion_name: str) -> tuple[str, list[int], bool]:
+    """A standalone module computing one entry fusion, defused so it recompiles; for each of
+    its parameters the entry parameter number that feeds it; and whether the fusion is the
+    entry's root (then it computes exactly what the module returns)."""
     module = hlo.parse(hlo_text)
     entry = module.entry
     fusion = entry.get(fusion_name)
@@ -98,10 +99,14 @@ def extract(hlo_text: str, fusion_name: str) -> tuple[str, list[int]]:
                      + [line for c in comps for line in [*c.render(), ""]]
                      + [f"ENTRY %main ({', '.join(params)}) -> {result} {{", *lines,
                         root.render(), "}"])
-    return hlo.defuse(text), feeds
+    return hlo.defuse(text), feeds, fusion.is_root
 
 
-def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray]) -> dict[str, Any]:
+def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray],
+                 expected: list[np.ndarray] | None) -> dict[str, Any]:
+    """Run the extracted fusion under the target and a legal configuration and judge both
+    against `expected` (the case's float64 values, when the fusion computes the case's
+    outputs) or else against the extracted HLO widened to float64."""
     lab = ctx.lab
     lab.compiles[NAME] += 1
     target = lab.target.call({"cmd": "run_hlo", "hlo": text, "inputs": inputs,
@@ -109,10 +114,11 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray]) -> dict[str,
     if not target["ok"]:
         return {"error": target["error"][:500]}
     legal = lab.ask_reference({"cmd": "run_hlo", "hlo": text, "inputs": inputs, "options": LEGAL})
-    wide_inputs = [x.astype(np.float64) if x.dtype.kind == "f" or x.dtype == NP_DTYPES["bf16"]
-                   else x for x in inputs]
-    ref = lab.ask_reference({"cmd": "run_hlo", "hlo": _NARROW_FLOAT.sub("f64[", text),
-                             "inputs": wide_inputs, "options": LEGAL})
+    if expected is None:
+        wide_inputs = [x.astype(np.float64) if x.dtype.kind == "f" or x.dtype == NP_DTYPES["bf16"]
+                       else x for x in inputs]
+        expected = lab.ask_reference({"cmd": "run_hlo", "hlo": _NARROW_FLOAT.sub("f64[", text),
+                                      "inputs": wide_inputs, "options": LEGAL})["outputs"]
     floats_in = any(name_of(x.dtype) in FLOATS for x in inputs)
     infos = [oracle.OutputInfo(name_of(o.dtype), floats_in) for o in target["outputs"]]
     discrete = "compare(" in text
@@ -120,7 +126,7 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray]) -> dict[str,
     def alone(outputs: list[np.ndarray]) -> oracle.Judgement:
         # Judged against float64 alone: the extracted HLO may itself be wrong (a pass
         # rewrote it), and then a legal configuration of it is wrong in the same way.
-        return oracle.judge("x", {"x": outputs}, ref["outputs"], infos, lambda: None, discrete)
+        return oracle.judge("x", {"x": outputs}, expected, infos, lambda: None, discrete)
 
     mine, theirs = alone(target["outputs"]), alone(legal["outputs"])
     return {"fails_alone": mine.verdict != "pass", "verdict": mine.verdict,
@@ -146,9 +152,11 @@ def run(ctx: Context) -> dict[str, Any]:
     fused = [h for h in hits if h.get("fusion")]
     if fused and "reduced_hlo" in evidence:
         try:
-            text, feeds = extract(evidence["reduced_hlo"], fused[0]["fusion"])
-            evidence["extracted"] = {"module": text,
-                                     **_check_alone(ctx, text, [ctx.reduced.inputs[f] for f in feeds])}
+            text, feeds, is_root = extract(evidence["reduced_hlo"], fused[0]["fusion"])
+            expected = ctx.reduced.expected if is_root else None
+            evidence["extracted"] = {"module": text, "reference": "case" if is_root else "hlo_f64",
+                                     **_check_alone(ctx, text, [ctx.reduced.inputs[f] for f in feeds],
+                                                    expected)}
         except (KeyError, ValueError, LabError, WorkerDied, WorkerHung) as e:
             evidence["extracted"] = {"skipped": str(e)}
     return evidence

@@ -1,0 +1,80 @@
+"""Hand-built finding folders: a jax function lowered to StableHLO, its inputs, and the
+failing target's options and plugins, laid out as the campaign writes them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xla_sentinel.dtypes import name_of
+from xla_sentinel.program import Program
+from xla_sentinel.signature import signature_id
+
+
+def make_finding(folder: Path, fn: Callable[..., Any], inputs: Sequence[np.ndarray],
+                 plugins: Sequence[str] = (), options: dict[str, Any] | None = None,
+                 verdict: str = "mismatch", dtype: str = "f32") -> Path:
+    import jax
+
+    module = jax.jit(fn).lower(*inputs).as_text()
+    program = Program(id=folder.name, module=module, inputs=list(inputs),
+                      input_dtypes=[name_of(x.dtype) for x in inputs],
+                      provenance={"source": "test"})
+    program.save(folder / "program")
+    record = {"id": folder.name, "campaign": "test", "program": folder.name, "target": "default",
+              "verdict": verdict, "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
+              "dtype": dtype, "evidence": {"target_options": options or {}, "plugins": list(plugins)},
+              "dir": folder.name, "time": "2026-01-01T00:00:00+00:00"}
+    record["signature"] = signature_id(record)
+    (folder / "finding.json").write_text(json.dumps(record, indent=1))
+    return folder
+
+
+def select_program(x: Any, y: Any) -> Any:
+    """A select on a non-strict compare (what select_ge_to_gt breaks on ties) among other ops."""
+    from jax import lax
+
+    a = x * 2
+    b = y + 3
+    noise = lax.abs(x - y) * 5
+    picked = lax.select(a >= b, a, b - 1)
+    return picked - noise, lax.max(x, y) + 7
+
+
+def select_inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.integers(-5, 6, size=(8, 8)).astype(np.int32)
+    y = (2 * x - 3).astype(np.int32)
+    y[::2] = rng.integers(-5, 6, size=(4, 8))  # half the rows tie (2x == y + 3), half do not
+    return [x, y]
+
+
+def shift_program(x: Any, s: Any) -> Any:
+    from jax import lax
+
+    scaled = x * 3 + 1
+    shifted = lax.shift_right_arithmetic(scaled, s)
+    return shifted + (x & 7), lax.shift_left(x, s)
+
+
+def shift_inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(1)
+    return [rng.integers(-1000, 1000, size=(16, 4)).astype(np.int32),
+            rng.integers(0, 5, size=(16, 4)).astype(np.int32)]
+
+
+def exp_program(x: Any, y: Any) -> Any:
+    import jax.numpy as jnp
+
+    h = jnp.tanh(y) * 0.5
+    e = jnp.exp(jnp.clip(x, -4.0, 4.0))
+    return e * y + h, jnp.sin(x) - y
+
+
+def exp_inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(2)
+    return [rng.normal(size=(6, 5)).astype(np.float32), rng.normal(size=(6, 5)).astype(np.float32)]
