@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from xla_sentinel.dtypes import name_of
 from xla_sentinel.program import Program
 from xla_sentinel.signature import signature_id

@@ -8,9 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from findings import (exp_inputs, exp_program, make_finding, select_inputs, select_program,
-                      shift_inputs, shift_program)
-
+from findings import (
+    exp_inputs,
+    exp_program,
+    make_finding,
+    select_inputs,
+    select_program,
+    shift_inputs,
+    shift_program,
+)
 from xla_sentinel.bisect import bisect_finding
 from xla_sentinel.bisect.refine import refined_signature
 from xla_sentinel.faults import fault_path
