@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .bisect import BisectError
-from .campaign import BudgetSpec, SpecError, load_campaign
+from .campaign import BudgetSpec, CampaignSpec, SpecError, load_campaign
 from .program import ProgramError
 from .store import StoreError
 
@@ -59,6 +59,47 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     return EXIT_BUGS if result["reproduces"] else EXIT_OK
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .engine import run_campaign
+    from .traces import discover
+
+    campaign = load_campaign(args.campaign) if args.campaign else None
+    spec = campaign.spec if campaign else CampaignSpec()
+    units = discover(args.paths)
+    spec = replace(spec, traces=[str(p) for p in args.paths],
+                   budget=BudgetSpec(programs=len(units)), workers=min(spec.workers, len(units)))
+    spec.check()
+    summary = run_campaign(spec, Path(args.out), name="replay", progress=not args.quiet,
+                           inject_passes=args.inject_pass or ())
+    for err in summary["trace_errors"]:
+        print(f"xla-sentinel: skipped {err['error']}", file=sys.stderr)
+    print(f"{summary['programs']} modules replayed; findings: {summary['findings'] or 'none'}; "
+          f"summary: {Path(args.out) / 'summary.json'}")
+    return EXIT_BUGS if summary["findings"] else EXIT_OK
+
+
+def _cmd_triage(args: argparse.Namespace) -> int:
+    from .store import Store
+
+    db = Path(args.dir) / "campaign.sqlite"
+    if not db.exists():
+        raise StoreError(f"{args.dir}: no campaign.sqlite (not a campaign output folder)")
+    store = Store(db)
+    sigs = store.signatures()
+    store.close()
+    if not sigs:
+        print("no signatures")
+        return EXIT_OK
+    cols = ("id", "verdict", "target", "culprit_op", "culprit_pass", "count", "first_seen",
+            "last_seen", "known_bug", "repro")
+    rows = [[str(s.get(c) if s.get(c) is not None else "-") for c in cols] for s in sigs]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+    return EXIT_OK
+
+
 def _cmd_worker(args: argparse.Namespace) -> int:
     from .worker_main import main as worker_main
 
@@ -96,6 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
     bis.add_argument("finding", help="finding folder (OUT/findings/ID)")
     bis.add_argument("--timeout", type=float, default=120.0, help="seconds per compile and run")
     bis.set_defaults(fn=_cmd_bisect)
+
+    replay = sub.add_parser("replay", help="replay trace folders, XLA dumps or module files")
+    replay.add_argument("paths", nargs="+", help="trace folders, dump folders or module files")
+    replay.add_argument("--out", required=True, help="output folder")
+    replay.add_argument("--campaign", help="campaign YAML for targets and references")
+    replay.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    replay.add_argument("--quiet", action="store_true")
+    replay.set_defaults(fn=_cmd_replay)
+
+    triage = sub.add_parser("triage", help="list the signatures of a campaign output folder")
+    triage.add_argument("dir")
+    triage.set_defaults(fn=_cmd_triage)
 
     worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",
                             add_help=False)

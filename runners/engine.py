@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 import structlog
 
-from . import known_bugs
+from . import known_bugs, traces
 from .assess import Assessor, Slot, Stopped
 from .bisect.refine import refine_finding
 from .campaign import CampaignSpec, SpecError
@@ -95,6 +95,7 @@ class CampaignRun:
         # Absolute paths: worker processes and repro bundles must find the same files.
         self.plugins = [f"{split_ref(r)[0].resolve()}:{split_ref(r)[1]}" for r in refs]
         self.targets = [resolve(t) for t in spec.targets]
+        self.trace_units = traces.discover(spec.traces)
         self.counters = Counters()
         self.stop = threading.Event()
         self.assessor = Assessor(self.targets, spec.references, spec.timeouts.programSeconds,
@@ -129,6 +130,10 @@ class CampaignRun:
         self.counters.findings.update(totals["findings"])
 
     def _indices(self) -> Iterator[int]:
+        # Trace units first, as negative indices, so they never collide with generated ones.
+        for k in range(len(self.trace_units)):
+            if k % self.shard[1] == self.shard[0] and -(k + 1) not in self.done:
+                yield -(k + 1)
         k = 0
         while True:
             idx = self.shard[0] + k * self.shard[1]
@@ -147,6 +152,19 @@ class CampaignRun:
         return True
 
     # --- one program ---------------------------------------------------------------------
+
+    def _load_trace(self, slot: Slot, idx: int) -> tuple[Program | None, str]:
+        path = self.trace_units[-idx - 1]
+        try:
+            reply = slot.programs.call({"cmd": "load", "path": str(path), "seed": self.spec.seed},
+                                       self.spec.timeouts.programSeconds)
+        except (WorkerDied, WorkerHung) as e:
+            return None, f"{path}: loading crashed the worker ({e})"
+        if not reply["ok"]:
+            return None, reply["error"].removeprefix("ProgramError: ")
+        return Program(id=reply["id"], module=reply["module"], inputs=reply["inputs"],
+                       input_dtypes=reply["input_dtypes"],
+                       provenance={**reply["provenance"], "campaign": self.name}), ""
 
     def _generate(self, slot: Slot, idx: int) -> Program | None:
         special = np.random.default_rng([self.spec.seed, idx, 0x5BEC]).random() < self.spec.generator.specialValues
@@ -167,7 +185,16 @@ class CampaignRun:
 
     def run_program(self, slot: Slot, idx: int) -> None:
         t0 = time.monotonic()
-        program = self._generate(slot, idx)
+        if idx < 0:
+            program, error = self._load_trace(slot, idx)
+            if program is None:
+                # A bad trace is reported and skipped; the campaign goes on.
+                log.warning("trace unreadable", error=error)
+                self._finish_program(idx, str(self.trace_units[-idx - 1]), 0, "trace_error", 0, t0,
+                                     {"error": error})
+                return
+        else:
+            program = self._generate(slot, idx)
         if program is None:
             self._finish_program(idx, f"s{self.spec.seed}-i{idx}", 0, "generator_error", 0, t0, {})
             return
@@ -338,6 +365,7 @@ class CampaignRun:
             "elapsed_s": round(elapsed, 2),
             "programs_per_s": round(self.counters.status.total() / max(elapsed, 1e-9), 3),
             "program_status": totals["status"],
+            "trace_errors": self.store.programs_with_status("trace_error"),
             "findings": totals["findings"],
             "findings_new": len(findings) - known,
             "findings_known": known,

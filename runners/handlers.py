@@ -99,6 +99,14 @@ def _validate(req: dict[str, Any]) -> dict[str, Any]:
     return {"errors": errors}
 
 
+def _load(req: dict[str, Any]) -> dict[str, Any]:
+    from .traces import load
+
+    p = load(req["path"], req.get("seed", 0))
+    return {"id": p.id, "module": p.module, "inputs": p.inputs, "input_dtypes": p.input_dtypes,
+            "provenance": p.provenance}
+
+
 def handle(req: dict[str, Any]) -> dict[str, Any]:
     cmd = req["cmd"]
     if cmd == "ping":
@@ -107,6 +115,8 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return _validate(req)
     if cmd == "generate":
         return _generate(req)
+    if cmd == "load":
+        return _load(req)
     if cmd == "run":
         return _run(req)
     if cmd == "reference":

@@ -75,16 +75,24 @@ def _read_json(path: Path) -> Any:
         raise ProgramError(f"{path}: unreadable JSON ({e})") from None
 
 
-def param_dtypes(module: str) -> list[str]:
-    """Element types of @main's parameters, from StableHLO text."""
+def param_specs(module: str) -> list[dict[str, Any]]:
+    """Shapes and element types of @main's parameters, from StableHLO text."""
     m = re.search(r"func\.func (?:public )?@main\((.*?)\)\s*->", module, re.S)
     if not m:
         raise ProgramError("module has no @main function")
-    types = re.findall(r"%arg\d+:\s*tensor<(?:[\dx?]*x)?([a-z]+\d*)>", m.group(1))
-    try:
-        return [MLIR_TYPES[t] for t in types]
-    except KeyError as e:
-        raise ProgramError(f"unsupported parameter element type {e.args[0]}") from None
+    specs = []
+    for dims, elem in re.findall(r"%arg\d+:\s*tensor<((?:[\d?]+x)*)([a-z]+\d*)>", m.group(1)):
+        if "?" in dims:
+            raise ProgramError("dynamic parameter shapes are not supported; export with static shapes")
+        if elem not in MLIR_TYPES:
+            raise ProgramError(f"unsupported parameter element type {elem}")
+        specs.append({"shape": [int(d) for d in dims.split("x") if d], "dtype": MLIR_TYPES[elem]})
+    return specs
+
+
+def param_dtypes(module: str) -> list[str]:
+    """Element types of @main's parameters, from StableHLO text."""
+    return [s["dtype"] for s in param_specs(module)]
 
 
 def result_dtypes(module: str) -> list[str]:

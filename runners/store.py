@@ -153,6 +153,10 @@ class Store:
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, row, strict=True)) for row in cur]
 
+    def programs_with_status(self, status: str) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT id, stats FROM programs WHERE status=? ORDER BY idx", (status,))
+        return [{"program": pid, **json.loads(stats or "{}")} for pid, stats in rows]
+
     def totals(self) -> dict[str, Any]:
         programs, executions, seconds = self.db.execute(
             "SELECT COUNT(*), COALESCE(SUM(executions),0), COALESCE(SUM(seconds),0) FROM programs"

@@ -1,0 +1,120 @@
+"""Trace replay: real workload modules in, Programs out.
+
+Accepted: a trace folder (`module.mlir` or `module.mlirbc`, optional `inputs.npz`,
+`stats.json`, `meta.json`), a bare XLA dump folder (its `*.before_optimizations.txt`
+modules), and single files: StableHLO text (`.mlir`), MLIR bytecode or VHLO portable
+artifacts (`.mlirbc`), HLO text (`.hlo`, `.txt`), and `jax.export` blobs (`.jaxexport`,
+`.bin`). `discover` needs only the file system; `load` runs where jax is (a worker).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .inputs import make_array
+from .program import Program, ProgramError, load_arrays, param_specs
+
+MODULE_SUFFIXES = (".mlir", ".mlirbc", ".hlo", ".txt", ".jaxexport", ".bin")
+
+
+def discover(paths: list[str | Path]) -> list[Path]:
+    """Expand the given paths into replayable units, in a stable order."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise ProgramError(f"{p}: no such trace file or folder")
+        if p.is_dir():
+            if (p / "module.mlir").exists() or (p / "module.mlirbc").exists():
+                out.append(p)
+                continue
+            dumps = sorted(p.glob("*before_optimizations.txt"))
+            modules = dumps or sorted(f for f in p.iterdir() if f.suffix in MODULE_SUFFIXES)
+            if not modules:
+                raise ProgramError(f"{p}: no trace, dump or module files in this folder")
+            out.extend(modules)
+        elif p.suffix in MODULE_SUFFIXES:
+            out.append(p)
+        else:
+            raise ProgramError(f"{p}: unknown trace file type (expected one of {', '.join(MODULE_SUFFIXES)})")
+    return out
+
+
+def _bytecode_to_text(data: bytes) -> str:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    with mlir.make_ir_context() as ctx:
+        module = ir.Module.parse(data)
+        if "vhlo." in str(module.operation.name) or "vhlo." in str(module)[:4000]:
+            # A VHLO portable artifact (another jaxlib's export): upgrade it to StableHLO.
+            module = stablehlo.deserialize_portable_artifact(ctx, data)
+        return str(module)
+
+
+def _hlo_to_text(text: str) -> str:
+    from jax._src.lib import _jax
+    from jaxlib import _hlo
+
+    proto = _hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+    return _bytecode_to_text(_jax.mlir.hlo_to_stablehlo(proto))
+
+
+def module_text(path: Path) -> str:
+    """StableHLO text of one module file, whatever form it came in."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ProgramError(f"{path}: unreadable ({e.strerror})") from None
+    try:
+        if path.suffix in (".jaxexport", ".bin"):
+            from jax import export
+            return export.deserialize(bytearray(data)).mlir_module()
+        if path.suffix == ".mlirbc" or data[:4] == b"ML\xefR":
+            return _bytecode_to_text(data)
+        text = data.decode()
+        if text.lstrip().startswith("HloModule"):
+            return _hlo_to_text(text)
+        return text
+    except ProgramError:
+        raise
+    except Exception as e:  # parsers raise their own types; the file is what is wrong
+        raise ProgramError(f"{path}: not a readable module ({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def load(path: Path, seed: int = 0) -> Program:
+    """A Program from a trace folder or module file; inputs drawn when none are stored."""
+    path = Path(path)
+    folder = path if path.is_dir() else None
+    module_file = path
+    if folder is not None:
+        module_file = folder / "module.mlir"
+        if not module_file.exists():
+            module_file = folder / "module.mlirbc"
+    module = module_text(module_file)
+    try:
+        specs = param_specs(module)
+    except ProgramError as e:
+        raise ProgramError(f"{module_file}: {e}") from None
+    meta: dict[str, Any] = {}
+    if folder is not None and (folder / "meta.json").exists():
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+        except json.JSONDecodeError as e:
+            raise ProgramError(f"{folder / 'meta.json'}: unreadable JSON ({e})") from None
+    dtypes = [s["dtype"] for s in specs]
+    if folder is not None and (folder / "inputs.npz").exists():
+        inputs = load_arrays(folder / "inputs.npz", dtypes)
+        for i, (x, s) in enumerate(zip(inputs, specs, strict=True)):
+            if list(x.shape) != s["shape"]:
+                raise ProgramError(f"{folder / 'inputs.npz'}: arg{i} has shape {list(x.shape)}, "
+                                   f"the module expects {s['shape']}")
+    else:
+        rng = np.random.default_rng([seed, 0x7ACE])
+        inputs = [make_array(rng, s["shape"], s["dtype"], special=False) for s in specs]
+    return Program(id=f"trace-{path.stem}", module=module, inputs=inputs, input_dtypes=dtypes,
+                   provenance={"source": "trace", "path": str(path), **meta.get("provenance", meta)})

@@ -1,0 +1,96 @@
+"""Trace replay: every accepted form loads into the same Program; bad files are skipped
+with a message naming them; a fault in a replayed module is found without a graph."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax import export
+
+from xla_sentinel import targets, traces
+from xla_sentinel.campaign import parse_spec
+from xla_sentinel.cli import main as cli
+from xla_sentinel.engine import run_campaign
+from xla_sentinel.faults import fault_path
+from xla_sentinel.program import Program, ProgramError
+
+
+def f(x, y):
+    return jnp.tanh(x @ y) + jnp.exp(x)
+
+
+X = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("traces")
+    lowered = jax.jit(f).lower(X, X)
+    (d / "a.hlo").write_text(lowered.as_text(dialect="hlo"))
+    (d / "b.mlir").write_text(lowered.as_text())
+    (d / "c.jaxexport").write_bytes(export.export(jax.jit(f))(X, X).serialize())
+    from jaxlib.mlir.dialects import stablehlo
+    (d / "d.mlirbc").write_bytes(stablehlo.serialize_portable_artifact_str(lowered.as_text(), "1.0.0"))
+    return d
+
+
+def test_every_form_loads_to_a_module_that_computes_f(trace_dir: Path) -> None:
+    want = np.asarray(jax.jit(f)(X, X))
+    for unit in traces.discover([trace_dir]):
+        program = traces.load(unit)
+        assert program.input_dtypes == ["f32", "f32"], unit
+        out = targets.run_module(program.module, [X, X], {}).outputs[0]
+        np.testing.assert_allclose(out, want, rtol=1e-6, err_msg=str(unit))
+
+
+def test_trace_folder_with_bf16_inputs(tmp_path: Path) -> None:
+    g = jax.jit(lambda x: x * 2)
+    x = np.array([1.5, -2.25, 3.0], dtype=ml_dtypes.bfloat16)
+    Program("t", g.lower(x).as_text(), [x], ["bf16"]).save(tmp_path / "t")
+    p = traces.load(tmp_path / "t")
+    np.testing.assert_array_equal(p.inputs[0].view(np.uint16), x.view(np.uint16))
+
+
+def test_xla_dump_folder_replays_its_unoptimized_modules(tmp_path: Path) -> None:
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    hlo = jax.jit(f).lower(X, X).as_text(dialect="hlo")
+    (dump / "module_0001.jit_f.before_optimizations.txt").write_text(hlo)
+    (dump / "module_0001.jit_f.sm_8.0_gpu_after_optimizations.txt").write_text("ignored")
+    assert [u.name for u in traces.discover([dump])] == ["module_0001.jit_f.before_optimizations.txt"]
+
+
+@pytest.mark.parametrize(("name", "content", "needle"), [
+    ("bad.mlir", "garbage", "bad.mlir: module has no @main"),
+    ("bad.hlo", "HloModule broken\nENTRY {", "bad.hlo: not a readable module"),
+    ("bad.jaxexport", "nope", "bad.jaxexport: not a readable module"),
+])
+def test_unreadable_modules_name_the_file(tmp_path: Path, name: str, content: str, needle: str) -> None:
+    (tmp_path / name).write_text(content)
+    with pytest.raises(ProgramError, match=needle):
+        traces.load(tmp_path / name)
+
+
+def test_replay_finds_a_fault_and_skips_bad_files(trace_dir: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("garbage")
+    spec = parse_spec({"traces": [str(trace_dir / "b.mlir"), str(bad)], "targets": ["default"],
+                       "budget": {"programs": 2}, "workers": 1, "bisect": {"enabled": False}})
+    summary = run_campaign(spec, tmp_path / "out", inject_passes=[fault_path("fusion_bf16_rounding")])
+    assert summary["program_status"] == {"judged": 1, "trace_error": 1}
+    assert "bad.mlir" in summary["trace_errors"][0]["error"]
+    assert summary["findings"] == {"mismatch": 1}
+    record = json.loads(next((tmp_path / "out").glob("findings/*/finding.json")).read_text())
+    assert record["program"] == "trace-b"
+
+
+def test_replay_cli_exit_codes(trace_dir: Path, tmp_path: Path) -> None:
+    assert cli(["replay", str(trace_dir / "b.mlir"), "--out", str(tmp_path / "clean"), "--quiet"]) == 0
+    assert cli(["replay", str(tmp_path / "missing.mlir"), "--out", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
