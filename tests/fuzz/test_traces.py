@@ -12,7 +12,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jax import export
-
 from xla_sentinel import targets, traces
 from xla_sentinel.campaign import parse_spec
 from xla_sentinel.cli import main as cli
