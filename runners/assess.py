@@ -22,7 +22,7 @@ from .worker import Worker, WorkerDied, WorkerHung
 
 # References evaluated at the program's own precision: they count among "the other
 # configurations" of the oracle, unlike the float64 references, which are the truth.
-OWN_PRECISION_REFERENCES = ("eager", "reference_o0")
+OWN_PRECISION_REFERENCES = ("eager", "reference_o0", "interpreter")
 
 
 class Stopped(Exception):
@@ -37,6 +37,7 @@ class Outcome:
     verdict: str | None = None  # crash, hang, compile_error when outputs is None
     error: str = ""
     compile_s: float = 0.0
+    skipped: str = ""  # a reference that does not apply to this program
 
 
 @dataclass
@@ -59,15 +60,18 @@ class Assessment:
 
 class Slot:
     def __init__(self, n: int | str, targets: Sequence[Target], plugins: Sequence[str],
-                 logs: Path | None) -> None:
+                 logs: Path | None, interpreter: bool = False) -> None:
         def log(name: str) -> Path | None:
             return logs / f"slot{n}-{name}.log" if logs else None
         self.programs = Worker(f"slot{n}-programs", (), log("programs"))
+        # The reference interpreter can abort its process: it gets one of its own.
+        self.interpreter = Worker(f"slot{n}-interpreter", (), log("interpreter")) if interpreter else None
         self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name))
                         for t in targets}
 
     def workers(self) -> list[Worker]:
-        return [self.programs, *self.targets.values()]
+        return [self.programs, *([self.interpreter] if self.interpreter else []),
+                *self.targets.values()]
 
     def close(self) -> None:
         for w in self.workers():
@@ -95,12 +99,20 @@ class Assessor:
             return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}")
         if not reply["ok"]:
             return Outcome(verdict="compile_error", error=reply["error"])
-        return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0))
+        return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0),
+                       skipped=reply.get("skipped", ""))
 
     def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         refs = {}
         for kind in self.references:
             if kind == "interpreter":
+                assert slot.interpreter is not None
+                o = self.call(slot.interpreter, {"cmd": "reference", "kind": kind,
+                                                 "module": program.module, "inputs": program.inputs})
+                # The interpreter is an extra opinion: a module it cannot take (or that
+                # kills it) is judged by the other references alone.
+                if o.outputs is not None:
+                    refs[kind] = o
                 continue
             if program.graph is None:
                 # A replayed module has no graph: its float64 reference is the module with

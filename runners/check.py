@@ -24,7 +24,7 @@ def check_program(folder: Path, campaign: Path | None = None,
         check_ref(ref, "--inject-pass")
     plugins = [f"{split_ref(r)[0].resolve()}:{split_ref(r)[1]}" for r in refs]
     targets = [resolve(t) for t in spec.targets]
-    slot = Slot("check", targets, plugins, None)
+    slot = Slot("check", targets, plugins, None, "interpreter" in spec.references)
     try:
         wait_ready(slot.workers())
         assessor = Assessor(targets, spec.references, spec.timeouts.programSeconds,

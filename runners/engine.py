@@ -324,7 +324,8 @@ class CampaignRun:
         self._in_flight = 0
         logs = self.out / "logs"
         logs.mkdir(exist_ok=True)
-        slots = [Slot(i, self.targets, self.plugins, logs) for i in range(self.spec.workers)]
+        interpreter = "interpreter" in self.spec.references
+        slots = [Slot(i, self.targets, self.plugins, logs, interpreter) for i in range(self.spec.workers)]
         progress = threading.Thread(target=self._progress_loop, daemon=True)
         try:
             wait_ready([w for s in slots for w in s.workers()])

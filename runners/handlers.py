@@ -48,8 +48,34 @@ def _promote_inputs(inputs: list[np.ndarray]) -> list[np.ndarray]:
             else x for x in inputs]
 
 
+# What the StableHLO reference interpreter cannot take (DESIGN.md): chlo.erf kills the
+# process, chlo.square is unsupported, bf16 values cannot be read back; and it is slow, so
+# large modules are left to the other references.
+INTERPRETER_UNSUPPORTED = ("chlo.erf", "chlo.square", "bf16")
+INTERPRETER_MAX_OPS = 150
+
+
+def _interpret(module: str, inputs: list[np.ndarray]) -> dict[str, Any]:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    blocked = [u for u in INTERPRETER_UNSUPPORTED if u in module]
+    if blocked:
+        return {"outputs": None, "skipped": f"interpreter cannot run {blocked[0]}"}
+    if module.count(" = ") > INTERPRETER_MAX_OPS:
+        return {"outputs": None, "skipped": f"more than {INTERPRETER_MAX_OPS} ops"}
+    with mlir.make_ir_context() as ctx:
+        stablehlo.register_interpreter_dialect(ctx)
+        parsed = ir.Module.parse(module)
+        args = [ir.DenseElementsAttr.get(np.ascontiguousarray(x)) for x in inputs]
+        return {"outputs": [np.array(o) for o in stablehlo.eval_module(parsed, args)]}
+
+
 def _reference(req: dict[str, Any]) -> dict[str, Any]:
     kind = req["kind"]
+    if kind == "interpreter":
+        return _interpret(req["module"], req["inputs"])
     if kind == "f64_text":
         text = promote_floats(req["module"])
         if text is None:

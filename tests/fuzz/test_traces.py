@@ -93,3 +93,15 @@ def test_replay_cli_exit_codes(trace_dir: Path, tmp_path: Path) -> None:
     assert cli(["replay", str(trace_dir / "b.mlir"), "--out", str(tmp_path / "clean"), "--quiet"]) == 0
     assert cli(["replay", str(tmp_path / "missing.mlir"), "--out", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_the_interpreter_reference_catches_a_bug_every_target_shares(trace_dir: Path, tmp_path: Path) -> None:
+    """With no graph and no O0 stand-in, only the StableHLO interpreter is an unaffected
+    own-precision configuration; it must be enough."""
+    spec = parse_spec({"traces": [str(trace_dir / "b.mlir")], "targets": ["default", "O0"],
+                       "references": ["f64_jit", "interpreter"], "budget": {"programs": 1},
+                       "workers": 1, "bisect": {"enabled": False}})
+    clean = run_campaign(spec, tmp_path / "clean")
+    assert clean["findings"] == {} and clean["executions"] == 4
+    faulty = run_campaign(spec, tmp_path / "faulty", inject_passes=[fault_path("fusion_bf16_rounding")])
+    assert faulty["findings"] == {"mismatch": 2}
