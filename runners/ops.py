@@ -212,6 +212,25 @@ def _plan_select(ctx: Ctx, x: Val) -> Plan:
 
 _reg(OpDef("select", "elementwise", ALL, _plan_select, lambda a, p, x, y: lax.select(p, x, y)))
 
+COMPARE_DIRECTIONS = ("ge", "le", "gt", "lt", "eq", "ne")
+
+
+def _plan_select_compare(ctx: Ctx, x: Val) -> Plan:
+    # The predicate compares the selected values themselves (select(x >= y, x, y) and
+    # friends): the max/min idioms simplifiers rewrite, and where compare ties matter.
+    # A free bool predicate (`select`) almost never produces a tie.
+    return [x, ctx.operand(x.shape, x.dtype)], {"dir": str(ctx.rng.choice(COMPARE_DIRECTIONS)),
+                                                "swap": bool(ctx.rng.integers(2))}
+
+
+def _build_select_compare(attrs: dict, x: Any, y: Any) -> Any:
+    pred = getattr(lax, attrs["dir"])(x, y)
+    return lax.select(pred, y, x) if attrs["swap"] else lax.select(pred, x, y)
+
+
+_reg(OpDef("select_compare", "elementwise", NUMERIC, _plan_select_compare, _build_select_compare,
+           discrete=True))
+
 
 # --- conversion ----------------------------------------------------------------------------
 
@@ -394,6 +413,10 @@ _reg(OpDef("reshape", "shape", ALL, _plan_reshape, lambda a, x: lax.reshape(x, t
 
 
 def _plan_transpose(ctx: Ctx, x: Val) -> Plan:
+    if len(set(x.shape)) > 1 and ctx.rng.random() < 0.3:
+        # Shape-preserving transposes (square matrices) are where a transpose mistaken for
+        # a copy or layout change goes unnoticed by shape checks: draw them on purpose.
+        x = ctx.operand((x.shape[0],) * x.rank, x.dtype)
     return [x], {"perm": [int(p) for p in ctx.rng.permutation(x.rank)]}
 
 
