@@ -8,6 +8,7 @@ worker per target under test (injected passes registered there only).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ class Outcome:
     error: str = ""
     compile_s: float = 0.0
     skipped: str = ""  # a reference that does not apply to this program
+    busy_s: float = 0.0
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Assessment:
     verdicts: list[Verdict] = field(default_factory=list)
     expected: list[np.ndarray] | None = None
     compile_s: dict[str, float] = field(default_factory=dict)
+    worker_s: float = 0.0  # time the worker processes spent on this program
 
 
 class Slot:
@@ -89,18 +92,20 @@ class Assessor:
         self.stop = stop or threading.Event()
 
     def call(self, worker: Worker, request: dict[str, Any]) -> Outcome:
+        started = time.perf_counter()
         try:
             reply = worker.call(request, self.timeout)
         except (WorkerDied, WorkerHung) as e:
             if self.stop.is_set():
                 raise Stopped from None  # we killed it ourselves: not a finding
+            spent = time.perf_counter() - started
             if isinstance(e, WorkerHung):
-                return Outcome(verdict="hang", error=str(e))
-            return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}")
+                return Outcome(verdict="hang", error=str(e), busy_s=spent)
+            return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}", busy_s=spent)
         if not reply["ok"]:
-            return Outcome(verdict="compile_error", error=reply["error"])
+            return Outcome(verdict="compile_error", error=reply["error"], busy_s=reply["busy_s"])
         return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0),
-                       skipped=reply.get("skipped", ""))
+                       skipped=reply.get("skipped", ""), busy_s=reply["busy_s"])
 
     def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         refs = {}
@@ -134,19 +139,21 @@ class Assessor:
             return [oracle.OutputInfo(vals[i]["dtype"], vals[i]["tainted"]) for i in program.graph["outputs"]]
         return [oracle.OutputInfo(d, True) for d in result_dtypes(program.module)]
 
-    def _noise(self, slot: Slot, program: Program) -> list[np.ndarray] | None:
+    def _noise(self, slot: Slot, program: Program) -> Outcome:
         if program.graph is None:
-            return None
+            return Outcome(skipped="no graph to perturb")
         return self.call(slot.programs, {"cmd": "reference", "graph": program.graph,
                                          "inputs": program.inputs, "kind": "noise",
-                                         "noise_seed": 7}).outputs
+                                         "noise_seed": 7})
 
     def _screen(self, slot: Slot, program: Program, t: Target, first: list[np.ndarray],
-                j: oracle.Judgement) -> tuple[str, dict[str, Any]]:
+                j: oracle.Judgement, result: Assessment) -> tuple[str, dict[str, Any]]:
         """Re-run a failing target: if a fresh compile disagrees bitwise, it is nondeterministic."""
         o = self.call(slot.targets[t.name], {"cmd": "run", "module": program.module,
                                             "inputs": program.inputs, "options": t.options,
                                             "recheck": True})
+        result.executions += 1
+        result.worker_s += o.busy_s
         ev = dict(j.evidence)
         if o.outputs is None:
             ev["recheck_error"] = o.error
@@ -162,7 +169,8 @@ class Assessor:
             for t in self.targets}
         refs = self._references(slot, program)
         result = Assessment("judged", len(outcomes) + len(refs),
-                            compile_s={n: o.compile_s for n, o in outcomes.items()})
+                            compile_s={n: o.compile_s for n, o in outcomes.items()},
+                            worker_s=sum(o.busy_s for o in [*outcomes.values(), *refs.values()]))
         for t in self.targets:
             o = outcomes[t.name]
             if o.verdict is not None:
@@ -185,8 +193,10 @@ class Assessor:
 
         def noise() -> list[np.ndarray] | None:
             if not noise_cache:
-                noise_cache.append(self._noise(slot, program))
+                o = self._noise(slot, program)
+                noise_cache.append(o.outputs)
                 result.executions += 1
+                result.worker_s += o.busy_s
             return noise_cache[0]
 
         for t in self.targets:
@@ -195,7 +205,6 @@ class Assessor:
             j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides)
             if j.verdict == "pass":
                 continue
-            verdict, ev = self._screen(slot, program, t, results[t.name], j)
-            result.executions += 1
+            verdict, ev = self._screen(slot, program, t, results[t.name], j, result)
             result.verdicts.append(Verdict(t, verdict, ev, j.output, results[t.name]))
         return result

@@ -72,6 +72,7 @@ class Counters:
     executions: int = 0
     status: Counter = field(default_factory=Counter)
     findings: Counter = field(default_factory=Counter)
+    worker_s: float = 0.0  # this run's time in worker processes
     started: float = field(default_factory=time.monotonic)
 
     def snapshot(self) -> dict[str, Any]:
@@ -181,7 +182,7 @@ class CampaignRun:
         return Program(id=f"s{self.spec.seed}-i{idx}", module=reply["module"], inputs=reply["inputs"],
                        input_dtypes=reply["input_dtypes"], graph=reply["graph"],
                        provenance={"source": "generator", "campaign": self.name,
-                                   "recipe": reply["recipe"]})
+                                   "recipe": reply["recipe"], "generation_s": reply["busy_s"]})
 
     def run_program(self, slot: Slot, idx: int) -> None:
         t0 = time.monotonic()
@@ -205,7 +206,8 @@ class CampaignRun:
         stats = {"ops": dict(Counter(n["op"] for n in graph.get("nodes", []))),
                  "dtypes": sorted({v["dtype"] for v in graph.get("values", [])}),
                  "special": bool(program.provenance.get("recipe", {}).get("special")),
-                 "compile_s": result.compile_s}
+                 "compile_s": result.compile_s,
+                 "worker_s": result.worker_s + program.provenance.get("generation_s", 0.0)}
         self._finish_program(idx, program.id, program.op_count, result.status, result.executions,
                              t0, stats)
 
@@ -255,6 +257,7 @@ class CampaignRun:
             self.counters.programs += 1
             self.counters.executions += executions
             self.counters.status[status] += 1
+            self.counters.worker_s += stats.get("worker_s", 0.0)
 
     # --- loop ----------------------------------------------------------------------------
 
@@ -358,6 +361,7 @@ class CampaignRun:
         elapsed = time.monotonic() - self.counters.started
         sigs = self.store.signatures()
         findings = self.store.findings()
+        worker_s = self.counters.worker_s
         known = sum(1 for f in findings if f["known_bug"])
         summary = {
             "campaign": self.name,
@@ -367,6 +371,10 @@ class CampaignRun:
             "programs_per_s": round(self.counters.status.total() / max(elapsed, 1e-9), 3),
             "program_status": totals["status"],
             "trace_errors": self.store.programs_with_status("trace_error"),
+            # Time the worker processes spent in jax/XLA against the slots' wall time: what
+            # is left is the harness (pipes, pickling, the oracle, the store).
+            "worker_seconds": round(worker_s, 2),
+            "harness_share": round(max(0.0, 1 - worker_s / max(elapsed * self.spec.workers, 1e-9)), 3),
             "findings": totals["findings"],
             "findings_new": len(findings) - known,
             "findings_known": known,

@@ -58,11 +58,14 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
             return
         if request is None:
             return
+        started = time.perf_counter()
         try:
             reply = {"ok": True, **handlers.handle(request)}
         except Exception as e:  # every failure of a request is data for the oracle
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}",
                      "traceback": traceback.format_exc(limit=8)}
+        # Time spent inside jax/XLA for this request: the campaign's measure of harness overhead.
+        reply["busy_s"] = time.perf_counter() - started
         conn.send(reply)
 
 
