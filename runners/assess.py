@@ -38,6 +38,7 @@ class Outcome:
     verdict: str | None = None  # crash, hang, compile_error when outputs is None
     error: str = ""
     compile_s: float = 0.0
+    hlo: str | None = None
     skipped: str = ""  # a reference that does not apply to this program
     busy_s: float = 0.0
 
@@ -59,6 +60,10 @@ class Assessment:
     expected: list[np.ndarray] | None = None
     compile_s: dict[str, float] = field(default_factory=dict)
     worker_s: float = 0.0  # time the worker processes spent on this program
+    # The first target's optimized HLO (coverage), and each passing target's largest
+    # error/threshold ratio (near misses steer guided generation).
+    hlo: str | None = None
+    margins: dict[str, float] = field(default_factory=dict)
 
 
 class Slot:
@@ -105,7 +110,8 @@ class Assessor:
         if not reply["ok"]:
             return Outcome(verdict="compile_error", error=reply["error"], busy_s=reply["busy_s"])
         return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0),
-                       skipped=reply.get("skipped", ""), busy_s=reply["busy_s"])
+                       skipped=reply.get("skipped", ""), busy_s=reply["busy_s"],
+                       hlo=reply.get("hlo"))
 
     def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         refs = {}
@@ -165,11 +171,12 @@ class Assessor:
 
     def assess(self, slot: Slot, program: Program) -> Assessment:
         outcomes = {t.name: self.call(slot.targets[t.name], {
-            "cmd": "run", "module": program.module, "inputs": program.inputs, "options": t.options})
-            for t in self.targets}
+            "cmd": "run", "module": program.module, "inputs": program.inputs, "options": t.options,
+            "want_hlo": i == 0}) for i, t in enumerate(self.targets)}
         refs = self._references(slot, program)
         result = Assessment("judged", len(outcomes) + len(refs),
                             compile_s={n: o.compile_s for n, o in outcomes.items()},
+                            hlo=outcomes[self.targets[0].name].hlo,
                             worker_s=sum(o.busy_s for o in [*outcomes.values(), *refs.values()]))
         for t in self.targets:
             o = outcomes[t.name]
@@ -204,6 +211,7 @@ class Assessor:
                 continue
             j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides)
             if j.verdict == "pass":
+                result.margins[t.name] = j.evidence.get("margin", 0.0)
                 continue
             verdict, ev = self._screen(slot, program, t, results[t.name], j, result)
             result.verdicts.append(Verdict(t, verdict, ev, j.output, results[t.name]))

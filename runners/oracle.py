@@ -163,6 +163,8 @@ def judge(
             noise_cache.append(noise())
         return noise_cache[0]
 
+    # Largest error/threshold ratio among passing float outputs: how near a miss was.
+    margin = 0.0
     for i, info in enumerate(infos):
         c, ref = mine[i], ref64[i]
         if np.shape(c) != np.shape(ref):
@@ -191,13 +193,15 @@ def judge(
         u = UNIT_ROUNDOFF[info.dtype]
         k = k_overrides.get(info.dtype, TOLERANCE_K[info.dtype]) * (DISCRETE_FACTOR if discrete else 1.0)
         if e_c <= k * max(best, u):
+            margin = max(margin, e_c / (k * max(best, u)))
             continue
         n = noise_out()
         e_noise = normwise_error(n[i], ref, "f64") if n is not None else 0.0
         threshold = k * max(best, e_noise, u)
+        margin = max(margin, e_c / threshold)
         if e_c > threshold:
             ev = error_stats(c, ref, info.dtype)
             ev.update(dtype=info.dtype, error=e_c, threshold=threshold, k=k, noise=e_noise,
                       others={n_: float(e) for n_, e in e_others.items()})
             return Judgement("mismatch", i, ev)
-    return Judgement("pass")
+    return Judgement("pass", evidence={"margin": margin})
