@@ -140,20 +140,60 @@ def _n_ops(rng: np.random.Generator, spec: GeneratorSpec) -> int:
     return min(spec.maxOps, max(spec.minOps, int(math.exp(rng.uniform(lo, hi)))))
 
 
-def generate(seed: int, index: int, spec: GeneratorSpec) -> Graph:
-    """The program number `index` of the campaign with `seed`: same inputs, same graph."""
+def _pick(rng: np.random.Generator, n: int, weights: Sequence[float] | None) -> int:
+    if weights is None:
+        return int(rng.integers(n))
+    w = np.asarray(weights, np.float64)
+    return int(rng.choice(n, p=w / w.sum()))
+
+
+def _resume(b: _Builder, prefix: dict[str, Any], keep: int) -> None:
+    """Start the builder from the first `keep` nodes of another program's graph."""
+    nodes = prefix["nodes"][:keep]
+    last = max((i for i, v in enumerate(prefix["values"]) if v.get("node") == len(nodes) - 1),
+               default=-1)
+    for i, v in enumerate(prefix["values"][:last + 1]):
+        b.vals.append(Val(i, tuple(v["shape"]), v["dtype"], v["tainted"]))
+        b.graph.values.append(dict(v))
+    b.graph.nodes.extend(dict(n) for n in nodes)
+
+
+def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | None = None) -> Graph:
+    """The program number `index` of the campaign with `seed`: same inputs, same graph.
+
+    `bias` (guided generation, runners/guide.py) changes what is drawn, still
+    deterministically: `ops` and `dtypes` weight choices (default 1), `pairs` weights an
+    op by its producer ("producer>consumer", default 1), and `prefix` + `keep` start from
+    the first `keep` nodes of another program's graph (a neighbour of a near miss). Every
+    op still goes through `try_op`, so biased programs are valid by construction.
+    """
+    bias = bias or {}
     rng = np.random.default_rng([seed, index, 0x5E17])
     b = _Builder(rng, spec)
-    for _ in range(int(rng.integers(1, 3))):
-        b.new_input(b.shape(), str(rng.choice(spec.dtypes)))
-    target = _n_ops(rng, spec)
+    dtype_w = [bias["dtypes"].get(d, 1.0) for d in spec.dtypes] if "dtypes" in bias else None
+    if "prefix" in bias:
+        _resume(b, bias["prefix"], bias["keep"])
+    else:
+        for _ in range(int(rng.integers(1, 3))):
+            shape = b.shape()
+            dtype = str(rng.choice(spec.dtypes)) if dtype_w is None \
+                else spec.dtypes[_pick(rng, len(spec.dtypes), dtype_w)]
+            b.new_input(shape, dtype)
+    target = max(_n_ops(rng, spec), min(len(b.graph.nodes) + 1, spec.maxOps))
+    op_w, pair_w = bias.get("ops"), bias.get("pairs", {})
     failures = 0
     while len(b.graph.nodes) < target and failures < MAX_TRIES * target:
         # Prefer recent values: deep chains give XLA something to fuse.
         recent = b.vals[-4:] if rng.random() < 0.7 else b.vals
         primary = recent[int(rng.integers(len(recent)))]
         candidates = ops_for(primary.dtype, spec.ops, spec.excludeOps)
-        if not candidates or not b.try_op(candidates[int(rng.integers(len(candidates)))], primary):
+        weights = None
+        if op_w is not None and candidates:
+            node = b.graph.values[primary.id].get("node")
+            producer = b.graph.nodes[node]["op"] if node is not None else "input"
+            weights = [op_w.get(c.name, 1.0) * pair_w.get(f"{producer}>{c.name}", 1.0)
+                       for c in candidates]
+        if not candidates or not b.try_op(candidates[_pick(rng, len(candidates), weights)], primary):
             failures += 1
     used = {a for n in b.graph.nodes for a in n["args"]}
     sinks = [v.id for v in b.vals if "node" in b.graph.values[v.id] and v.id not in used]
