@@ -148,6 +148,8 @@ def _unknown_fields(schema: dict[str, Any], value: Any, path: str) -> list[str]:
                 errors += _unknown_fields(props[key], sub, _join(path, key))
             elif isinstance(extra, dict):
                 errors += _unknown_fields(extra, sub, _join(path, key))
+            elif path == "" and key in ("apiVersion", "kind", "metadata"):
+                continue  # every object has these, declared or not
             elif props is not None and path != "metadata":
                 errors.append(f"{_join(path, key)}: unknown field; known fields: "
                               f"{', '.join(sorted(props))}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import threading
 from typing import Any
 
 import kopf
@@ -77,9 +76,7 @@ def run(argv: list[str]) -> int:
     except SystemExit as e:  # argparse: 0 after --help, 2 with one line naming the bad flag
         return e.code if isinstance(e.code, int) else 2
     logs.configure(level)
-    stop = threading.Event()
-    try:
-        asyncio.run(operate(config, stop_flag=stop))
-    except KeyboardInterrupt:
-        stop.set()
+    # No stop flag: kopf stops on SIGTERM/SIGINT itself (a threading.Event flag would be
+    # waited on in an executor thread that asyncio.run then joins forever).
+    asyncio.run(operate(config))
     return 0

@@ -1,0 +1,82 @@
+"""The operator as deployed: two peered replicas (only one acts), and `run(argv)` in its own
+process with JSON logs, /healthz and /metrics, stopped by SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import sys
+
+import aiohttp
+
+from .conftest import API, NS, campaign, create, eventually
+from .workers import Worker, finding
+
+
+async def test_two_peered_replicas_never_both_act(api, client, start_operator):
+    await client.create(f"/apis/kopf.dev/v1/namespaces/{NS}/kopfpeerings",
+                        {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
+                         "metadata": {"name": "xla-sentinel", "namespace": NS}})
+    leader = await start_operator(standalone=False, priority=100)
+    await eventually(lambda: len((api.get("kopf.dev/v1/kopfpeerings", NS, "xla-sentinel") or {})
+                                 .get("status") or {}) == 1)
+    follower = await start_operator(standalone=False, priority=10)
+    await eventually(lambda: len(api.get("kopf.dev/v1/kopfpeerings", NS, "xla-sentinel")["status"]) == 2)
+
+    fc = await create(client, campaign(workers=2))
+    w = await Worker(str(api.url), fc, "main-0").start()
+    await w.find(finding("00000000000000aa", 1))
+    await eventually(lambda: (s := api.get(f"{API}/bugsignatures", NS, "sig-00000000000000aa"))
+                     and s.get("status", {}).get("alertKey") == "new")
+    await eventually(lambda: api.get(f"{API}/fuzzcampaigns", NS, "nightly").get("status", {}).get("findingsTotal") == 1)
+
+    assert leader.runtime.metrics.reports_ingested._value.get() >= 1
+    assert follower.runtime.metrics.reports_ingested._value.get() == 0
+    assert follower.runtime.ingested == {}
+    assert len(api.all("batch/v1/jobs", NS)) == 2  # one worker Job, one bisector: made once
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_operator_process_serves_health_metrics_and_json_logs(api, client):
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import sys; from xla_sentinel_operator.main import run; sys.exit(run(sys.argv[1:]))",
+        "--server", str(api.url), "--namespace", NS, "--standalone", "--metrics-host", "127.0.0.1",
+        "--metrics-port", str(port), "--rollup-interval", "0.5",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async with aiohttp.ClientSession() as http:
+            async def healthy() -> bool:
+                try:
+                    return (await http.get(f"http://127.0.0.1:{port}/healthz")).status == 200
+                except aiohttp.ClientError:
+                    return False
+            await eventually(healthy, timeout=30)
+            await create(client, campaign(workers=1))
+            await eventually(lambda: api.all("batch/v1/jobs", NS))
+            metrics = await (await http.get(f"http://127.0.0.1:{port}/metrics")).text()
+        assert "xlasentinel_alerts_sent_total" in metrics
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0
+    records = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    created = [r for r in records if r.get("event") == "workers.created"]
+    assert created and created[0]["campaign"] == "nightly" and created[0]["namespace"] == NS
+    assert all("level" in r and "timestamp" in r for r in records)
+
+
+async def test_operator_refuses_a_bad_flag_with_exit_2():
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import sys; from xla_sentinel_operator.main import run; sys.exit(run(sys.argv[1:]))",
+        "--rollup-interval", "soon", stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 2
+    assert "--rollup-interval" in err.decode()
