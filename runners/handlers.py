@@ -23,7 +23,7 @@ F64_JIT_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emit
 
 def _generate(req: dict[str, Any]) -> dict[str, Any]:
     spec = build(GeneratorSpec, req["generator"], "spec.generator")
-    graph = generate(req["seed"], req["index"], spec)
+    graph = generate(req["seed"], req["index"], spec, req.get("bias"))
     recipe = {"seed": req["seed"], "index": req["index"], "special": req["special"]}
     inputs = make_inputs(recipe, graph.inputs)
     return {"module": evaluate.lower_text(graph), "graph": graph.to_json(), "inputs": inputs,
@@ -133,6 +133,29 @@ def _load(req: dict[str, Any]) -> dict[str, Any]:
             "provenance": p.provenance}
 
 
+def _load_corpus(req: dict[str, Any]) -> dict[str, Any]:
+    from pathlib import Path
+
+    from .corpus import load
+
+    p = load(Path(req["path"]), req.get("seed", 0))
+    return {"id": p.id, "module": p.module, "inputs": p.inputs, "input_dtypes": p.input_dtypes,
+            "provenance": p.provenance}
+
+
+def _pass_effects(req: dict[str, Any]) -> dict[str, Any]:
+    """Which of `passes` changed the module: disabling the pass changes the optimized HLO."""
+    from .coverage import hlo_fingerprint
+
+    base = hlo_fingerprint(targets.compile_module(req["module"], {}).get_hlo_text())
+    changed = []
+    for name in req["passes"]:
+        exe = targets.compile_module(req["module"], {"xla_disable_hlo_passes": name})
+        if hlo_fingerprint(exe.get_hlo_text()) != base:
+            changed.append(name)
+    return {"changed": changed}
+
+
 def handle(req: dict[str, Any]) -> dict[str, Any]:
     cmd = req["cmd"]
     if cmd == "ping":
@@ -143,6 +166,10 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return _generate(req)
     if cmd == "load":
         return _load(req)
+    if cmd == "load_corpus":
+        return _load_corpus(req)
+    if cmd == "pass_effects":
+        return _pass_effects(req)
     if cmd == "run":
         return _run(req)
     if cmd == "reference":
