@@ -48,11 +48,9 @@ def _load(finding_dir: Path) -> tuple[dict[str, Any], Program]:
     return record, program
 
 
-def bisect_finding(finding_dir: Path, *, timeout: float = 120.0,
-                   reduce_case: bool = True) -> dict[str, Any]:
-    """Localize, reduce (unless `reduce_case` is False) and bundle one finding; updates its
-    finding.json and returns {"status", "culprit_op", "fusion_kind", "culprit_pass",
-    "repro", "stages"}."""
+def open_context(finding_dir: Path, timeout: float = 120.0) -> Context:
+    """Load a finding, start its workers and compute the float64 value of every value in its
+    module: what every stage starts from. The caller closes ctx.lab."""
     finding_dir = Path(finding_dir)
     record, program = _load(finding_dir)
     evidence = record["evidence"]
@@ -60,27 +58,46 @@ def bisect_finding(finding_dir: Path, *, timeout: float = 120.0,
     logs.mkdir(exist_ok=True)
     lab = Lab(evidence.get("target_options") or {}, evidence.get("plugins") or [], timeout, logs)
     try:
-        try:
-            info = lab.ask_reference({"cmd": "info", "module": program.module})
-            values = lab.ask_reference({"cmd": "reference", "module": program.module,
-                                        "inputs": program.inputs})["values"]
-        except LabError as e:
-            raise BisectError(f"{finding_dir / 'program' / 'module.mlir'}: {e}") from None
-        ctx = Context(finding_dir, record, program, lab, info, values)
+        info = lab.ask_reference({"cmd": "info", "module": program.module})
+        values = lab.ask_reference({"cmd": "reference", "module": program.module,
+                                    "inputs": program.inputs})["values"]
+    except LabError as e:
+        lab.close()
+        raise BisectError(f"{finding_dir / 'program' / 'module.mlir'}: {e}") from None
+    return Context(finding_dir, record, program, lab, info, values)
+
+
+def run_stage(ctx: Context, stage: Any) -> dict[str, Any]:
+    """Run one stage and record its evidence, time and target compiles in the context."""
+    ctx.lab.stage = stage.NAME
+    t0 = time.monotonic()
+    ev = stage.run(ctx)
+    ev["seconds"] = round(time.monotonic() - t0, 3)
+    ev["target_compiles"] = ctx.lab.compiles[stage.NAME]
+    ctx.evidence[stage.NAME] = ev
+    return ev
+
+
+def bisect_finding(finding_dir: Path, *, timeout: float = 120.0,
+                   reduce_case: bool = True) -> dict[str, Any]:
+    """Localize, reduce (unless `reduce_case` is False) and bundle one finding; updates its
+    finding.json and returns {"status", "reproduces", "culprit_op", "fusion_kind",
+    "culprit_pass", "repro", "stages"}."""
+    ctx = open_context(finding_dir, timeout)
+    try:
         for stage in STAGES:
             if not reduce_case and stage in REDUCING:
                 continue
             if ctx.stopped:
                 break
-            lab.stage = stage.NAME
-            t0 = time.monotonic()
-            ev = stage.run(ctx)
-            ev["seconds"] = round(time.monotonic() - t0, 3)
-            ev["target_compiles"] = lab.compiles[stage.NAME]
-            ctx.evidence[stage.NAME] = ev
+            try:
+                run_stage(ctx, stage)
+            except LabError as e:  # a worker request the stage relies on failed
+                ctx.stopped = "error"
+                ctx.evidence[stage.NAME] = {"error": str(e)[:2000]}
     finally:
-        lab.close()
-    return _record(finding_dir, record, ctx)
+        ctx.lab.close()
+    return _record(Path(finding_dir), ctx.record, ctx)
 
 
 def _record(finding_dir: Path, record: dict[str, Any], ctx: Context) -> dict[str, Any]:
@@ -89,7 +106,7 @@ def _record(finding_dir: Path, record: dict[str, Any], ctx: Context) -> dict[str
     located = ctx.stopped is None and ctx.culprit is not None
     result = {
         "status": ctx.stopped or "localized",
-        "reproduces": ctx.stopped not in ("not_reproduced",),
+        "reproduces": bool(ctx.evidence.get("reproduce", {}).get("fails")),
         "culprit_op": ctx.canonical_op(ctx.culprit) if located and ctx.culprit is not None else None,
         "fusion_kind": ctx.fusion_kind if located else None,
         "culprit_pass": ctx.culprit_pass if located else None,

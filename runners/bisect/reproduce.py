@@ -19,9 +19,9 @@ def run(ctx: Context) -> dict[str, Any]:
     case = ctx.case(keep, returns)
     if case is None:
         ctx.stopped = "not_reproduced"
-        return {"reason": "the module returns only its parameters"}
+        return {"fails": False, "reason": "the module returns only its parameters"}
     check = ctx.lab.check(case, repeat=True)
-    evidence = {"verdict": check.verdict, "deterministic": check.deterministic,
+    evidence = {"fails": check.fails, "verdict": check.verdict, "deterministic": check.deterministic,
                 "ops": len(ctx.ops), **{k: v for k, v in check.evidence.items()
                                         if k in ("error", "threshold", "output", "max_rel")}}
     if ctx.record.get("verdict") == "nondeterministic" or check.deterministic is False:

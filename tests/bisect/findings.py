@@ -77,3 +77,19 @@ def exp_program(x: Any, y: Any) -> Any:
 def exp_inputs() -> list[np.ndarray]:
     rng = np.random.default_rng(2)
     return [rng.normal(size=(6, 5)).astype(np.float32), rng.normal(size=(6, 5)).astype(np.float32)]
+
+
+def bf16_exp_program(x: Any, y: Any) -> Any:
+    """bf16 inputs, an f32 exp in the middle, an f32 and a bf16 output."""
+    import jax.numpy as jnp
+
+    a = (x * y).astype(jnp.float32)
+    b = jnp.exp(a) * 3.0
+    return b, b.astype(jnp.bfloat16) + x
+
+
+def bf16_exp_inputs() -> list[np.ndarray]:
+    import ml_dtypes
+
+    rng = np.random.default_rng(5)
+    return [rng.normal(size=(6, 7)).astype(ml_dtypes.bfloat16) for _ in range(2)]

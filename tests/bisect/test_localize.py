@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from findings import (
+    bf16_exp_inputs,
+    bf16_exp_program,
     exp_inputs,
     exp_program,
     make_finding,
@@ -21,20 +23,27 @@ from xla_sentinel.bisect import bisect_finding
 from xla_sentinel.bisect.refine import refined_signature
 from xla_sentinel.faults import fault_path
 
+# name -> (fault, program, inputs, the op the fault corrupts)
 CASES = {
-    "select_ge_to_gt": (select_program, select_inputs, "compare GE (s32,s32->bool)"),
-    "shift_right_logical": (shift_program, shift_inputs, "shift_right_arithmetic (s32,s32->s32)"),
-    "fusion_bf16_rounding": (exp_program, exp_inputs, "exponential (f32->f32)"),
+    "select_ge_to_gt": ("select_ge_to_gt", select_program, select_inputs,
+                        "compare GE (s32,s32->bool)"),
+    "shift_right_logical": ("shift_right_logical", shift_program, shift_inputs,
+                            "shift_right_arithmetic (s32,s32->s32)"),
+    "fusion_bf16_rounding": ("fusion_bf16_rounding", exp_program, exp_inputs,
+                             "exponential (f32->f32)"),
+    # The same fault reached from another program, with bf16 inputs and outputs.
+    "fusion_bf16_rounding_bf16_io": ("fusion_bf16_rounding", bf16_exp_program, bf16_exp_inputs,
+                                     "exponential (f32->f32)"),
 }
 
 
 @pytest.fixture(scope="module")
 def bisected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any]]]:
     out = {}
-    for fault, (program, inputs, _) in CASES.items():
-        folder = make_finding(tmp_path_factory.mktemp("f") / fault, program, inputs(),
+    for name, (fault, program, inputs, _) in CASES.items():
+        folder = make_finding(tmp_path_factory.mktemp("f") / name, program, inputs(),
                               [fault_path(fault)])
-        out[fault] = (folder, bisect_finding(folder, timeout=60))
+        out[name] = (folder, bisect_finding(folder, timeout=60))
     return out
 
 
@@ -42,7 +51,7 @@ def bisected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, 
 def test_culprit_is_the_op_the_fault_corrupts(bisected: dict, fault: str) -> None:
     _, result = bisected[fault]
     assert result["status"] == "localized"
-    assert result["culprit_op"] == CASES[fault][2]
+    assert result["culprit_op"] == CASES[fault][3]
 
 
 @pytest.mark.parametrize("fault", sorted(CASES))
@@ -106,8 +115,16 @@ def test_finding_json_records_the_culprit(bisected: dict) -> None:
     assert record["repro"] == "repro"
 
 
+def _signature(bisected: dict, name: str) -> str:
+    folder, _ = bisected[name]
+    return refined_signature(json.loads((folder / "finding.json").read_text()))
+
+
 def test_different_faults_get_different_signatures(bisected: dict) -> None:
-    signatures = set()
-    for folder, _ in bisected.values():
-        signatures.add(refined_signature(json.loads((folder / "finding.json").read_text())))
-    assert len(signatures) == len(CASES)
+    faults = ("select_ge_to_gt", "shift_right_logical", "fusion_bf16_rounding")
+    assert len({_signature(bisected, name) for name in faults}) == len(faults)
+
+
+def test_same_fault_from_different_programs_shares_a_signature(bisected: dict) -> None:
+    assert _signature(bisected, "fusion_bf16_rounding") == \
+        _signature(bisected, "fusion_bf16_rounding_bf16_io")
