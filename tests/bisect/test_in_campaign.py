@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared import once
 from xla_sentinel.campaign import parse_spec
 from xla_sentinel.engine import run_campaign
 from xla_sentinel.faults import fault_path
@@ -16,9 +17,7 @@ from xla_sentinel.store import Store
 BISECTED = 3
 
 
-@pytest.fixture(scope="module")
-def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("campaign")
+def _run(out: Path) -> dict[str, Any]:
     spec = parse_spec({
         "seed": 3, "workers": 1, "targets": ["default"],
         "references": ["f64_eager", "f64_jit", "eager"],
@@ -27,8 +26,14 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
                       "maxDimSize": 8, "specialValues": 0.0},
         "budget": {"programs": 6}, "bisect": {"enabled": True, "perSignature": BISECTED},
     })
-    summary = run_campaign(spec, out, inject_passes=[fault_path("fusion_bf16_rounding")])
-    return out, summary
+    summary = run_campaign(spec, out / "campaign", inject_passes=[fault_path("fusion_bf16_rounding")])
+    return {"out": str(out / "campaign"), "summary": summary}
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[Path, dict[str, Any]]:
+    done = once(tmp_path_factory, worker_id, "campaign", _run)
+    return Path(done["out"]), done["summary"]
 
 
 def _findings(out: Path) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from findings import (
     shift_inputs,
     shift_program,
 )
+from shared import once
 from xla_sentinel.bisect import bisect_finding
 from xla_sentinel.bisect.refine import refined_signature
 from xla_sentinel.faults import fault_path
@@ -37,14 +38,19 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def bisected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict[str, Any]]]:
+def _bisect_all(root: Path) -> dict[str, tuple[str, dict[str, Any]]]:
     out = {}
     for name, (fault, program, inputs, _) in CASES.items():
-        folder = make_finding(tmp_path_factory.mktemp("f") / name, program, inputs(),
-                              [fault_path(fault)])
-        out[name] = (folder, bisect_finding(folder, timeout=60))
+        folder = make_finding(root / name, program, inputs(), [fault_path(fault)])
+        out[name] = (str(folder), bisect_finding(folder, timeout=60))
     return out
+
+
+@pytest.fixture(scope="module")
+def bisected(tmp_path_factory: pytest.TempPathFactory, worker_id: str
+             ) -> dict[str, tuple[Path, dict[str, Any]]]:
+    done = once(tmp_path_factory, worker_id, "localize", _bisect_all)
+    return {name: (Path(folder), result) for name, (folder, result) in done.items()}
 
 
 @pytest.mark.parametrize("fault", sorted(CASES))

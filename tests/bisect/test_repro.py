@@ -10,16 +10,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 from findings import exp_inputs, exp_program, make_finding
+from shared import once
 from xla_sentinel.bisect import bisect_finding
 from xla_sentinel.faults import fault_path
 
 
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = make_finding(tmp_path_factory.mktemp("repro") / "exp", exp_program, exp_inputs(),
+def _bundle(root: Path) -> str:
+    folder = make_finding(root / "exp", exp_program, exp_inputs(),
                           [fault_path("fusion_bf16_rounding")])
-    result = bisect_finding(folder, timeout=60)
-    return folder / result["repro"]
+    return str(folder / bisect_finding(folder, timeout=60)["repro"])
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    return Path(once(tmp_path_factory, worker_id, "repro", _bundle))
 
 
 def _repro(bundle: Path, *args: str) -> subprocess.CompletedProcess:
