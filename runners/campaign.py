@@ -52,6 +52,9 @@ class GeneratorSpec:
     specialValues: float = 0.2
     ops: list[str] = field(default_factory=list)
     excludeOps: list[str] = field(default_factory=list)
+    # Coverage-guided generation (runners/guide.py): steer towards rarely exercised ops,
+    # op pairs, dtypes and fusion kinds, and towards neighbours of near misses.
+    guided: bool = False
 
     def check(self, path: str) -> None:
         _require(1 <= self.minOps <= self.maxOps, f"{path}.minOps", "must be >= 1 and <= maxOps")

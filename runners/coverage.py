@@ -15,9 +15,12 @@ Pure numpy and the HLO text parser: no jax here (the coordinator imports it).
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -168,3 +171,13 @@ def total(stats: Iterable[dict[str, Any]]) -> Coverage:
         if s and "coverage" in s:
             cov.add(s["coverage"])
     return cov
+
+
+def stored_stats(db: Path) -> list[dict[str, Any]]:
+    """The stats of every program in a campaign store, read-only."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT stats FROM programs ORDER BY idx").fetchall()
+    finally:
+        con.close()
+    return [json.loads(r[0]) if r[0] else {} for r in rows]

@@ -24,10 +24,11 @@ from typing import Any, Protocol
 import numpy as np
 import structlog
 
-from . import known_bugs, traces
-from .assess import Assessor, Slot, Stopped
+from . import corpus, coverage, known_bugs, traces
+from .assess import Assessment, Assessor, Slot, Stopped
 from .bisect.refine import refine_finding
 from .campaign import CampaignSpec, SpecError
+from .guide import Guide
 from .plugins import check_ref, split_ref
 from .program import Program, save_arrays
 from .signature import signature_id
@@ -97,6 +98,9 @@ class CampaignRun:
         self.plugins = [f"{split_ref(r)[0].resolve()}:{split_ref(r)[1]}" for r in refs]
         self.targets = [resolve(t) for t in spec.targets]
         self.trace_units = traces.discover(spec.traces)
+        # Corpus units follow the trace units in the negative indices.
+        self.corpus_units = corpus.discover(spec.corpus)
+        self.guide = Guide(spec.seed) if spec.generator.guided else None
         self.counters = Counters()
         self.stop = threading.Event()
         self.assessor = Assessor(self.targets, spec.references, spec.timeouts.programSeconds,
@@ -129,10 +133,15 @@ class CampaignRun:
         self.counters.programs = totals["programs"]
         self.counters.executions = totals["executions"]
         self.counters.findings.update(totals["findings"])
+        if self.guide:  # a resumed guided campaign starts from the coverage it had
+            for stats in coverage.stored_stats(db):
+                if "coverage" in stats:
+                    self.guide.observe(0, stats["coverage"], None, None)
 
     def _indices(self) -> Iterator[int]:
-        # Trace units first, as negative indices, so they never collide with generated ones.
-        for k in range(len(self.trace_units)):
+        # Trace and corpus units first, as negative indices, so they never collide with
+        # generated ones.
+        for k in range(len(self.trace_units) + len(self.corpus_units)):
             if k % self.shard[1] == self.shard[0] and -(k + 1) not in self.done:
                 yield -(k + 1)
         k = 0
@@ -167,10 +176,31 @@ class CampaignRun:
                        input_dtypes=reply["input_dtypes"],
                        provenance={**reply["provenance"], "campaign": self.name}), ""
 
+    def _load_corpus(self, slot: Slot, idx: int) -> tuple[Program | None, str]:
+        path = self.corpus_units[-idx - 1 - len(self.trace_units)]
+        req = {"cmd": "load_corpus", "path": str(path), "seed": self.spec.seed}
+        # A snippet is user code: it runs in a process of its own, so whatever it does to
+        # jax's state (or to the process) cannot reach the references that run later.
+        loader = Worker(f"{slot.programs.name}-corpus", (), self.out / "logs" / "corpus.log") \
+            if path.suffix == corpus.SNIPPET_SUFFIX else slot.programs
+        try:
+            reply = loader.call(req, self.spec.timeouts.programSeconds)
+        except (WorkerDied, WorkerHung) as e:
+            return None, f"{path}: loading crashed or hung the worker ({str(e).splitlines()[0]})"
+        finally:
+            if loader is not slot.programs:
+                loader.close()
+        if not reply["ok"]:
+            return None, reply["error"].removeprefix("ProgramError: ")
+        return Program(id=reply["id"], module=reply["module"], inputs=reply["inputs"],
+                       input_dtypes=reply["input_dtypes"],
+                       provenance={**reply["provenance"], "campaign": self.name}), ""
+
     def _generate(self, slot: Slot, idx: int) -> Program | None:
         special = np.random.default_rng([self.spec.seed, idx, 0x5BEC]).random() < self.spec.generator.specialValues
+        bias = self.guide.bias(idx) if self.guide else None
         req = {"cmd": "generate", "seed": self.spec.seed, "index": idx,
-               "generator": asdict(self.spec.generator), "special": bool(special)}
+               "generator": asdict(self.spec.generator), "special": bool(special), "bias": bias}
         try:
             reply = slot.programs.call(req, self.spec.timeouts.programSeconds)
         except (WorkerDied, WorkerHung) as e:
@@ -182,11 +212,20 @@ class CampaignRun:
         return Program(id=f"s{self.spec.seed}-i{idx}", module=reply["module"], inputs=reply["inputs"],
                        input_dtypes=reply["input_dtypes"], graph=reply["graph"],
                        provenance={"source": "generator", "campaign": self.name,
-                                   "recipe": reply["recipe"], "generation_s": reply["busy_s"]})
+                                   "recipe": reply["recipe"], "generation_s": reply["busy_s"],
+                                   **({"guidance": Guide.describe(bias)} if self.guide else {})})
 
     def run_program(self, slot: Slot, idx: int) -> None:
         t0 = time.monotonic()
-        if idx < 0:
+        if idx < -len(self.trace_units):
+            program, error = self._load_corpus(slot, idx)
+            if program is None:
+                # A malformed submission is reported and skipped; the campaign goes on.
+                log.warning("corpus file rejected", error=error)
+                path = self.corpus_units[-idx - 1 - len(self.trace_units)]
+                self._finish_program(idx, str(path), 0, "corpus_error", 0, t0, {"error": error})
+                return
+        elif idx < 0:
             program, error = self._load_trace(slot, idx)
             if program is None:
                 # A bad trace is reported and skipped; the campaign goes on.
@@ -208,8 +247,28 @@ class CampaignRun:
                  "special": bool(program.provenance.get("recipe", {}).get("special")),
                  "compile_s": result.compile_s,
                  "worker_s": result.worker_s + program.provenance.get("generation_s", 0.0)}
+        stats["coverage"] = self._coverage(slot, idx, program, result)
         self._finish_program(idx, program.id, program.op_count, result.status, result.executions,
                              t0, stats)
+
+    def _coverage(self, slot: Slot, idx: int, program: Program, result: Assessment) -> dict[str, Any]:
+        """What the program exercised; feeds the guide. Pass effects only on a sample."""
+        passes = None
+        if idx % coverage.PASS_SAMPLE_EVERY == 0:
+            try:
+                reply = slot.programs.call({"cmd": "pass_effects", "module": program.module,
+                                            "passes": list(coverage.PASSES)},
+                                           self.spec.timeouts.programSeconds)
+                passes = reply["changed"] if reply["ok"] else None
+            except (WorkerDied, WorkerHung):
+                passes = None  # a module a pass-disabled compile kills: no measurement
+        cov = coverage.program_coverage(program.graph, program.module, program.inputs,
+                                        result.hlo, passes)
+        if self.guide and idx >= 0:
+            # A program with a finding is no near miss: it hit.
+            margin = None if result.verdicts else max(result.margins.values(), default=None)
+            self.guide.observe(idx, cov, program.graph, margin)
+        return cov
 
     # --- recording -----------------------------------------------------------------------
 
@@ -371,6 +430,8 @@ class CampaignRun:
             "programs_per_s": round(self.counters.status.total() / max(elapsed, 1e-9), 3),
             "program_status": totals["status"],
             "trace_errors": self.store.programs_with_status("trace_error"),
+            "corpus_errors": self.store.programs_with_status("corpus_error"),
+            "coverage": coverage.total(coverage.stored_stats(self.out / "campaign.sqlite")).to_json(),
             # Time the worker processes spent in jax/XLA against the slots' wall time: what
             # is left is the harness (pipes, pickling, the oracle, the store).
             "worker_seconds": round(worker_s, 2),
