@@ -60,6 +60,10 @@ class Runtime:
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     # (namespace, report name) -> `updated` of the report last ingested in full.
     ingested: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (namespace, signature, hit key) -> the hit count this operator wrote or read back. Only
+    # the acting operator writes hits, so an equal count means there is nothing to do; a
+    # restart starts empty and reads each signature once.
+    hits_seen: dict[tuple[str, str, str], int] = field(default_factory=dict)
     _runner: Any = None
 
     @property
@@ -304,6 +308,9 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
                            entry: SignatureEntry) -> None:
     """Upsert one signature from one worker's report: create or count, regress, alert."""
     ns = c.namespace
+    seen_key = (ns, signature, signatures.hit_key(c.name, worker))
+    if rt.hits_seen.get(seen_key) == entry.count:
+        return
     sig_path = path(API_VERSION, "bugsignatures", ns)
     name = signatures.signature_name(signature)
     async with rt.lock(ns, signature):
@@ -340,6 +347,7 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
             log.warning(f"signature.{reason}", campaign=c.name, namespace=ns,
                         signature=signature, verdict=entry.verdict, worker=worker)
         await maybe_alert(rt, c, sig)
+        rt.hits_seen[seen_key] = entry.count
 
 
 async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: SignatureEntry,

@@ -40,7 +40,7 @@ async def client(api: ApiServer) -> AsyncIterator[Kube]:
     await kube.close()
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 15.0, interval: float = 0.1) -> Any:
+async def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
     """Poll an (async or sync) check until it returns something truthy."""
     deadline = asyncio.get_running_loop().time() + timeout
     last: Any = None
@@ -81,7 +81,7 @@ class RunningOperator:
         ready = threading.Event()
         self._thread = threading.Thread(target=self._main, args=(ready,), daemon=True)
         self._thread.start()
-        assert await asyncio.to_thread(ready.wait, 20), "the operator did not start within 20s"
+        assert await asyncio.to_thread(ready.wait, 60), "the operator did not start within 60s"
         return self
 
     async def stop(self) -> None:
