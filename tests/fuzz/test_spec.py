@@ -79,3 +79,14 @@ def test_cli_bad_input_exits_2_with_one_line_and_writes_nothing(
 def test_cli_missing_campaign_file(tmp_path: Path) -> None:
     r = _cli("run", "nope.yaml", "--out", "out", cwd=tmp_path)
     assert r.returncode == 2 and "nope.yaml: cannot read campaign file" in r.stderr
+
+
+def test_corrupt_store_and_missing_program_are_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "campaign.sqlite").write_text("garbage")
+    (tmp_path / "c.yaml").write_text("budget: {programs: 1}\n")
+    r = _cli("run", "c.yaml", "--out", "out", "--quiet", cwd=tmp_path)
+    assert r.returncode == 2 and "campaign.sqlite: not a usable xla-sentinel store" in r.stderr
+    assert (tmp_path / "out" / "campaign.sqlite").read_text() == "garbage"  # left as found
+    r = _cli("check", "no-such-program", cwd=tmp_path)
+    assert r.returncode == 2 and "not a program folder" in r.stderr
