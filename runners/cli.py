@@ -78,6 +78,14 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_BUGS if summary["findings"] else EXIT_OK
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import report
+
+    print(report(Path(args.dir)))
+    print(f"chart: {Path(args.dir) / 'coverage.png'}")
+    return EXIT_OK
+
+
 def _cmd_triage(args: argparse.Namespace) -> int:
     from .store import Store
 
@@ -149,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     triage = sub.add_parser("triage", help="list the signatures of a campaign output folder")
     triage.add_argument("dir")
     triage.set_defaults(fn=_cmd_triage)
+    rep = sub.add_parser("report", help="coverage and findings of a campaign folder: tables, DIR/coverage.png")
+    rep.add_argument("dir")
+    rep.set_defaults(fn=_cmd_report)
 
     worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",
                             add_help=False)
