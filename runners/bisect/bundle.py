@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from .. import oracle
-from ..dtypes import DISCRETE_FACTOR, FLOATS, TOLERANCE_K, UNIT_ROUNDOFF, name_of
+from ..dtypes import DISCRETE_FACTOR, FLOATS, TOLERANCE_K, UNIT_ROUNDOFF
 from ..plugins import split_ref
 from ..program import save_arrays
 from . import repro_template
 from .context import Context
+from .elements import name_of
 from .lab import Case
 
 NAME = "bundle"

@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from .. import hlo, oracle
-from ..dtypes import FLOATS, NP_DTYPES, name_of
+from ..dtypes import FLOATS, NP_DTYPES
 from ..worker import WorkerDied, WorkerHung
 from .context import Context
+from .elements import name_of
 from .lab import LabError
 from .module import LOCATION_PREFIX
 from .options import LEGAL

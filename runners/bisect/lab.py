@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from .. import oracle
-from ..dtypes import NP_DTYPES
 from ..worker import Worker, WorkerDied, WorkerHung
+from .elements import NUMPY
 from .options import LEGAL
 
 _CTX = mp.get_context("spawn")
@@ -170,4 +170,4 @@ class Lab:
 def own_dtype(value: np.ndarray, dtype: str) -> np.ndarray:
     """A reference value rounded to the type a module parameter declares."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(value).astype(NP_DTYPES[dtype])
+        return np.asarray(value).astype(NUMPY[dtype])

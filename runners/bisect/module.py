@@ -16,7 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from ..program import MLIR_TYPES
+from .elements import MLIR_ELEMENTS
 
 _TENSOR = re.compile(r"^tensor<(?:([\d?]+(?:x[\d?]+)*)x)?([a-z]+\d*)>$")
 # Float element types inside tensor types; promoting them to f64 gives the float64 module.
@@ -31,10 +31,10 @@ class CutError(ValueError):
 def describe_type(t: str) -> dict[str, Any]:
     """{"type", "dtype", "shape"} of an MLIR type; dtype None for non-tensor types."""
     m = _TENSOR.match(t)
-    if not m or m.group(2) not in MLIR_TYPES:
+    if not m or m.group(2) not in MLIR_ELEMENTS:
         return {"type": t, "dtype": None, "shape": None}
     dims = [int(d) for d in m.group(1).split("x")] if m.group(1) else []
-    return {"type": t, "dtype": MLIR_TYPES[m.group(2)], "shape": dims}
+    return {"type": t, "dtype": MLIR_ELEMENTS[m.group(2)], "shape": dims}
 
 
 _DENSE_FLOAT = re.compile(r"dense<([^<>]*)>(\s*:\s*tensor<(?:[\d?]+x)*(f32|bf16|f16)>)")

@@ -19,6 +19,7 @@ import numpy as np
 from .. import targets
 from ..dtypes import FLOATS, NP_DTYPES
 from . import module as mod
+from .elements import NUMPY
 from .options import LEGAL
 
 # Single-op modules repeat (same op, same shapes) in large programs: compile each once.
@@ -62,7 +63,7 @@ def run_hlo_text(text: str, inputs: list[np.ndarray], options: dict[str, Any]) -
 
 def _own(value: np.ndarray, dtype: str) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.asarray(value).astype(NP_DTYPES[dtype])
+        return np.asarray(value).astype(NUMPY[dtype])
 
 
 def _wide(value: np.ndarray) -> np.ndarray:
