@@ -108,6 +108,7 @@ class CampaignRun:
         self.lock = threading.Lock()
         self.done: set[int] = set()
         self.store: Store | None = None
+        self.worker_restarts: dict[str, int] = {}
 
     # --- setup -----------------------------------------------------------------------------
 
@@ -403,6 +404,9 @@ class CampaignRun:
                     t.join(0.2)
         finally:
             self.stop.set()
+            workers = [w for s in slots for w in s.workers()]
+            self.worker_restarts = {"recycled_for_memory": sum(w.recycles for w in workers),
+                                    "restarted_after_death": sum(w.restarts for w in workers)}
             for s in slots:
                 s.close()
             if self.show_progress:
@@ -436,6 +440,7 @@ class CampaignRun:
             # is left is the harness (pipes, pickling, the oracle, the store).
             "worker_seconds": round(worker_s, 2),
             "harness_share": round(max(0.0, 1 - worker_s / max(elapsed * self.spec.workers, 1e-9)), 3),
+            "worker_restarts": self.worker_restarts,
             "findings": totals["findings"],
             "findings_new": len(findings) - known,
             "findings_known": known,

@@ -18,6 +18,15 @@ from pathlib import Path
 from typing import Any
 
 _CTX = mp.get_context("spawn")
+# A worker that evaluates many programs op by op grows by about 20 MB a program (compiled
+# primitives are never given back, not even by jax.clear_caches()); past this size it
+# finishes its request, says so, and exits, and the next request starts a fresh one.
+RECYCLE_RSS_BYTES = int(os.environ.get("XLA_SENTINEL_RECYCLE_RSS_BYTES", 1_500_000_000))
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 class WorkerDied(RuntimeError):
@@ -66,7 +75,10 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
                      "traceback": traceback.format_exc(limit=8)}
         # Time spent inside jax/XLA for this request: the campaign's measure of harness overhead.
         reply["busy_s"] = time.perf_counter() - started
+        reply["recycle"] = _rss_bytes() > RECYCLE_RSS_BYTES
         conn.send(reply)
+        if reply["recycle"]:
+            return
 
 
 @dataclass
@@ -79,6 +91,7 @@ class Worker:
     _proc: Any = field(default=None, repr=False)
     _conn: Any = field(default=None, repr=False)
     restarts: int = 0
+    recycles: int = 0
 
     def start(self) -> None:
         parent, child = _CTX.Pipe()
@@ -98,20 +111,25 @@ class Worker:
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         if self._proc is None or not self._proc.is_alive():
-            if self._proc is not None:
-                self.restarts += 1
             self.start()
         try:
             self._conn.send(request)
             if not self._conn.poll(timeout):
                 self.kill()
+                self.restarts += 1
                 raise WorkerHung(f"{self.name}: no answer within {timeout:.0f} s")
-            return self._conn.recv()
+            reply = self._conn.recv()
+            if reply.get("recycle"):
+                self._proc.join(30)
+                self._proc = None
+                self.recycles += 1
+            return reply
         except (EOFError, BrokenPipeError, ConnectionResetError):
             self._proc.join(5)
             code = self._proc.exitcode
             tail = self._log_tail()
             self._proc = None
+            self.restarts += 1
             raise WorkerDied(code, tail) from None
 
     def kill(self) -> None:

@@ -63,6 +63,7 @@ def test_a_hanging_compile_becomes_a_hang_finding(tmp_path: Path) -> None:
     summary = run_campaign(spec, tmp_path / "out", inject_passes=[str(plugin)])
     assert summary["programs"] == 2
     assert summary["findings"] == {"hang": 2}
+    assert summary["worker_restarts"]["restarted_after_death"] == 2
 
 
 def test_clean_campaign_reports_no_false_finding(tmp_path: Path) -> None:
@@ -121,3 +122,15 @@ def test_interrupt_loses_no_finding_and_the_run_resumes(tmp_path: Path) -> None:
     resumed = run_campaign(_spec(budget={"programs": done + 2}), out,
                            inject_passes=[fault_path("fusion_bf16_rounding")])
     assert resumed["programs"] == done + 2
+
+
+def test_workers_recycled_for_memory_lose_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every worker exits after each request, as if it had grown past its memory limit.
+    monkeypatch.setenv("XLA_SENTINEL_RECYCLE_RSS_BYTES", "1")
+    spec = _spec(budget={"programs": 3}, targets=["default"], bisect={"enabled": False})
+    summary = run_campaign(spec, tmp_path, inject_passes=[fault_path("fusion_bf16_rounding")])
+    assert summary["program_status"] == {"judged": 3}
+    assert "crash" not in summary["findings"] and "hang" not in summary["findings"]
+    assert summary["findings"].get("mismatch", 0) >= 1
+    assert summary["worker_restarts"]["recycled_for_memory"] >= 3
+    assert summary["worker_restarts"]["restarted_after_death"] == 0
