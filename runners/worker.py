@@ -112,25 +112,26 @@ class Worker:
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         if self._proc is None or not self._proc.is_alive():
             self.start()
+        # Local references: close() from another thread may clear the attributes meanwhile.
+        proc, conn = self._proc, self._conn
         try:
-            self._conn.send(request)
-            if not self._conn.poll(timeout):
+            conn.send(request)
+            if not conn.poll(timeout):
                 self.kill()
                 self.restarts += 1
                 raise WorkerHung(f"{self.name}: no answer within {timeout:.0f} s")
-            reply = self._conn.recv()
+            reply = conn.recv()
             if reply.get("recycle"):
-                self._proc.join(30)
+                proc.join(30)
                 self._proc = None
                 self.recycles += 1
             return reply
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            self._proc.join(5)
-            code = self._proc.exitcode
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            proc.join(5)
             tail = self._log_tail()
             self._proc = None
             self.restarts += 1
-            raise WorkerDied(code, tail) from None
+            raise WorkerDied(proc.exitcode, tail) from None
 
     def kill(self) -> None:
         if self._proc is not None:
