@@ -12,7 +12,7 @@ It prints and writes, into --out (default bench/results/, git-ignored):
     detection.png   programs to first detection per fault, plain vs guided
 
 With --clean N it instead runs one campaign of N programs on unmodified jaxlib and
-writes clean.json / clean.md: every finding with its verdict, target and known-bug
+writes clean-sSEED.json / .md (campaign in clean-sSEED/): every finding with its verdict, target and known-bug
 match, so each can be explained as a real XLA bug or counted as a false positive.
 
 Usage:
@@ -153,7 +153,7 @@ def _chart(rows: list[dict[str, Any]], path: Path, cap: int) -> None:
 
 
 def clean(args: argparse.Namespace) -> int:
-    out = Path(args.out) / "clean"
+    out = Path(args.out) / f"clean-s{args.seed}"
     spec = parse_spec({
         "seed": args.seed, "generator": {"minOps": 2, "maxOps": 16},
         "targets": ["default", "O0", "no_fusion_emitters"],
@@ -171,13 +171,13 @@ def clean(args: argparse.Namespace) -> int:
             for f in findings]
     result = {"programs": summary["programs"], "elapsed_s": summary["elapsed_s"],
               "program_status": summary["program_status"], "findings": rows, **versions()}
-    (out.parent / "clean.json").write_text(json.dumps(result, indent=1))
+    (out.parent / f"clean-s{args.seed}.json").write_text(json.dumps(result, indent=1))
     lines = [f"Clean campaign: {summary['programs']} programs in {summary['elapsed_s']:.0f} s, "
              f"{len(rows)} findings ({sum(1 for r in rows if r['known_bug'])} known XLA bugs).", "",
              "| finding | program | target | verdict | known bug |", "|---|---|---|---|---|"]
     lines += [f"| {r['id']} | {r['program']} | {r['target']} | {r['verdict']} | {r['known_bug'] or '-'} |"
               for r in rows]
-    (out.parent / "clean.md").write_text("\n".join(lines) + "\n")
+    (out.parent / f"clean-s{args.seed}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
