@@ -27,7 +27,7 @@ import structlog
 from . import corpus, coverage, known_bugs, traces
 from .assess import Assessment, Assessor, Slot, Stopped
 from .bisect.refine import refine_finding
-from .campaign import CampaignSpec, SpecError
+from .campaign import CampaignSpec, SpecError, parse_spec
 from .guide import Guide
 from .plugins import check_ref, split_ref
 from .program import Program, save_arrays
@@ -58,9 +58,21 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _changed(value: Any, default: Any) -> Any:
+    """The parts of `value` that differ from `default` (None where nothing does)."""
+    if isinstance(value, dict) and isinstance(default, dict):
+        diff = {k: _changed(v, default.get(k)) for k, v in value.items()}
+        return {k: v for k, v in diff.items() if v is not None} or None
+    return None if value == default else value
+
+
 def spec_fingerprint(spec: CampaignSpec, shard: tuple[int, int]) -> str:
-    """What must match for a second run into the same folder to resume it."""
-    d = spec.to_dict()
+    """What must match for a second run into the same folder to resume it.
+
+    Only what differs from the defaults counts, so that a newer xla-sentinel that adds a
+    field (at a default that keeps the old behaviour) still resumes an older campaign.
+    """
+    d = _changed(spec.to_dict(), CampaignSpec().to_dict()) or {}
     d.pop("budget", None)  # a resumed run may extend the budget
     d.pop("workers", None)
     d["shard"] = list(shard)
@@ -124,8 +136,9 @@ class CampaignRun:
             self.store.set_meta("spec", json.dumps(self.spec.to_dict(), sort_keys=True))
             self.store.set_meta("created", now())
             self.store.set_meta("plugins", json.dumps(self.plugins))
+            self.store.set_meta("shard", json.dumps(list(self.shard)))
             return
-        if self.store.get_meta("fingerprint") != fp or self.store.get_meta("plugins") != json.dumps(self.plugins):
+        if self._stored_fingerprint() != fp or self.store.get_meta("plugins") != json.dumps(self.plugins):
             raise SpecError(f"{self.out}: holds campaign {self.store.get_meta('name')!r} with a "
                             "different spec or injected passes; use a new --out folder to start "
                             "a new campaign, or the same campaign file to resume it")
@@ -138,6 +151,16 @@ class CampaignRun:
             for stats in coverage.stored_stats(db):
                 if "coverage" in stats:
                     self.guide.observe(0, stats["coverage"], None, None)
+
+    def _stored_fingerprint(self) -> str | None:
+        """The stored campaign's fingerprint, recomputed from its spec by this version."""
+        assert self.store is not None
+        try:
+            stored = parse_spec(json.loads(self.store.get_meta("spec") or "null"))
+            shard = tuple(json.loads(self.store.get_meta("shard") or "[0, 1]"))
+            return spec_fingerprint(stored, shard)  # type: ignore[arg-type]
+        except (SpecError, json.JSONDecodeError):
+            return self.store.get_meta("fingerprint")
 
     def _indices(self) -> Iterator[int]:
         # Trace and corpus units first, as negative indices, so they never collide with
