@@ -109,12 +109,14 @@ class Context:
 
     def canonical_op(self, i: int) -> str:
         """The op in a form that does not depend on the program: name, comparison
-        direction, operand and result element types (`compare GE (f32,f32->bool)`)."""
+        direction, operand and result element types (`compare GE (f32->bool)`)."""
         op = self.ops[i]
         name = op["name"].removeprefix("stablehlo.")
         direction = ""
         if op["name"] == "stablehlo.compare":
             direction = " " + op["text"].split("stablehlo.compare", 1)[1].split()[0].rstrip(",")
-        ins = ",".join(str(self.dtype(v)) for v in op["operands"])
-        outs = ",".join(str(r["dtype"]) for r in op["results"])
+        # Each element type once, in order: variadic ops (concatenate of 2 or 3 arrays)
+        # are the same op to a compiler engineer.
+        ins = ",".join(dict.fromkeys(str(self.dtype(v)) for v in op["operands"]))
+        outs = ",".join(dict.fromkeys(str(r["dtype"]) for r in op["results"]))
         return f"{name}{direction} ({ins}->{outs})"

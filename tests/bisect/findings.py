@@ -93,3 +93,23 @@ def bf16_exp_inputs() -> list[np.ndarray]:
 
     rng = np.random.default_rng(5)
     return [rng.normal(size=(6, 7)).astype(ml_dtypes.bfloat16) for _ in range(2)]
+
+
+def concat3_program(x: Any, y: Any) -> Any:
+    """Concatenates of two and of three arrays (the later, three, is the one found)."""
+    import jax.numpy as jnp
+
+    two = jnp.concatenate([x * 2, y], axis=0)
+    three = jnp.concatenate([y, x, y - 1], axis=1)
+    return jnp.sin(two) + 1, three * 3
+
+
+def concat2_program(x: Any, y: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.cos(jnp.concatenate([x - y, y], axis=1)) * 2
+
+
+def concat_inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [rng.normal(size=(4, 4)).astype(np.float32) for _ in range(2)]
