@@ -64,6 +64,9 @@ class Runtime:
     # the acting operator writes hits, so an equal count means there is nothing to do; a
     # restart starts empty and reads each signature once.
     hits_seen: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # uid -> (generation, parsed campaign): parse_spec costs milliseconds and report events
+    # come by the thousand, while a spec changes only with the generation.
+    parsed: dict[str, tuple[int, desired.Campaign]] = field(default_factory=dict)
     _runner: Any = None
 
     @property
@@ -74,6 +77,15 @@ class Runtime:
 
     def lock(self, namespace: str, signature: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, signature), asyncio.Lock())
+
+    def campaign(self, body: kopf.Body | dict[str, Any]) -> desired.Campaign:
+        meta = body["metadata"]
+        uid, generation = meta.get("uid", ""), int(meta.get("generation") or 0)
+        hit = self.parsed.get(uid)
+        if hit is None or hit[0] != generation or not uid:
+            hit = (generation, campaign_of(body))
+            self.parsed[uid] = hit
+        return hit[1]
 
 
 def now_text() -> str:
@@ -166,7 +178,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.on.create(**fc)
     @kopf.on.update(field="spec", **fc)
     async def reconcile_campaign(body: kopf.Body, **_: Any) -> None:
-        c = campaign_of(body)
+        c = rt.campaign(body)
         jobs = await rt.api.list(path("batch/v1", "jobs", c.namespace),
                                  {CAMPAIGN_LABEL: c.name, desired.ROLE_LABEL: "worker"})
         completed = (body.get("status") or {}).get("phase") == "Completed"
@@ -176,7 +188,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     async def roll_up(body: kopf.Body, patch: kopf.Patch, worker_jobs: kopf.Index,
                       reports: kopf.Index, **_: Any) -> None:
         try:
-            c = campaign_of(body)
+            c = rt.campaign(body)
         except kopf.PermanentError as e:  # only reachable where the CRD's schema is bypassed
             patch.status["phase"] = "Stalled"
             patch.status["conditions"] = rollup.conditions(
@@ -187,7 +199,6 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         key = (c.namespace, c.name)
         jobs = list(worker_jobs.get(key, []))
         named = list(reports.get(key, []))
-        await ingest_missed(rt, c, named)
         rev = desired.revision(c.spec)
         previous = dict(body.get("status") or {})
         new = rollup.status(c.spec, int(body.metadata.get("generation") or 1), jobs,
@@ -201,6 +212,14 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         for k in ("completionTime",):
             if k in previous and k not in new:
                 patch.status[k] = None
+
+    @kopf.timer(**fc, interval=cfg.rollup_interval * 5, backoff=cfg.rollup_interval * 5,
+                id="reingest")
+    async def reingest(body: kopf.Body, reports: kopf.Index, **_: Any) -> None:
+        """Catch up on reports whose event failed to ingest (an API error mid-way);
+        apart from the roll-up so a backlog never delays the status."""
+        c = rt.campaign(body)
+        await ingest_missed(rt, c, list(reports.get((c.namespace, c.name), [])))
 
     @kopf.on.delete(**fc)
     async def delete_campaign(name: str, namespace: str, **_: Any) -> None:
@@ -223,7 +242,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         found = list(campaigns.get((namespace, campaign_name), []))
         if report is None or not found:
             return
-        c = campaign_of(found[0])
+        c = rt.campaign(found[0])
         await ingest_report(rt, c, body.metadata.name, report)
 
     # BugSignature: people set spec.state; alerts that failed are retried.
@@ -251,7 +270,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         bodies = [b[0] for b in routes if b]
         if not bodies:
             return
-        c = campaign_of(bodies[0])
+        c = rt.campaign(bodies[0])
         async with rt.lock(namespace, name.removeprefix("sig-")):
             sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
             if sig is not None:
