@@ -66,7 +66,7 @@ def run(ctx: Context) -> dict[str, Any]:
     save_arrays(folder / "inputs.npz", case.inputs, in_dtypes)
     save_arrays(folder / "expected.npz", case.expected, ["f64" if i.dtype in FLOATS else i.dtype
                                                          for i in case.infos])
-    check = ctx.lab.check(case)
+    check = ctx.check(case)
     if check.outputs is not None:
         save_arrays(folder / "actual.npz", check.outputs, [i.dtype for i in case.infos])
     plugins = []
@@ -76,8 +76,10 @@ def run(ctx: Context) -> dict[str, Any]:
         shutil.copyfile(path, folder / copy)
         plugins.append(f"{copy}:{func}")
     specs = _output_specs(ctx, case)
+    failure = ctx.record["verdict"] if ctx.compiler_failure else "wrong_result"
     (folder / "repro.py").write_text(repro_template.render(
-        ctx.record.get("id", ctx.finding_dir.name), ctx.lab.options, plugins, in_dtypes, specs))
+        ctx.record.get("id", ctx.finding_dir.name), failure, ctx.lab.options, plugins, in_dtypes,
+        specs))
     (folder / "report.md").write_text(_report(ctx, case, check.evidence, specs))
     proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True,
                           timeout=ctx.lab.timeout)
@@ -88,6 +90,18 @@ def run(ctx: Context) -> dict[str, Any]:
 
 def _fmt_shapes(arrays: list[np.ndarray]) -> str:
     return ", ".join(f"{name_of(a.dtype)}{list(a.shape)}" for a in arrays) or "none"
+
+
+def _what(ctx: Context, opts: str, evidence: dict[str, Any]) -> str:
+    assert ctx.culprit is not None
+    op = f"`{ctx.ops[ctx.culprit]['text']}`"
+    if ctx.compiler_failure:
+        error = (evidence.get("error") or "").strip().splitlines()
+        return (f"XLA with `{opts}` fails ({ctx.record['verdict']}) on a module whose only "
+                f"essential op is {op}: {error[0] if error else 'no message'}")
+    return (f"XLA compiled with `{opts}` computes {op} wrongly: on inputs fed with exact "
+            "values its result is far outside the error any legal configuration makes "
+            "against a float64 reference.")
 
 
 def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict[str, Any]]) -> str:
@@ -105,7 +119,9 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
                                           "elements") if k in evidence}
     opts = " ".join(f"--{k}={v}" for k, v in sorted(ctx.lab.options.items())) or "(default options)"
     lines = [
-        f"# XLA:CPU miscompile: {ctx.canonical_op(ctx.culprit)} gives wrong results",
+        f"# XLA:CPU {'compiler ' + ctx.record['verdict'] if ctx.compiler_failure else 'miscompile'}: "
+        f"{ctx.canonical_op(ctx.culprit)}"
+        + ("" if ctx.compiler_failure else " gives wrong results"),
         "",
         f"Found by xla-sentinel as finding `{ctx.record.get('id')}` (verdict "
         f"`{ctx.record.get('verdict')}`, target `{ctx.record.get('target')}`, program "
@@ -113,9 +129,7 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
         "",
         "## What is wrong",
         "",
-        f"XLA compiled with `{opts}` computes `{ctx.ops[ctx.culprit]['text']}` wrongly: on "
-        "inputs fed with exact values its result is far outside the error any legal "
-        f"configuration makes against a float64 reference (oracle verdict `{evidence.get('reason') or 'mismatch'}`).",
+        _what(ctx, opts, evidence),
         "",
         "## Smallest case",
         "",

@@ -14,7 +14,7 @@ import numpy as np
 from .. import oracle
 from ..dtypes import FLOATS
 from ..program import Program
-from .lab import DISCRETE_OPS, Case, Lab, own_dtype
+from .lab import COMPILER_FAILURES, DISCRETE_OPS, Case, Check, Lab, own_dtype
 
 
 @dataclass
@@ -35,6 +35,20 @@ class Context:
     repro: str | None = None  # bundle folder, relative to finding_dir
     _types: dict[str, dict[str, Any]] = field(default_factory=dict)
     _defined_at: dict[str, int] = field(default_factory=dict)  # value -> op index (-1: argument)
+
+    @property
+    def compiler_failure(self) -> bool:
+        """The finding is a crash or compile error: "still fails" means the same verdict,
+        not wrong numbers."""
+        return self.record.get("verdict") in COMPILER_FAILURES
+
+    def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
+              want_hlo: bool = False) -> Check:
+        """Does the finding's failure still show on `case` (under `options`)?"""
+        if self.compiler_failure:
+            return self.lab.check_compile(case, self.record["verdict"], options, repeat=repeat,
+                                          want_hlo=want_hlo)
+        return self.lab.check(case, options, repeat=repeat, want_hlo=want_hlo)
 
     def __post_init__(self) -> None:
         for a in self.info["args"]:

@@ -141,7 +141,7 @@ def run(ctx: Context) -> dict[str, Any]:
     assert ctx.culprit is not None and ctx.full is not None and ctx.reduced is not None
     evidence: dict[str, Any] = {}
     for label, case in (("program", ctx.full), ("reduced", ctx.reduced)):
-        check = ctx.lab.check(case, want_hlo=True)
+        check = ctx.check(case, want_hlo=True)
         if check.hlo is None:
             evidence[label] = {"error": check.evidence.get("error", "no optimized HLO")}
             continue

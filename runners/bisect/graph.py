@@ -21,7 +21,7 @@ def _suffix_outputs(ctx: Context, k: int) -> list[str]:
 
 def suffix_fails(ctx: Context, k: int) -> bool:
     case = ctx.case(list(range(k, len(ctx.ops))), _suffix_outputs(ctx, k))
-    return case is not None and ctx.lab.check(case).fails
+    return case is not None and ctx.check(case).fails
 
 
 def run(ctx: Context) -> dict[str, Any]:
@@ -47,6 +47,6 @@ def isolate_each(ctx: Context) -> list[int]:
         if op["name"] == "stablehlo.constant":
             continue
         case = ctx.case([i])
-        if case is not None and ctx.lab.check(case).fails:
+        if case is not None and ctx.check(case).fails:
             failing.append(i)
     return failing

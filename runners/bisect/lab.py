@@ -104,6 +104,9 @@ class Check:
     hlo: str | None = None
 
 
+COMPILER_FAILURES = frozenset({"crash", "hang", "compile_error"})
+
+
 class Lab:
     def __init__(self, options: dict[str, Any], plugins: Sequence[str], timeout: float,
                  log_dir: Path | None = None) -> None:
@@ -150,6 +153,19 @@ class Lab:
             return {**reply, "verdict": "compile_error"}
         return reply
 
+    def check_compile(self, case: Case, verdict: str, options: dict[str, Any] | None = None, *,
+                      repeat: bool = False, want_hlo: bool = False) -> Check:
+        """Does the target still fail to compile (or run) this case the way `verdict` says?
+        A crash cannot be run twice in one request, so a repeat is a second request."""
+        reply = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo)
+        got = reply["verdict"] if not reply["ok"] else "pass"
+        deterministic = None
+        if repeat:
+            again = self.run_target(case.module, case.inputs, options)
+            deterministic = got == (again["verdict"] if not again["ok"] else "pass")
+        return Check(got == verdict, got, {"error": reply.get("error", "")[:2000]},
+                     reply.get("outputs"), deterministic, reply.get("hlo"))
+
     def legal(self, module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The case at its own precision under the float64 jit's legal settings, no plugins."""
         return self.ask_reference({"cmd": "run", "module": module, "inputs": inputs,
@@ -157,6 +173,7 @@ class Lab:
 
     def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
               want_hlo: bool = False) -> Check:
+        """Does the target compute wrong numbers on this case?"""
         reply = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo, repeat=repeat)
         if not reply["ok"]:
             return Check(False, reply["verdict"], {"error": reply["error"][:2000]})

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..worker import WorkerDied, WorkerHung
 from .context import Context
-from .lab import Case, LabError
+from .lab import COMPILER_FAILURES, Case, LabError
 from .options import CURING_FLAGS
 
 NAME = "passes"
@@ -21,10 +22,12 @@ MAX_COMPILES = 60
 
 
 def _cures(ctx: Context, case: Case, options: dict[str, Any]) -> bool | None:
-    check = ctx.lab.check(case, options)
-    if check.verdict in ("crash", "hang", "compile_error"):
-        return None
-    return not check.fails
+    """True: cured; False: the failure still shows; None: some other failure (a crash
+    where passes that others depend on were disabled), which proves nothing."""
+    check = ctx.check(case, options)
+    if check.fails:
+        return False
+    return None if check.verdict in COMPILER_FAILURES else True
 
 
 def _with_disabled(base: dict[str, Any], passes: list[str]) -> dict[str, Any]:
@@ -70,6 +73,25 @@ def curing_passes(ctx: Context, case: Case, passes: list[str]) -> tuple[list[str
     return found, tests
 
 
+def _passes_seen(ctx: Context, case: Case) -> list[str]:
+    """Passes that changed the case when compiled under the target's options, in the
+    target's worker (with its plugins) and in the reference worker (which also compiles a
+    case whose failure is a crash)."""
+    names: set[str] = set()
+    for worker in (ctx.lab.target, ctx.lab.reference):
+        ctx.lab.compiles[NAME] += worker is ctx.lab.target
+        try:
+            reply = worker.call({"cmd": "passes", "module": case.module, "options": ctx.lab.options},
+                                ctx.lab.timeout)
+        except (WorkerDied, WorkerHung):
+            continue
+        if reply["ok"]:
+            names.update(reply["passes"])
+    if not names:
+        raise LabError("no compile of the case listed its passes")
+    return sorted(names)
+
+
 def run(ctx: Context) -> dict[str, Any]:
     case = ctx.reduced
     assert case is not None
@@ -77,13 +99,8 @@ def run(ctx: Context) -> dict[str, Any]:
     flags = {}
     for name, value in ((n, v) for n, v in CURING_FLAGS if base.get(n) != v):
         flags[f"{name}={value}"] = _cures(ctx, case, {**base, name: value})
-    reply = ctx.lab.target.call({"cmd": "passes", "module": case.module, "options": base},
-                                ctx.lab.timeout)
-    ctx.lab.compiles[NAME] += 1
-    if not reply["ok"]:
-        raise LabError(f"listing passes: {reply['error']}")
     disabled = set(str(base.get("xla_disable_hlo_passes", "")).split(","))
-    passes = [p for p in reply.get("passes", []) if p not in disabled]
+    passes = [p for p in _passes_seen(ctx, case) if p not in disabled]
     found, tests = curing_passes(ctx, case, passes) if passes else (None, [])
     curing_flags = sorted(f for f, cured in flags.items() if cured)
     if found:

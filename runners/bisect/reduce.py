@@ -58,9 +58,9 @@ def run(ctx: Context) -> dict[str, Any]:
             if len(cache) >= MAX_TESTS:
                 return False
             case = ctx.case(sorted(keep))
-            result = case is not None and ctx.lab.check(case).fails
+            result = case is not None and ctx.check(case).fails
             if result:
-                again = ctx.lab.check(case, repeat=True)
+                again = ctx.check(case, repeat=True)
                 if again.deterministic is False or not again.fails:
                     raise _Nondeterministic(f"ops {sorted(keep)}")
                 accepted[key] = case

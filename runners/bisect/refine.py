@@ -19,8 +19,8 @@ from .lab import LabError
 from .pipeline import BisectError, bisect_finding
 
 log = structlog.get_logger("xla_sentinel.bisect")
-# Crashes, hangs and compile errors are signed by their error text; these are bisected.
-BISECTABLE = frozenset({"mismatch", "nan_mismatch", "nondeterministic"})
+# Hangs are not bisected: every probe would wait out the timeout.
+BISECTABLE = frozenset({"mismatch", "nan_mismatch", "nondeterministic", "crash", "compile_error"})
 
 
 def refined_signature(record: dict[str, Any]) -> str:

@@ -9,8 +9,9 @@ TEMPLATE = '''\
 """Reproducer for an XLA miscompilation found by xla-sentinel ({finding_id}).
 
 Compiles module.mlir (StableHLO) with the failing XLA options, runs it on inputs.npz and
-compares against expected.npz (float64 reference). Exit 1 while the bug shows, 0 once
-fixed. Options: --without-plugins (do not register the injected pass plugins the finding
+compares against expected.npz (float64 reference); for a compiler crash or compile error
+(FAILURE below) it compiles in a child process and checks that it succeeds. Exit 1 while
+the bug shows, 0 once fixed. Options: --without-plugins (do not register the injected pass plugins the finding
 was made under), --xla-option NAME=VALUE (add or override an XLA option, e.g. the
 workaround xla_disable_hlo_passes=...). Needs only jax and numpy.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+FAILURE = {failure!r}  # "wrong_result", or the compiler failure: "crash", "compile_error"
 OPTIONS = {options}
 PLUGINS = {plugins}
 INPUT_DTYPES = {input_dtypes}
@@ -58,7 +60,21 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--without-plugins", action="store_true")
     parser.add_argument("--xla-option", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if FAILURE != "wrong_result" and not args.child:
+        # The compile may take the process down: run it in a child and judge its exit.
+        import subprocess
+
+        child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
+                                *sys.argv[1:]], capture_output=True, text=True)
+        print(child.stdout.strip())
+        if child.returncode != 0:
+            tail = (child.stderr.strip().splitlines() or ["no output"])[-1]
+            print(f"BUG: compiling and running the module failed (exit {{child.returncode}}): {{tail}}")
+            return 1
+        print("OK: the module compiles and runs")
+        return 0
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import jax
     import jax.extend
@@ -95,6 +111,8 @@ def main():
                                    xla_client.DeviceList((device,)), compile_options)
     result = exe.execute_sharded([jax.device_put(x, device) for x in inputs])
     outputs = [np.asarray(o[0]) for o in result.disassemble_into_single_device_arrays()]
+    if args.child:
+        return 0
     wrong = []
     for i, (out, ref, spec) in enumerate(zip(outputs, expected, OUTPUTS)):
         if not spec["float"]:
@@ -127,9 +145,10 @@ if __name__ == "__main__":
 '''
 
 
-def render(finding_id: str, options: dict[str, Any], plugins: list[str], input_dtypes: list[str],
-           outputs: list[dict[str, Any]]) -> str:
+def render(finding_id: str, failure: str, options: dict[str, Any], plugins: list[str],
+           input_dtypes: list[str], outputs: list[dict[str, Any]]) -> str:
     """repro.py with the finding's constants filled in (as Python literals)."""
-    return TEMPLATE.format(finding_id=finding_id, options=repr(options), plugins=repr(plugins),
+    return TEMPLATE.format(finding_id=finding_id, failure=failure, options=repr(options),
+                           plugins=repr(plugins),
                            input_dtypes=repr(input_dtypes),
                            outputs=repr(outputs))

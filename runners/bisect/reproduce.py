@@ -20,7 +20,7 @@ def run(ctx: Context) -> dict[str, Any]:
     if case is None:
         ctx.stopped = "not_reproduced"
         return {"fails": False, "reason": "the module returns only its parameters"}
-    check = ctx.lab.check(case, repeat=True)
+    check = ctx.check(case, repeat=True)
     evidence = {"fails": check.fails, "verdict": check.verdict, "deterministic": check.deterministic,
                 "ops": len(ctx.ops), **{k: v for k, v in check.evidence.items()
                                         if k in ("error", "threshold", "output", "max_rel")}}

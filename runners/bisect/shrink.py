@@ -3,8 +3,8 @@
 Only for elementwise cases (every value the kept ops read or write has one shape, no
 regions): there a box of the inputs gives the same box of the outputs, so a case is
 shrunk by slicing inputs and float64 expectations and rewriting the one shape in the
-module text. Each dimension is halved towards the worst element while the case fails
-deterministically.
+module text. Each dimension is halved towards the worst element (for a crash, towards
+the origin) while the case fails deterministically.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ def run(ctx: Context) -> dict[str, Any]:
     shape = _common_shape(ctx, case)
     if shape is None:
         return {"skipped": "not an elementwise case of one shape"}
-    check = ctx.lab.check(case)
-    where = check.evidence.get("where")
+    check = ctx.check(case)
+    # A compiler failure has no worst element: shrink towards the origin.
+    where = [0] * len(shape) if ctx.compiler_failure else check.evidence.get("where")
     if not check.fails or where is None or len(where) != len(shape):
         return {"skipped": "no single worst element to shrink towards"}
     box = [(0, d) for d in shape]
@@ -64,7 +65,7 @@ def run(ctx: Context) -> dict[str, Any]:
             trial_box = [*box[:d], half, *box[d + 1:]]
             trial = _boxed(case, shape, trial_box)
             tests += 1
-            result = ctx.lab.check(trial, repeat=True)
+            result = ctx.check(trial, repeat=True)
             if result.fails and result.deterministic:
                 box, progress = trial_box, True
     final = _boxed(case, shape, box)

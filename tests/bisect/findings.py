@@ -113,3 +113,12 @@ def concat2_program(x: Any, y: Any) -> Any:
 def concat_inputs() -> list[np.ndarray]:
     rng = np.random.default_rng(3)
     return [rng.normal(size=(4, 4)).astype(np.float32) for _ in range(2)]
+
+
+def atan2_program(x: Any, y: Any) -> Any:
+    """abort_on_pattern kills any compile that holds an atan2."""
+    import jax.numpy as jnp
+
+    a = jnp.sin(x) * y
+    b = jnp.arctan2(a, y + 2)
+    return b - x, jnp.exp(y)
