@@ -148,6 +148,16 @@ def _pod_spec(c: Campaign, image: str, args: list[str], env: list[dict[str, Any]
     return pod
 
 
+def processes(spec: CampaignSpec) -> int:
+    """Engine processes per worker pod: the whole CPUs the pod requests (at least one)."""
+    cpu = str((spec.resources.get("requests") or {}).get("cpu", "1"))
+    try:
+        cores = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+    except ValueError:
+        return 1
+    return max(1, int(cores))
+
+
 def worker_jobs(c: Campaign, *, default_image: str,
                 service_account: str = "xla-sentinel-worker") -> list[dict[str, Any]]:
     """The worker Jobs the campaign should have now (at its current revision)."""
@@ -162,6 +172,7 @@ def worker_jobs(c: Campaign, *, default_image: str,
             {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
             {"name": "XLA_SENTINEL_WORKER_GROUP", "value": group.name},
             {"name": "XLA_SENTINEL_TARGETS", "value": ",".join(group.targets)},
+            {"name": "XLA_SENTINEL_PROCESSES", "value": str(processes(c.spec))},
             {"name": "XLA_SENTINEL_NAMESPACE",
              "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         ]

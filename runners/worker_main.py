@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xla_sentinel.campaign import CampaignSpec, SpecError, parse_spec
+from xla_sentinel.campaign import BudgetSpec, CampaignSpec, SpecError, parse_spec
 
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--report", choices=("k8s", "none"), default=env("XLA_SENTINEL_REPORT", "k8s"))
     p.add_argument("--api-server", default=env("XLA_SENTINEL_API_SERVER"),
                    help="Kubernetes API URL (default: in-cluster configuration)")
+    p.add_argument("--processes", type=int, default=int(env("XLA_SENTINEL_PROCESSES", "1")),
+                   help="engine worker processes in this pod (spec.workers counts pods here)")
     p.add_argument("--progress-interval", type=float, default=5.0)
     p.add_argument("--inject-pass", action="append", default=[])
     return p
@@ -74,6 +76,15 @@ def load_spec(args: argparse.Namespace) -> CampaignSpec:
             raise SpecError(f"--targets: {unknown[0]!r} is not a target of the spec")
         spec = dataclasses.replace(spec, targets=[t for t in spec.targets if t.name in names])
     return spec
+
+
+def shard_budget(budget: BudgetSpec, index: int, count: int) -> BudgetSpec | None:
+    """This shard's part of a program budget (the campaign's first N program indices, dealt
+    round-robin); None when the shard has no program to run. Time budgets apply per shard."""
+    if budget.continuous or budget.programs is None:
+        return budget
+    share = max(0, (budget.programs - index + count - 1) // count)
+    return dataclasses.replace(budget, programs=share) if share else None
 
 
 def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> Any:
@@ -112,15 +123,22 @@ def main(argv: list[str]) -> int:
         print(f"error: --shard-index: {args.shard_index} is outside [0, {shard_count})",
               file=sys.stderr)
         return 2
+    if args.processes < 1:
+        print("error: --processes: must be >= 1", file=sys.stderr)
+        return 2
     worker = f"{args.group}-{args.shard_index}"
     out = Path(args.out or f"/artifacts/{args.campaign}/{worker}")
     reporter = make_reporter(args, spec, worker)
+    budget = shard_budget(spec.budget, args.shard_index, shard_count)
+    if budget is not None:
+        # In a pod, spec.workers is the number of pods; the engine's own pool is --processes.
+        local = dataclasses.replace(spec, workers=args.processes, budget=budget)
 
-    from xla_sentinel.engine import run_campaign  # jax loads here, not at import
+        from xla_sentinel.engine import run_campaign  # jax loads here, not at import
 
-    run_campaign(spec, out, name=args.campaign, shard_index=args.shard_index,
-                 shard_count=shard_count, reporter=reporter, progress=False,
-                 inject_passes=tuple(args.inject_pass))
+        run_campaign(local, out, name=args.campaign, shard_index=args.shard_index,
+                     shard_count=shard_count, reporter=reporter, progress=False,
+                     inject_passes=tuple(args.inject_pass))
     if reporter is not None:
         reporter.close(done=True)
     # Findings are results, not failures: a non-zero exit would make the Job retry the shard.

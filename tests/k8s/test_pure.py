@@ -159,3 +159,10 @@ def test_new_signature_takes_fields_from_the_first_sample():
     assert (spec["culpritOp"], spec["fusionKind"], spec["dtype"], spec["targets"]) == ("reduce", "kLoop", "bf16", ["O0"])
     assert "culpritPass" not in spec
     assert body["metadata"]["labels"]["xlasentinel.dev/team-xla"] == "true"
+
+
+def test_engine_processes_follow_the_cpu_request():
+    assert desired.processes(parse_spec({"resources": {"requests": {"cpu": "4"}}})) == 4
+    assert desired.processes(parse_spec({"resources": {"requests": {"cpu": "2500m"}}})) == 2
+    assert desired.processes(parse_spec({"resources": {"requests": {"cpu": "250m"}}})) == 1
+    assert desired.processes(parse_spec({})) == 1

@@ -103,3 +103,12 @@ def test_operator_and_reporter_never_import_jax():
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_program_budget_is_dealt_to_shards_round_robin():
+    from xla_sentinel.campaign import BudgetSpec
+
+    shares = [worker_main.shard_budget(BudgetSpec(programs=10), i, 4) for i in range(4)]
+    assert [s.programs for s in shares] == [3, 3, 2, 2]
+    assert worker_main.shard_budget(BudgetSpec(programs=2), 3, 4) is None
+    assert worker_main.shard_budget(BudgetSpec(seconds=60), 3, 4) == BudgetSpec(seconds=60)
