@@ -15,7 +15,7 @@ from .. import known_bugs
 from ..campaign import BisectSpec
 from ..signature import signature_id
 from ..store import Store
-from .lab import LabError
+from .lab import COMPILER_FAILURES, LabError
 from .pipeline import BisectError, bisect_finding
 
 log = structlog.get_logger("xla_sentinel.bisect")
@@ -27,31 +27,54 @@ def refined_signature(record: dict[str, Any]) -> str:
     return signature_id({**record, "error": record.get("evidence", {}).get("error")})
 
 
+_CULPRIT = ("culprit_op", "fusion_kind", "culprit_pass")
+
+
 def refine_finding(store: Store, out_dir: Path, record: dict[str, Any], spec: BisectSpec,
                    timeout: float = 120.0) -> dict[str, Any]:
     """Bisect a stored finding if its candidate signature still has bisections left; returns
-    the record, re-signed when the bisector localized it."""
-    if not spec.enabled or record["verdict"] not in BISECTABLE \
-            or not store.claim_bisection(record["signature"], spec.perSignature):
+    the record, re-signed when the bisector localized it.
+
+    A crash or compile error's candidate signature already holds its canonical error text,
+    so once one of its findings is localized the later ones take the same refined
+    signature without a bisection. A wrong result's candidate (verdict, target, dtype)
+    covers many bugs: its unbisected findings keep the candidate."""
+    if not spec.enabled or record["verdict"] not in BISECTABLE:
         return record
-    folder = Path(out_dir) / record["dir"]
+    candidate = record["signature"]
+    alias_key = f"refined:{candidate}"
+    if not store.claim_bisection(candidate, spec.perSignature):
+        alias = store.get_meta(alias_key)
+        if alias is None or record["verdict"] not in COMPILER_FAILURES:
+            return record
+        return _resign(store, Path(out_dir), record, json.loads(alias))
     try:
-        result = bisect_finding(folder, timeout=timeout, reduce_case=spec.reduce)
+        result = bisect_finding(Path(out_dir) / record["dir"], timeout=timeout,
+                                reduce_case=spec.reduce)
     except (BisectError, LabError) as e:
         log.warning("bisection failed", finding=record["id"], error=str(e))
         return record
     if result["status"] != "localized":
         log.info("bisected", finding=record["id"], status=result["status"])
         return record
-    refined = {**record, **{k: result[k] for k in ("culprit_op", "fusion_kind", "culprit_pass")}}
+    culprit = {k: result[k] for k in _CULPRIT}
+    culprit["repro"] = str(Path(record["dir"]) / result["repro"])
+    if record["verdict"] in COMPILER_FAILURES and store.get_meta(alias_key) is None:
+        store.set_meta(alias_key, json.dumps(culprit))
+    return _resign(store, Path(out_dir), record, culprit)
+
+
+def _resign(store: Store, out_dir: Path, record: dict[str, Any], culprit: dict[str, Any]
+            ) -> dict[str, Any]:
+    refined = {**record, **culprit}
     refined["signature"] = refined_signature(refined)
     refined["known_bug"] = known_bugs.match(refined) or record.get("known_bug")
-    refined["repro"] = str(Path(record["dir"]) / result["repro"])
     store.resign_finding(record["id"], record["signature"], refined)
-    on_disk = json.loads((folder / "finding.json").read_text())
-    on_disk.update(signature=refined["signature"], candidate_signature=record["signature"])
-    (folder / "finding.json").write_text(json.dumps(on_disk, indent=1))
-    log.info("bisected", finding=record["id"], culprit_op=refined["culprit_op"],
-             fusion_kind=refined["fusion_kind"], culprit_pass=refined["culprit_pass"],
-             signature=refined["signature"])
+    path = out_dir / record["dir"] / "finding.json"
+    on_disk = json.loads(path.read_text())
+    on_disk.update({**culprit, "signature": refined["signature"],
+                    "candidate_signature": record["signature"]})
+    path.write_text(json.dumps(on_disk, indent=1))
+    log.info("signed", finding=record["id"], signature=refined["signature"],
+             **{k: refined[k] for k in _CULPRIT})
     return refined
