@@ -94,6 +94,12 @@ class ApiServer(kmock.KubernetesEmulator):
     _rv: int = attrs.field(default=0, init=False)
     _status_subresource: set[Any] = attrs.field(factory=set, init=False)
     _kinds: dict[Any, str] = attrs.field(factory=dict, init=False)
+    # (HTTP method, plural) -> how many more such requests to answer with a 500.
+    _failures: dict[tuple[str, str], int] = attrs.field(factory=dict, init=False)
+
+    def fail(self, method: str, plural: str, times: int = 1) -> None:
+        """Answer the next `times` METHOD requests on `plural` with HTTP 500 (an outage)."""
+        self._failures[(method.upper(), plural)] = times
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -154,6 +160,11 @@ class ApiServer(kmock.KubernetesEmulator):
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         if request.resource is None or not request.resource.plural:  # discovery: kmock's
             return await apps.RawHandler._handle(self, request)
+        key = (str(request.method.value), str(request.resource.plural))
+        if self._failures.get(key):
+            self._failures[key] -= 1
+            return await self._render_error(kmock.KubernetesError(
+                status=500, reason="InternalError", message="injected outage"))
         try:
             if request.action == enums.action.CREATE:
                 return aiohttp.web.json_response(await self._create(request), status=201)

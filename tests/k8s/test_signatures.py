@@ -125,3 +125,16 @@ async def test_webhook_failures_are_retried_with_backoff_and_deliver_once(api, c
         assert len(flaky.posts) == 1
     finally:
         await flaky.close()
+
+
+async def test_a_report_that_failed_to_ingest_is_caught_up_later(api, client, start_operator):
+    await start_operator()
+    fc = await create(client, campaign(workers=1))
+    api.fail("POST", "bugsignatures", times=1)  # the report event's ingestion fails mid-way
+    w = await Worker(str(api.url), fc, "main-0").start()
+    await w.find(finding(SIG, 1))
+
+    sig = await eventually(lambda: api.get(SIGS, NS, f"sig-{SIG}"))
+    await eventually(lambda: api.get(SIGS, NS, f"sig-{SIG}")["status"].get("count") == 1)
+    assert sig["spec"]["verdict"] == "mismatch"
+    assert not api._failures[("POST", "bugsignatures")]  # the outage did happen
