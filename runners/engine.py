@@ -278,11 +278,12 @@ class CampaignRun:
     def _coverage(self, slot: Slot, idx: int, program: Program, result: Assessment) -> dict[str, Any]:
         """What the program exercised; feeds the guide. Pass effects only on a sample."""
         passes = None
-        if idx % coverage.PASS_SAMPLE_EVERY == 0:
+        if coverage.pass_sampled(idx):
             try:
+                # One compile per pass, each allowed what a program is allowed.
                 reply = slot.programs.call({"cmd": "pass_effects", "module": program.module,
                                             "passes": list(coverage.PASSES)},
-                                           self.spec.timeouts.programSeconds)
+                                           self.spec.timeouts.programSeconds * (len(coverage.PASSES) + 1))
                 passes = reply["changed"] if reply["ok"] else None
             except (WorkerDied, WorkerHung):
                 passes = None  # a module a pass-disabled compile kills: no measurement
