@@ -41,14 +41,23 @@ MODES = {"plain": False, "guided": True}
 
 
 class FirstFinding:
-    """Reporter that notes when the first finding arrives, then stops the campaign."""
+    """Reporter that notes when the first finding arrives, then stops the campaign.
+
+    A `nondeterministic` finding (a recompile disagreed bitwise with the first run) is
+    counted but does not stop the campaign: it says the program is unstable, not that the
+    oracle caught the injected miscompilation.
+    """
 
     def __init__(self) -> None:
         self.run: CampaignRun | None = None
         self.first: dict[str, Any] | None = None
+        self.nondeterministic = 0
 
     def finding(self, record: dict[str, Any]) -> None:
         assert self.run is not None
+        if record["verdict"] == "nondeterministic":
+            self.nondeterministic += 1
+            return
         if self.first is None:
             c = self.run.counters
             # The finding's own program is still in flight: it is program number done + 1.
@@ -105,7 +114,8 @@ def detect(args: argparse.Namespace, fault: str, modes: list[str]) -> list[dict[
     for mode in modes:
         s = summaries[mode]
         row: dict[str, Any] = {"fault": fault, "mode": mode, "detected": reporters[mode].first is not None,
-                               "programs_run": s["programs"], "elapsed_s": s["elapsed_s"]}
+                               "programs_run": s["programs"], "elapsed_s": s["elapsed_s"],
+                               "nondeterministic": reporters[mode].nondeterministic}
         row.update(reporters[mode].first or {})
         rows.append(row)
     return rows
