@@ -319,12 +319,12 @@ async def ingest_missed(rt: Runtime, c: desired.Campaign,
 async def ingest_report(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:
     rt.metrics.reports_ingested.inc()
     for signature, entry in sorted(report.signatures.items()):
-        await ingest_signature(rt, c, report.worker, signature, entry)
+        await ingest_signature(rt, c, report.worker, signature, entry, report.versions)
     rt.ingested[(c.namespace, name)] = report.updated
 
 
 async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signature: str,
-                           entry: SignatureEntry) -> None:
+                           entry: SignatureEntry, versions: dict[str, str]) -> None:
     """Upsert one signature from one worker's report: create or count, regress, alert."""
     ns = c.namespace
     seen_key = (ns, signature, signatures.hit_key(c.name, worker))
@@ -337,7 +337,7 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
         created = False
         if sig is None:
             sig, created = await rt.api.create(sig_path, signatures.new_signature(
-                c, worker, signature, entry))
+                c, worker, signature, entry, versions))
         spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
         update = signatures.hits_update(status, c.name, worker, entry)
         regressed = False

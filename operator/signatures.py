@@ -24,7 +24,8 @@ def hit_key(campaign: str, worker: str) -> str:
     return f"{campaign}/{worker}"
 
 
-def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntry) -> dict[str, Any]:
+def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntry,
+                  versions: dict[str, str] | None = None) -> dict[str, Any]:
     """The BugSignature to create when a signature is seen for the first time."""
     sample = entry.samples[0] if entry.samples else {}
     spec: dict[str, Any] = {"signature": signature, "verdict": entry.verdict, "state": "new",
@@ -35,6 +36,8 @@ def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntr
                        ("fusionKind", "fusion_kind"), ("dtype", "dtype")):
         if sample.get(key):
             spec[field] = str(sample[key])
+    if versions:
+        spec["versions"] = dict(versions)
     if sample.get("dir"):
         spec["repro"] = artifact_path(c, worker, str(sample["dir"]))
     labels = {SIGNATURE_LABEL: signature, **{f"{TEAM_LABEL_PREFIX}{t}": "true"

@@ -60,6 +60,7 @@ class WorkerReport:
     elapsed_s: float = 0.0
     findings: dict[str, str] = field(default_factory=dict)
     signatures: dict[str, SignatureEntry] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)  # jax, jaxlib of the runner image
     done: bool = False
     updated: str = ""
 
@@ -114,7 +115,7 @@ class K8sReporter:
 
     def __init__(self, core_api: Any, *, namespace: str, campaign: str, campaign_uid: str,
                  worker: str, samples: int = 1, progress_interval: float = 5.0,
-                 retries: int = 6) -> None:
+                 retries: int = 6, versions: dict[str, str] | None = None) -> None:
         self.api = core_api
         self.namespace = namespace
         self.campaign = campaign
@@ -124,6 +125,7 @@ class K8sReporter:
         self.progress_interval = progress_interval
         self.retries = retries
         self.report = WorkerReport(worker=worker)
+        self.versions = dict(versions or {})
         # Counters of earlier attempts: a restarted pod re-runs the same shard from its start,
         # so its programs are a replay until it passes the previous attempt's count.
         self._base = (0, 0, 0.0)
@@ -153,6 +155,7 @@ class K8sReporter:
                 if e.status != 409:  # 409: an earlier attempt created it just now
                     raise
         self.report.done = False
+        self.report.versions = self.versions or self.report.versions
         self.report.attempts += 1
         self._base = (self.report.programs, self.report.executions, self.report.elapsed_s)
         self._write()

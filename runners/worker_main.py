@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,17 @@ def shard_budget(budget: BudgetSpec, index: int, count: int) -> BudgetSpec | Non
     return dataclasses.replace(budget, programs=share) if share else None
 
 
+def runner_versions() -> dict[str, str]:
+    """jax and jaxlib of this image, from package metadata (no jax import)."""
+    out = {}
+    for pkg in ("jax", "jaxlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
 def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> Any:
     """A started K8sReporter for this worker, or None when reporting is off."""
     if args.report == "none":
@@ -106,7 +118,7 @@ def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> 
     reporter = K8sReporter(kubernetes.client.CoreV1Api(client), namespace=namespace,
                            campaign=args.campaign, campaign_uid=args.campaign_uid,
                            worker=worker, samples=spec.bisect.perSignature,
-                           progress_interval=args.progress_interval)
+                           progress_interval=args.progress_interval, versions=runner_versions())
     reporter.start()
     return reporter
 

@@ -23,6 +23,11 @@ async def webhook_campaign(client, receiver_url: str, **spec) -> dict:
         "teams": ["xla-cpu"], "webhookSecretRef": {"name": "alert-hook"}}, **spec))
 
 
+def sig_status(api) -> dict:
+    """The signature's status; empty until it exists and has one (no KeyError while polling)."""
+    return (api.get(SIGS, NS, f"sig-{SIG}") or {}).get("status") or {}
+
+
 def events(api, kind: str) -> list[dict]:
     return [e for e in api.all("v1/events", NS) if e.get("involvedObject", {}).get("kind") == kind]
 
@@ -45,7 +50,7 @@ async def test_new_finding_creates_signature_event_metric_and_one_webhook(api, c
     assert (await eventually(lambda: events(api, "BugSignature")))[0]["type"] == "Warning"
     campaign_event = (await eventually(lambda: events(api, "FuzzCampaign")))[0]
     assert campaign_event["reason"] == "NewBugSignature" and SIG in campaign_event["message"]
-    await eventually(lambda: api.get(f"{API}/fuzzcampaigns", NS, "nightly")["status"].get("lastAlertTime"))
+    await eventually(lambda: api.get(f"{API}/fuzzcampaigns", NS, "nightly").get("status", {}).get("lastAlertTime"))
     async with aiohttp.ClientSession() as http:
         text = await (await http.get(f"http://127.0.0.1:{op.runtime.metrics_port}/metrics")).text()
         health = await http.get(f"http://127.0.0.1:{op.runtime.metrics_port}/healthz")
@@ -64,10 +69,10 @@ async def test_seen_signature_counts_up_without_a_second_alert(api, client, star
     await w0.find(finding(SIG, 1))  # the same finding again: nothing new
     await w1.find(finding(SIG, 2), finding(SIG, 3))
 
-    sig = await eventually(lambda: (s := api.get(SIGS, NS, f"sig-{SIG}"))["status"].get("count") == 3 and s)
+    sig = await eventually(lambda: (s := api.get(SIGS, NS, f"sig-{SIG}") or {}).get("status", {}).get("count") == 3 and s)
     assert sig["status"]["hits"] == {"nightly/main-0": 1, "nightly/main-1": 2}
     assert sig["status"]["campaigns"] == ["nightly"]
-    await eventually(lambda: api.get(f"{API}/fuzzcampaigns", NS, "nightly")["status"].get("findingsTotal") == 3)
+    await eventually(lambda: api.get(f"{API}/fuzzcampaigns", NS, "nightly").get("status", {}).get("findingsTotal") == 3)
     assert len(receiver.posts) == 1
     assert len(events(api, "BugSignature")) == 1
 
@@ -88,7 +93,7 @@ async def test_killed_worker_pod_loses_no_finding(api, client, start_operator):
                           .get("findingsTotal") == 3 and s)
     assert st["programs"] == 7  # the replay's 3 programs are not new work
     assert st["workerSummary"][0]["attempts"] == 2
-    await eventually(lambda: api.get(SIGS, NS, f"sig-{SIG}")["status"].get("count") == 3)
+    await eventually(lambda: sig_status(api).get("count") == 3)
 
 
 async def test_fixed_signature_seen_again_regresses_and_alerts_again(api, client, start_operator, receiver):
@@ -99,7 +104,7 @@ async def test_fixed_signature_seen_again_regresses_and_alerts_again(api, client
     await eventually(lambda: len(receiver.posts) == 1)
 
     await client.patch(path(API, "bugsignatures", NS, f"sig-{SIG}"), {"spec": {"state": "fixed"}})
-    await eventually(lambda: api.get(SIGS, NS, f"sig-{SIG}")["status"].get("fixedAtCount") == 1)
+    await eventually(lambda: sig_status(api).get("fixedAtCount") == 1)
     await w.find(finding(SIG, 2))
 
     await eventually(lambda: len(receiver.posts) == 2)
@@ -108,7 +113,7 @@ async def test_fixed_signature_seen_again_regresses_and_alerts_again(api, client
     assert sig["status"]["regressions"] == 1 and sig["status"]["alertKey"] == "regressed-1"
     assert receiver.posts[1]["alerts"][0]["labels"]["reason"] == "regressed"
     await w.find(finding(SIG, 3))  # still regressed: counted, not re-alerted
-    await eventually(lambda: api.get(SIGS, NS, f"sig-{SIG}")["status"]["count"] == 3)
+    await eventually(lambda: sig_status(api)["count"] == 3)
     assert len(receiver.posts) == 2
 
 
@@ -120,7 +125,7 @@ async def test_webhook_failures_are_retried_with_backoff_and_deliver_once(api, c
         w = await Worker(str(api.url), fc, "main-0").start()
         await w.find(finding(SIG, 1))
         await eventually(lambda: flaky.posts)
-        await eventually(lambda: api.get(SIGS, NS, f"sig-{SIG}")["status"].get("alertKey") == "new")
+        await eventually(lambda: sig_status(api).get("alertKey") == "new")
         assert flaky.attempts == 5  # 3 refused + 1 refused on the timer's retry + 1 delivered
         assert len(flaky.posts) == 1
     finally:
@@ -135,6 +140,6 @@ async def test_a_report_that_failed_to_ingest_is_caught_up_later(api, client, st
     await w.find(finding(SIG, 1))
 
     sig = await eventually(lambda: api.get(SIGS, NS, f"sig-{SIG}"))
-    await eventually(lambda: api.get(SIGS, NS, f"sig-{SIG}")["status"].get("count") == 1)
+    await eventually(lambda: sig_status(api).get("count") == 1)
     assert sig["spec"]["verdict"] == "mismatch"
     assert not api._failures[("POST", "bugsignatures")]  # the outage did happen

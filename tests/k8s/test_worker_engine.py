@@ -42,3 +42,4 @@ async def test_worker_runs_its_shard_and_the_cluster_agrees_with_its_summary(api
     sigs = await eventually(lambda: len(s := api.all(f"{API}/bugsignatures", NS)) == len(summary["signatures"])
                             and sum(x.get("status", {}).get("count", 0) for x in s) == total and s)
     assert {x["spec"]["signature"] for x in sigs} == {s["id"] for s in summary["signatures"]}
+    assert {x["spec"]["versions"]["jaxlib"] for x in sigs} == {summary["jaxlib_version"]}
