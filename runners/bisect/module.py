@@ -92,6 +92,7 @@ class Parsed:
             self.state = ir.AsmState(self.main.operation)
             ops = list(self.block.operations)
             self.ops, self.terminator = ops[:-1], ops[-1]
+        self._by_name: dict[str, Any] | None = None
 
     def _find_main(self) -> Any:
         for op in self.module.body.operations:
@@ -118,16 +119,24 @@ class Parsed:
             returns = [self.name(v) for v in self.terminator.operation.operands]
         return {"args": args, "ops": ops, "returns": returns}
 
-    def cut(self, keep: list[int], params: list[str], outputs: list[str]) -> str:
-        """@main replaced by: parameters `params`, the ops `keep` (indices, in order), and a
-        return of `outputs`. Every value the kept ops read must be kept or a parameter."""
+    def _values(self) -> dict[str, Any]:
+        if self._by_name is None:
+            self._by_name = {self.name(a): a for a in self.block.arguments}
+            for op in self.ops:
+                self._by_name.update({self.name(r): r for r in op.operation.results})
+        return self._by_name
+
+    def cut(self, keep: list[int], params: list[str], outputs: list[str], *,
+            debug_info: bool = True) -> str:
+        """A new module whose @main takes `params`, runs the ops `keep` (indices, in order)
+        and returns `outputs`; the other functions come along. Every value the kept ops
+        read must be kept or a parameter. This module is left as it was, so one parse
+        serves many cuts."""
         ir = self.ir
         from jaxlib.mlir.dialects import func
 
         with self.ctx, ir.Location.unknown():
-            values: dict[str, Any] = {self.name(a): a for a in self.block.arguments}
-            for op in self.ops:
-                values.update({self.name(r): r for r in op.operation.results})
+            values = self._values()
             missing = [v for v in [*params, *outputs] if v not in values]
             if missing:
                 raise CutError(f"no value {missing[0]} in @main")
@@ -136,8 +145,24 @@ class Parsed:
                 if describe_type(str(t))["dtype"] is None:
                     raise CutError(f"{p} has type {t}, which cannot be a parameter")
             out_types = [values[o].type for o in outputs]
-            with ir.InsertionPoint(self.module.body):
-                fn = func.FuncOp("sentinel_cut", ir.FunctionType.get(in_types, out_types))
+            available = set(params)
+            for i in keep:
+                op = self.ops[i].operation
+                for name in (self.name(v) for v in op.operands):
+                    if name not in available:
+                        raise CutError(f"op {i} ({op.name}) reads {name}, which the cut "
+                                       "neither keeps nor takes as a parameter")
+                available.update(self.name(r) for r in op.results)
+            module = ir.Module.create()
+            attrs = self.module.operation.attributes
+            for k in range(len(attrs)):  # num_partitions, num_replicas, the module's name
+                module.operation.attributes[attrs[k].name] = attrs[k].attr
+            body = ir.InsertionPoint(module.body)
+            for op in self.module.body.operations:
+                if op.operation != self.main.operation:
+                    op.operation.clone(ip=body)
+            with body:
+                fn = func.FuncOp("main", ir.FunctionType.get(in_types, out_types))
             entry = fn.add_entry_block()
             mapped = dict(zip(params, entry.arguments, strict=True))
             at_end = ir.InsertionPoint(entry)
@@ -147,20 +172,15 @@ class Parsed:
                 result_names = [self.name(r) for r in old.results]
                 new = old.clone(ip=at_end)
                 for k, name in enumerate(operand_names):
-                    if name not in mapped:
-                        raise CutError(f"op {i} ({old.name}) reads {name}, which the cut "
-                                       "neither keeps nor takes as a parameter")
                     new.operands[k] = mapped[name]
                 new.location = ir.Location.name(f"{LOCATION_PREFIX}{i}")
                 mapped.update(zip(result_names, new.results, strict=True))
             with at_end:
                 func.ReturnOp([mapped[o] for o in outputs])
-            self.main.operation.erase()
-            fn.attributes["sym_name"] = ir.StringAttr.get("main")
             fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
-            if not self.module.operation.verify():
+            if not module.operation.verify():
                 raise CutError("the cut module does not verify")
-            return self.module.operation.get_asm(enable_debug_info=True)
+            return module.operation.get_asm(enable_debug_info=debug_info)
 
 
 def module_info(text: str) -> dict[str, Any]:
@@ -168,7 +188,6 @@ def module_info(text: str) -> dict[str, Any]:
 
 
 def cut(text: str, keep: list[int], params: list[str], outputs: list[str]) -> str:
-    """A fresh parse per cut: cutting rewrites @main in place."""
     return Parsed(text).cut(keep, params, outputs)
 
 

@@ -78,7 +78,8 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
     float64 eager reference of DESIGN.md, for any module). Ops that do not widen (hex
     constants, bitcasts) run at their own precision on rounded operands; their names are
     returned in `own_precision`."""
-    parsed_info = mod.module_info(req["module"])
+    parsed = mod.Parsed(req["module"])
+    parsed_info = parsed.info()
     types = {a["vid"]: a for a in parsed_info["args"]}
     values: dict[str, np.ndarray] = {a["vid"]: _wide(x)
                                      for a, x in zip(parsed_info["args"], req["inputs"], strict=True)}
@@ -88,7 +89,7 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
             types[r["vid"]] = r
         params = list(dict.fromkeys(op["operands"]))
         outs = [r["vid"] for r in op["results"]]
-        text = mod.strip_locations(mod.cut(req["module"], [i], params, outs))
+        text = parsed.cut([i], params, outs, debug_info=False)
         results = None
         if _narrowing_float_convert(op, types):
             # The program asks for this rounding: the float64 reference keeps it (as the
