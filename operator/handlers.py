@@ -209,9 +209,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         for k, v in new.items():
             if previous.get(k) != v:
                 patch.status[k] = v
-        for k in ("completionTime",):
-            if k in previous and k not in new:
-                patch.status[k] = None
+        if "completionTime" in previous and "completionTime" not in new:
+            patch.status["completionTime"] = None  # running again after a budget raise
 
     @kopf.timer(**fc, interval=cfg.rollup_interval * 5, backoff=cfg.rollup_interval * 5,
                 id="reingest")
@@ -229,6 +228,11 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         for obj in await rt.api.list(path("v1", "configmaps", namespace),
                                      {**selector, REPORT_LABEL: "true"}):
             await rt.api.delete(path("v1", "configmaps", namespace, obj["metadata"]["name"]))
+        for gauge in (rt.metrics.programs, rt.metrics.findings):
+            try:
+                gauge.remove(namespace, name)
+            except KeyError:
+                pass  # never rolled up
         log.info("campaign.deleted", campaign=name, namespace=namespace)
 
     # Worker reports -> BugSignatures.

@@ -59,5 +59,6 @@ async def serve(metrics: Metrics, host: str, port: int,
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
+    # With port 0 the OS picks the port; aiohttp only exposes it on the server's socket.
     bound = site._server.sockets[0].getsockname()[1] if site._server else port  # type: ignore[union-attr]
     return runner, int(bound)
