@@ -172,7 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Subcommands with parsers of their own: everything after the name is theirs, flags first
+# included (argparse.REMAINDER would refuse `worker --api-server ...`).
+PASSTHROUGH = {"worker": _cmd_worker, "operator": _cmd_operator}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in PASSTHROUGH:
+        return PASSTHROUGH[argv[0]](argparse.Namespace(rest=argv[1:]))
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)

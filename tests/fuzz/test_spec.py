@@ -90,3 +90,9 @@ def test_corrupt_store_and_missing_program_are_bad_input(tmp_path: Path) -> None
     assert (tmp_path / "out" / "campaign.sqlite").read_text() == "garbage"  # left as found
     r = _cli("check", "no-such-program", cwd=tmp_path)
     assert r.returncode == 2 and "not a program folder" in r.stderr
+
+
+@pytest.mark.parametrize("command", ["worker", "operator"])
+def test_entrypoints_take_their_own_flags(tmp_path: Path, command: str) -> None:
+    r = _cli(command, "--help", cwd=tmp_path)
+    assert r.returncode == 0 and "usage:" in r.stdout and "unrecognized" not in r.stderr
