@@ -175,7 +175,7 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
         "",
     ]
     if ctx.lab.plugins:
-        lines[3:3] = ["**Made under an injected HLO pass plugin** (self-validation): "
+        lines[3:3] = ["", "**Made under an injected HLO pass plugin** (self-validation): "
                       + ", ".join(Path(split_ref(p)[0]).name for p in ctx.lab.plugins)
-                      + ". repro.py registers it.", ""]
+                      + ". repro.py registers it."]
     return "\n".join(lines)
