@@ -118,7 +118,19 @@ def _volumes(spec: CampaignSpec) -> tuple[list[dict[str, Any]], list[dict[str, A
         volume = {"name": "artifacts", "persistentVolumeClaim": {"claimName": spec.artifacts.pvc}}
     else:
         volume = {"name": "artifacts", "emptyDir": {}}
-    return [volume], [{"name": "artifacts", "mountPath": ARTIFACTS_MOUNT}]
+    # The root filesystem is read-only; the runner image sets HOME=/tmp for jax's caches.
+    tmp = {"name": "tmp", "emptyDir": {}}
+    return [volume, tmp], [{"name": "artifacts", "mountPath": ARTIFACTS_MOUNT},
+                           {"name": "tmp", "mountPath": "/tmp"}]
+
+
+# Pod Security "restricted": workers run untrusted-by-default compiler output, and
+# namespaces that enforce the profile must admit them. uid 10001 is the image's user.
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
+                "fsGroup": 10001, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                      "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+                      "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _labels(c: Campaign, role: str, **extra: str) -> dict[str, str]:
@@ -135,9 +147,11 @@ def _pod_spec(c: Campaign, image: str, args: list[str], env: list[dict[str, Any]
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": service_account,
+        "securityContext": POD_SECURITY,
         "containers": [{
             "name": "runner", "image": image, "args": args, "env": env,
             "resources": resources, "volumeMounts": mounts,
+            "securityContext": CONTAINER_SECURITY,
         }],
         "volumes": volumes,
     }
