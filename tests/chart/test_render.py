@@ -10,10 +10,8 @@ import pytest
 
 from .render import CI_VALUES, KUBE_VERSION, by_kind, helm, render
 
-# Kinds from CRDs; kubernetes-validate knows only built-in kinds. kopf.dev kinds are
+# Kinds from CRDs; kubernetes-validate knows only built-in kinds. Ours and kopf.dev's are
 # checked against crds/ (test_custom_resources); monitoring.coreos.com ones in test_monitoring.
-# Not built-in kinds: our own custom resources are checked against crds/ in
-# test_custom_resources; the monitoring and peering kinds by structure elsewhere.
 FOREIGN_KINDS = {"ServiceMonitor", "PrometheusRule", "KopfPeering", "ClusterKopfPeering",
                  "FuzzCampaign", "BugSignature"}
 
