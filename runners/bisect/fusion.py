@@ -20,7 +20,7 @@ from ..dtypes import FLOATS, NP_DTYPES
 from ..worker import WorkerDied, WorkerHung
 from .context import Context
 from .elements import name_of
-from .lab import LabError
+from .lab import LabError, own_dtype
 from .module import LOCATION_PREFIX
 from .options import LEGAL
 
@@ -124,10 +124,15 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray],
     infos = [oracle.OutputInfo(name_of(o.dtype), floats_in) for o in target["outputs"]]
     discrete = "compare(" in text
 
+    # Judged against float64, not against a legal compile of the same HLO: that HLO may
+    # itself be wrong (a pass rewrote it), and then a legal compile is wrong the same way.
+    # The float64 values rounded to each output's type stand in for "another
+    # configuration": what correct rounding gives, NaN and Inf included.
+    rounded = [own_dtype(e, i.dtype) for e, i in zip(expected, infos, strict=True)]
+
     def alone(outputs: list[np.ndarray]) -> oracle.Judgement:
-        # Judged against float64 alone: the extracted HLO may itself be wrong (a pass
-        # rewrote it), and then a legal configuration of it is wrong in the same way.
-        return oracle.judge("x", {"x": outputs}, expected, infos, lambda: None, discrete)
+        return oracle.judge("x", {"x": outputs, "rounded": rounded}, expected, infos,
+                            lambda: None, discrete)
 
     mine, theirs = alone(target["outputs"]), alone(legal["outputs"])
     return {"fails_alone": mine.verdict != "pass", "verdict": mine.verdict,

@@ -122,3 +122,17 @@ def atan2_program(x: Any, y: Any) -> Any:
     a = jnp.sin(x) * y
     b = jnp.arctan2(a, y + 2)
     return b - x, jnp.exp(y)
+
+
+def nan_program(x: Any, y: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.maximum(x * 2, y) + 1, x - y
+
+
+def nan_inputs() -> list[np.ndarray]:
+    """A NaN in each input: nan_dropping_max loses the one in max's first operand."""
+    rng = np.random.default_rng(9)
+    x, y = (rng.normal(size=(5, 6)).astype(np.float32) for _ in range(2))
+    x[1, 2] = y[3, 4] = np.nan
+    return [x, y]

@@ -20,6 +20,8 @@ from findings import (
     exp_inputs,
     exp_program,
     make_finding,
+    nan_inputs,
+    nan_program,
     select_inputs,
     select_program,
     shift_inputs,
@@ -48,6 +50,8 @@ CASES = {
                                 "shift_right_arithmetic (s32->s32)", "kLoop"),
     "fusion_bf16_rounding": Case("fusion_bf16_rounding", exp_program, exp_inputs,
                                  "exponential (f32->f32)", "kLoop"),
+    "nan_dropping_max": Case("nan_dropping_max", nan_program, nan_inputs, "maximum (f32->f32)",
+                             "kLoop"),
     # XLA leaves a lone concatenate unfused.
     "concat_off_by_one": Case("concat_off_by_one", concat3_program, concat_inputs,
                               "concatenate (f32->f32)", "unfused", elementwise=False),
@@ -151,7 +155,8 @@ def _signature(bisected: dict, name: str) -> str:
 
 
 def test_different_faults_get_different_signatures(bisected: dict) -> None:
-    faults = ("select_ge_to_gt", "shift_right_logical", "fusion_bf16_rounding", "concat_off_by_one")
+    faults = ("select_ge_to_gt", "shift_right_logical", "fusion_bf16_rounding", "concat_off_by_one",
+              "nan_dropping_max")
     assert len({_signature(bisected, name) for name in faults}) == len(faults)
 
 
@@ -160,3 +165,8 @@ def test_different_faults_get_different_signatures(bisected: dict) -> None:
 def test_same_fault_from_different_programs_shares_a_signature(bisected: dict,
                                                                 pair: tuple[str, str]) -> None:
     assert _signature(bisected, pair[0]) == _signature(bisected, pair[1])
+
+
+def test_lost_nan_is_judged_by_class_not_by_size(bisected: dict) -> None:
+    _, result = bisected["nan_dropping_max"]
+    assert result["stages"]["reproduce"]["verdict"] == "nan_mismatch"
