@@ -17,8 +17,10 @@ from xla_sentinel.engine import run_campaign
 from xla_sentinel.faults import fault_path
 from xla_sentinel.program import Program
 
+# Bisection has its own tests (tests/bisect); here it would only add seconds per finding.
 F32 = {"seed": 3, "generator": {"minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
-       "targets": ["default", "O0"], "references": ["f64_eager", "f64_jit", "eager"], "workers": 1}
+       "targets": ["default", "O0"], "references": ["f64_eager", "f64_jit", "eager"], "workers": 1,
+       "bisect": {"enabled": False}}
 
 
 def _spec(**over: object):
