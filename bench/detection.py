@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xla_sentinel import coverage
 from xla_sentinel.campaign import parse_spec
 from xla_sentinel.engine import CampaignRun, versions
 from xla_sentinel.faults import FAULTS, fault_path
@@ -117,21 +118,27 @@ def detect(args: argparse.Namespace, fault: str, modes: list[str]) -> list[dict[
                                "programs_run": s["programs"], "elapsed_s": s["elapsed_s"],
                                "nondeterministic": reporters[mode].nondeterministic}
         row.update(reporters[mode].first or {})
+        # Breadth of what the campaign exercised, to compare the modes beyond detection.
+        cov = coverage.total(coverage.stored_stats(runs[mode].out / "campaign.sqlite")).to_json()
+        row.update(distinct_ops=len(cov["ops"]), distinct_pairs=len(cov["op_pairs"]),
+                   distinct_fused=len(cov["fused"]))
         rows.append(row)
     return rows
 
 
 def _table(rows: list[dict[str, Any]], budget: str) -> str:
     lines = [f"Budget per campaign: {budget}; stops at the first finding.", "",
-             "| fault | mode | detected | programs to first | seconds to first | verdict | signature |",
-             "|---|---|---|---|---|---|---|"]
+             "| fault | mode | detected | programs to first | seconds to first | verdict | signature "
+             "| distinct ops / pairs / fused |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        breadth = f"{r.get('distinct_ops', '-')} / {r.get('distinct_pairs', '-')} / {r.get('distinct_fused', '-')}"
         if r["detected"]:
             lines.append(f"| {r['fault']} | {r['mode']} | yes | {r['programs']} | {r['seconds']} | "
-                         f"{r['verdict']} | {r['signature']} |")
+                         f"{r['verdict']} | {r['signature']} | {breadth} |")
         else:
             lines.append(f"| {r['fault']} | {r['mode']} | **no** ({r['programs_run']} programs, "
-                         f"{r['elapsed_s']:.0f} s) | - | - | - | - |")
+                         f"{r['elapsed_s']:.0f} s) | - | - | - | - | {breadth} |")
     return "\n".join(lines) + "\n"
 
 
