@@ -265,8 +265,11 @@ def _plan_reduce_precision(ctx: Ctx, x: Val) -> Plan:
     return [x], {"exponent_bits": e, "mantissa_bits": m}
 
 
+# Discrete: rounding to 2 or 3 mantissa bits turns a legal 1-ulp difference of its input
+# (f16 rounding vs excess precision) into a whole quantization step, like `round` does.
 _reg(OpDef("reduce_precision", "conversion", FLOATS, _plan_reduce_precision,
-           lambda a, x: lax.reduce_precision(x, a["exponent_bits"], a["mantissa_bits"])))
+           lambda a, x: lax.reduce_precision(x, a["exponent_bits"], a["mantissa_bits"]),
+           discrete=True))
 
 
 # --- reductions ----------------------------------------------------------------------------
