@@ -6,10 +6,19 @@ from __future__ import annotations
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+import pytest
 from fault_harness import run, run_with_fault
 from jax import lax
 
 _rng = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_inputs() -> None:
+    """Each test draws the same inputs whatever ran before it in this process (xdist
+    spreads tests differently from run to run)."""
+    global _rng
+    _rng = np.random.default_rng(11)
 
 
 def _f32(*shape: int, low: float = -2.0, high: float = 2.0) -> np.ndarray:
@@ -231,7 +240,9 @@ def test_loop_state_bf16_rounds_the_carried_value_only_inside_the_loop() -> None
 
     np.testing.assert_allclose(clean[0], exact, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(_bf16_round(faulty[0]), faulty[0])  # stored as bf16
-    assert 1e-4 < np.max(np.abs(faulty[0] - exact) / np.abs(exact)) < 3 * 2.0**-8
+    # Three bf16 roundings of the carried value: normwise, not elementwise, since an
+    # element near zero has an unbounded relative error.
+    assert 1e-4 < np.max(np.abs(faulty[0] - exact)) / np.max(np.abs(exact)) < 3 * 2.0**-8
     np.testing.assert_array_equal(faulty[1], clean[1])  # straight-line code is untouched
 
 

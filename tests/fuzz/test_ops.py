@@ -3,7 +3,6 @@ with the float64 reference on domain inputs."""
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import pytest
 from xla_sentinel import evaluate, oracle, targets
@@ -12,7 +11,7 @@ from xla_sentinel.generator import single_op
 from xla_sentinel.inputs import make_inputs
 from xla_sentinel.ops import OPS
 
-jax.config.update("jax_enable_x64", True)
+pytestmark = pytest.mark.usefixtures("x64")
 
 # Normwise error of one op against float64, in units of the output dtype's roundoff.
 # Measured worst cases (seed 1): lgamma f32 42u (relative error grows near its roots at
