@@ -17,7 +17,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,6 +33,7 @@ from .program import Program, save_arrays
 from .signature import signature_id
 from .store import Store
 from .targets import Target, resolve
+from .versions import package_versions
 from .worker import Worker, WorkerDied, WorkerHung, wait_ready
 
 log = structlog.get_logger("xla_sentinel.engine")
@@ -48,14 +48,6 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("jax", "jaxlib"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
 
 
 def _changed(value: Any, default: Any) -> Any:
@@ -478,8 +470,8 @@ class CampaignRun:
             "injected_passes": self.plugins,
             "seed": self.spec.seed,
             "shard": {"index": self.shard[0], "count": self.shard[1]},
-            "jax_version": versions()["jax"],
-            "jaxlib_version": versions()["jaxlib"],
+            "jax_version": package_versions()["jax"],
+            "jaxlib_version": package_versions()["jaxlib"],
         }
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
         return summary

@@ -45,7 +45,7 @@ class WorkerHung(RuntimeError):
     """The worker did not answer within the timeout (hang); it has been killed."""
 
 
-def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
+def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, handler_module: str) -> None:
     if log_path:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)
@@ -55,9 +55,11 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
     jax.config.update("jax_enable_x64", True)
     # Injected transformations are not part of the persistent cache key (DESIGN.md).
     jax.config.update("jax_enable_compilation_cache", False)
-    from . import handlers
+    import importlib
+
     from . import plugins as plugin_mod
 
+    handlers = importlib.import_module(handler_module)
     if plugins:
         plugin_mod.register(plugins)
     while True:
@@ -83,7 +85,10 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
 
 @dataclass
 class Worker:
-    """A restartable worker process. `plugins` are registered only in this process."""
+    """A restartable worker process. `plugins` are registered only in this process.
+
+    `handler_module` names the module whose `handle(request) -> dict` serves requests.
+    """
 
     name: str
     plugins: Sequence[str] = ()
@@ -92,11 +97,13 @@ class Worker:
     _conn: Any = field(default=None, repr=False)
     restarts: int = 0
     recycles: int = 0
+    handler_module: str = "xla_sentinel.handlers"
 
     def start(self) -> None:
         parent, child = _CTX.Pipe()
-        self._proc = _CTX.Process(target=_serve, args=(child, tuple(self.plugins),
-                                                       str(self.log_path) if self.log_path else None),
+        log = str(self.log_path) if self.log_path else None
+        self._proc = _CTX.Process(target=_serve,
+                                  args=(child, tuple(self.plugins), log, self.handler_module),
                                   daemon=True, name=f"xla-sentinel-{self.name}")
         self._proc.start()
         child.close()

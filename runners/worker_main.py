@@ -13,11 +13,11 @@ import dataclasses
 import json
 import os
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from xla_sentinel.campaign import BudgetSpec, CampaignSpec, SpecError, parse_spec
+from xla_sentinel.versions import package_versions
 
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -88,15 +88,6 @@ def shard_budget(budget: BudgetSpec, index: int, count: int) -> BudgetSpec | Non
     return dataclasses.replace(budget, programs=share) if share else None
 
 
-def runner_versions() -> dict[str, str]:
-    """jax and jaxlib of this image, from package metadata (no jax import)."""
-    out = {}
-    for pkg in ("jax", "jaxlib"):
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "unknown"
-    return out
 
 
 def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> Any:
@@ -118,7 +109,7 @@ def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> 
     reporter = K8sReporter(kubernetes.client.CoreV1Api(client), namespace=namespace,
                            campaign=args.campaign, campaign_uid=args.campaign_uid,
                            worker=worker, samples=spec.bisect.perSignature,
-                           progress_interval=args.progress_interval, versions=runner_versions())
+                           progress_interval=args.progress_interval, versions=package_versions())
     reporter.start()
     return reporter
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from .. import oracle
 from ..dtypes import DISCRETE_FACTOR, FLOATS, TOLERANCE_K, UNIT_ROUNDOFF
 from ..plugins import split_ref
 from ..program import save_arrays
+from ..versions import package_versions
 from . import repro_template
 from .context import Context
 from .elements import name_of
@@ -43,10 +43,6 @@ def _output_specs(ctx: Context, case: Case) -> list[dict[str, Any]]:
         specs.append({"dtype": info.dtype, "float": True,
                       "threshold": float(k * max(best, UNIT_ROUNDOFF[info.dtype]))})
     return specs
-
-
-def _versions() -> dict[str, str]:
-    return {p: metadata.version(p) for p in ("jax", "jaxlib")}
 
 
 def run(ctx: Context) -> dict[str, Any]:
@@ -159,7 +155,7 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
         "",
         "## Versions",
         "",
-        *[f"- {k} {v}" for k, v in _versions().items()],
+        *[f"- {k} {v}" for k, v in package_versions().items()],
         f"- python {sys.version.split()[0]}",
         "",
         "## Commands",

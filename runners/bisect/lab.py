@@ -10,9 +10,6 @@ Coordinator side: no jax here.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import traceback
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,54 +23,17 @@ from ..worker import Worker, WorkerDied, WorkerHung
 from .elements import NUMPY
 from .options import LEGAL
 
-_CTX = mp.get_context("spawn")
 # Ops whose exact ties flip legally: the oracle widens its factor for them (DESIGN.md).
 DISCRETE_OPS = frozenset({"stablehlo.compare", "stablehlo.select", "stablehlo.round_nearest_even",
                           "stablehlo.round_nearest_afz", "stablehlo.floor", "stablehlo.ceil",
                           "stablehlo.sign", "stablehlo.sort", "stablehlo.convert"})
 
 
-def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
-    if log_path:
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(fd, 2)
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    # Injected transformations are not part of the persistent cache key (DESIGN.md).
-    jax.config.update("jax_enable_compilation_cache", False)
-    from .. import plugins as plugin_mod
-    from . import serve
-
-    if plugins:
-        plugin_mod.register(plugins)
-    while True:
-        try:
-            request = conn.recv()
-        except EOFError:
-            return
-        if request is None:
-            return
-        try:
-            reply = {"ok": True, **serve.handle(request)}
-        except Exception as e:  # a failed request is evidence, not a reason to die
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}",
-                     "traceback": traceback.format_exc(limit=8)}
-        conn.send(reply)
-
-
 class BisectWorker(Worker):
     """A campaign Worker (restart, timeout, crash detection) that serves bisection requests."""
 
-    def start(self) -> None:
-        parent, child = _CTX.Pipe()
-        self._proc = _CTX.Process(target=_serve, args=(child, tuple(self.plugins),
-                                                       str(self.log_path) if self.log_path else None),
-                                  daemon=True, name=f"xla-sentinel-{self.name}")
-        self._proc.start()
-        child.close()
-        self._conn = parent
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, handler_module="xla_sentinel.bisect.serve", **kwargs)
 
 
 class LabError(RuntimeError):
