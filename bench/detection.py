@@ -34,9 +34,10 @@ from typing import Any
 
 from xla_sentinel import coverage
 from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import CampaignRun, versions
+from xla_sentinel.engine import CampaignRun
 from xla_sentinel.faults import FAULTS, fault_path
 from xla_sentinel.store import Store
+from xla_sentinel.versions import package_versions as versions
 
 MODES = {"plain": False, "guided": True}
 
