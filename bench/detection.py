@@ -106,14 +106,25 @@ def detect(args: argparse.Namespace, fault: str, modes: list[str]) -> list[dict[
         runs[mode] = CampaignRun(spec, out, name=f"{fault}-{mode}", reporter=reporters[mode])
         reporters[mode].run = runs[mode]
     summaries: dict[str, dict[str, Any]] = {}
-    threads = [threading.Thread(target=lambda m=m: summaries.__setitem__(m, runs[m].run()))
-               for m in modes]
+    errors: dict[str, str] = {}
+
+    def run(mode: str) -> None:
+        try:
+            summaries[mode] = runs[mode].run()
+        except Exception as e:  # one broken campaign is a row, not the end of the bench
+            errors[mode] = f"{type(e).__name__}: {e}"
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in modes]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     rows = []
     for mode in modes:
+        if mode in errors:
+            rows.append({"fault": fault, "mode": mode, "detected": False, "programs_run": 0,
+                         "elapsed_s": 0.0, "error": errors[mode]})
+            continue
         s = summaries[mode]
         row: dict[str, Any] = {"fault": fault, "mode": mode, "detected": reporters[mode].first is not None,
                                "programs_run": s["programs"], "elapsed_s": s["elapsed_s"],
