@@ -41,6 +41,7 @@ class Outcome:
     hlo: str | None = None
     skipped: str = ""  # a reference that does not apply to this program
     busy_s: float = 0.0
+    samples: list[list[np.ndarray]] | None = None  # the noise model's samples
 
 
 @dataclass
@@ -196,12 +197,12 @@ class Assessor:
         results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
         discrete = any(n.get("discrete") for n in (program.graph or {}).get("nodes", [])) \
             or program.graph is None
-        noise_cache: list[list[np.ndarray] | None] = []
+        noise_cache: list[list[list[np.ndarray]] | None] = []
 
-        def noise() -> list[np.ndarray] | None:
+        def noise() -> list[list[np.ndarray]] | None:
             if not noise_cache:
                 o = self._noise(slot, program)
-                noise_cache.append(o.outputs)
+                noise_cache.append(o.samples or None)
                 result.executions += 1
                 result.worker_s += o.busy_s
             return noise_cache[0]

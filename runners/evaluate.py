@@ -27,7 +27,7 @@ def _is_float(x: Any) -> bool:
 
 
 def _apply(graph: Graph, args: list[Any], promote: bool,
-           perturb: np.random.Generator | None) -> tuple[Any, ...]:
+           perturb: np.random.Generator | None, sign: float = 1.0) -> tuple[Any, ...]:
     vals: list[Any] = []
     for meta in graph.values:
         if "input" in meta:
@@ -44,7 +44,7 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
             out = out.astype(F64)
         if perturb is not None and _is_float(out):
             u = UNIT_ROUNDOFF[meta["dtype"]]
-            noise = perturb.uniform(-1.0, 1.0, size=out.shape)
+            noise = sign * perturb.uniform(-1.0, 1.0, size=out.shape)
             out = out * jnp.asarray(1.0 + u * noise, out.dtype)
         vals.append(out)
     return tuple(vals[i] for i in graph.outputs)
@@ -66,9 +66,9 @@ def input_structs(graph: Graph, promote: bool = False) -> list[jax.ShapeDtypeStr
 
 
 def eager(graph: Graph, inputs: list[np.ndarray], promote: bool = False,
-          perturb: np.random.Generator | None = None) -> list[np.ndarray]:
-    """Op-by-op evaluation; outputs as numpy arrays."""
-    outs = _apply(graph, [jnp.asarray(x) for x in inputs], promote, perturb)
+          perturb: np.random.Generator | None = None, sign: float = 1.0) -> list[np.ndarray]:
+    """Op-by-op evaluation; outputs as numpy arrays. `sign` -1 mirrors the perturbation."""
+    outs = _apply(graph, [jnp.asarray(x) for x in inputs], promote, perturb, sign)
     return [np.asarray(o) for o in outs]
 
 

@@ -89,8 +89,13 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
     if kind == "f64_eager":
         return {"outputs": evaluate.eager(graph, req["inputs"], promote=True)}
     if kind == "noise":
-        rng = np.random.default_rng(req.get("noise_seed", 0))
-        return {"outputs": evaluate.eager(graph, req["inputs"], promote=True, perturb=rng)}
+        # Two antithetic samples (perturbations U and -U): a rounding tie that one legal
+        # configuration breaks upwards and another downwards is flipped by one of them.
+        seed = req.get("noise_seed", 0)
+        samples = [evaluate.eager(graph, req["inputs"], promote=True,
+                                  perturb=np.random.default_rng(seed), sign=sign)
+                   for sign in (1.0, -1.0)]
+        return {"outputs": samples[0], "samples": samples}
     if kind == "f64_jit":
         text = evaluate.lower_f64_text(graph)
         return {"outputs": targets.run_module(text, _promote_inputs(req["inputs"]), F64_JIT_OPTIONS).outputs}

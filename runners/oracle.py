@@ -5,9 +5,9 @@ wrong when e_C > k * max(min over the other configurations of e_L, noise, u), wh
 ||a - ref|| / ||ref|| over finite elements, noise is the error of the float64 program
 with every op perturbed by one rounding, and u the unit roundoff. Using the minimum over
 the others (not the maximum) matters: a real bug is often shared by several
-configurations. Non-finite patterns are compared apart: C is flagged where its class
-(finite, NaN, +Inf, -Inf) differs from the reference's and another configuration agrees
-with the reference. Integer outputs computed without floats are compared exactly; those
+configurations. Non-finite patterns are compared apart: C is flagged where it is finite
+and the reference is not, or the other way round, and another configuration agrees with
+the reference. Integer outputs computed without floats are compared exactly; those
 that depend on floats must differ from every agreeing configuration and from the noise
 model before they count. Pure numpy.
 """
@@ -123,7 +123,10 @@ def references_agree(a: list[np.ndarray], b: list[np.ndarray], infos: list[Outpu
 def _nan_mismatch(c: np.ndarray, others: list[np.ndarray], ref: np.ndarray, dtype: str) -> dict | None:
     want = _classes(_cast_ref(ref, dtype))
     got = _classes(c)
-    bad = got != want
+    # Non-finite against non-finite (NaN against -inf, say) is no verdict: once a value
+    # overflows, whether inf - inf cancels depends legally on accumulation order and FMA
+    # (a clean-run dot: O0 rounds 2.8 * 1.7e38 to +inf and adds -inf; FMA targets do not).
+    bad = (got != want) & ~((got > 0) & (want > 0))
     if not bad.any():
         return None
     confirmed = np.zeros_like(bad)
@@ -144,21 +147,25 @@ def judge(
     results: dict[str, list[np.ndarray]],
     ref64: list[np.ndarray],
     infos: list[OutputInfo],
-    noise: Callable[[], list[np.ndarray] | None],
+    noise: Callable[[], list[list[np.ndarray]] | None],
     discrete: bool = False,
     k_overrides: dict[str, float] | None = None,
+    literal: str = "eager",
 ) -> Judgement:
     """Judge one configuration's outputs against the reference and the other configurations.
 
     `results` maps every configuration that produced outputs (targets and own-precision
-    references) to its outputs; `noise` is called at most once, only when needed.
+    references) to its outputs; `noise` returns the noise model's samples (each a list of
+    outputs) and is called at most once, only when needed. `literal` names the op-by-op
+    evaluation at the program's own precision, if present: a result within k*u of it is
+    what the program literally says, and never a miscompile of the program as a whole.
     """
     k_overrides = k_overrides or {}
     mine = results[target]
     others = [v for name, v in results.items() if name != target]
-    noise_cache: list[list[np.ndarray] | None] = []
+    noise_cache: list[list[list[np.ndarray]] | None] = []
 
-    def noise_out() -> list[np.ndarray] | None:
+    def noise_out() -> list[list[np.ndarray]] | None:
         if not noise_cache:
             noise_cache.append(noise())
         return noise_cache[0]
@@ -177,7 +184,7 @@ def judge(
                 agreeing = [o[i] for o in others if np.array_equal(o[i], ref)]
                 n = noise_out()
                 if len(agreeing) < len(others) or not agreeing or n is None \
-                        or not np.array_equal(n[i], ref):
+                        or not all(np.array_equal(sample[i], ref) for sample in n):
                     continue  # a legal flip of a float-dependent integer
             ev = error_stats(c, ref, info.dtype)
             ev.update(reason="integer", dtype=info.dtype, tainted=info.tainted)
@@ -196,9 +203,16 @@ def judge(
             margin = max(margin, e_c / (k * max(best, u)))
             continue
         n = noise_out()
-        e_noise = normwise_error(n[i], ref, "f64") if n is not None else 0.0
+        e_noise = max((normwise_error(sample[i], ref, "f64") for sample in n), default=0.0) \
+            if n is not None else 0.0
         threshold = k * max(best, e_noise, u)
         margin = max(margin, e_c / threshold)
+        if e_c > threshold and literal in results and literal != target \
+                and normwise_error(c, results[literal][i], info.dtype) <= k * u:
+            # Rounding each op to its dtype, as written, is legal even where a configuration
+            # with excess precision lands closer to float64 (a clean-run f16 program: atan2
+            # rounded to f16 hit an e5m2 tie of reduce_precision, 1 ulp became 12%).
+            continue
         if e_c > threshold:
             ev = error_stats(c, ref, info.dtype)
             ev.update(dtype=info.dtype, error=e_c, threshold=threshold, k=k, noise=e_noise,
