@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import jax
 import pytest
 from xla_sentinel import coverage, evaluate, targets
 from xla_sentinel.campaign import GeneratorSpec
@@ -12,7 +11,7 @@ from xla_sentinel.generator import generate
 from xla_sentinel.guide import WARMUP, Guide
 from xla_sentinel.inputs import make_inputs
 
-jax.config.update("jax_enable_x64", True)
+pytestmark = pytest.mark.usefixtures("x64")
 
 SPEC = GeneratorSpec(minOps=2, maxOps=12)
 
