@@ -27,6 +27,7 @@ from . import corpus, coverage, known_bugs, traces
 from .assess import Assessment, Assessor, Slot, Stopped
 from .bisect.refine import refine_finding
 from .campaign import CampaignSpec, SpecError, parse_spec
+from .dtypes import name_of
 from .guide import Guide
 from .plugins import check_ref, split_ref
 from .program import Program, save_arrays
@@ -46,8 +47,6 @@ class Reporter(Protocol):
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
 
 
 def _changed(value: Any, default: Any) -> Any:
@@ -298,12 +297,10 @@ class CampaignRun:
         program.save(folder / "program")
         dtype = evidence.get("dtype")
         if expected is not None and actual is not None:
-            names = [str(np.asarray(a).dtype) for a in actual]
-            save_arrays(folder / "expected.npz", [np.asarray(e, np.float64) if "float" in str(np.asarray(e).dtype)
-                                                  else np.asarray(e) for e in expected],
-                        ["f64" if "float" in str(np.asarray(e).dtype) else _short(np.asarray(e).dtype)
-                         for e in expected])
-            save_arrays(folder / "actual.npz", actual, [_short(np.dtype(n)) for n in names])
+            # expected is the float64 reference (f64 for float outputs), actual the target's.
+            for name, arrays in (("expected.npz", expected), ("actual.npz", actual)):
+                arrays = [np.asarray(a) for a in arrays]
+                save_arrays(folder / name, arrays, [name_of(a.dtype) for a in arrays])
         record = {
             "id": fid, "campaign": self.name, "program": program.id, "target": target.name,
             "verdict": verdict, "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
@@ -475,11 +472,6 @@ class CampaignRun:
         }
         (self.out / "summary.json").write_text(json.dumps(summary, indent=1, default=_json_default))
         return summary
-
-
-def _short(dt: np.dtype) -> str:
-    from .dtypes import name_of
-    return name_of(dt)
 
 
 def _json_default(o: Any) -> Any:
