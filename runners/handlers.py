@@ -161,22 +161,21 @@ def _pass_effects(req: dict[str, Any]) -> dict[str, Any]:
     return {"changed": changed}
 
 
+HANDLERS = {
+    "ping": lambda req: {},
+    "validate": _validate,
+    "generate": _generate,
+    "load": _load,
+    "load_corpus": _load_corpus,
+    "pass_effects": _pass_effects,
+    "run": _run,
+    "reference": _reference,
+}
+
+
 def handle(req: dict[str, Any]) -> dict[str, Any]:
-    cmd = req["cmd"]
-    if cmd == "ping":
-        return {}
-    if cmd == "validate":
-        return _validate(req)
-    if cmd == "generate":
-        return _generate(req)
-    if cmd == "load":
-        return _load(req)
-    if cmd == "load_corpus":
-        return _load_corpus(req)
-    if cmd == "pass_effects":
-        return _pass_effects(req)
-    if cmd == "run":
-        return _run(req)
-    if cmd == "reference":
-        return _reference(req)
-    raise ValueError(f"unknown request {cmd!r}")
+    """Serve one worker request by its `cmd`."""
+    fn = HANDLERS.get(req["cmd"])
+    if fn is None:
+        raise ValueError(f"unknown request {req['cmd']!r}")
+    return fn(req)
