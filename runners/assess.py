@@ -112,7 +112,7 @@ class Assessor:
             return Outcome(verdict="compile_error", error=reply["error"], busy_s=reply["busy_s"])
         return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0),
                        skipped=reply.get("skipped", ""), busy_s=reply["busy_s"],
-                       hlo=reply.get("hlo"))
+                       hlo=reply.get("hlo"), samples=reply.get("samples"))
 
     def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         refs = {}

@@ -1,0 +1,62 @@
+"""`check` on a hand-built program: the whole judging path through worker processes.
+
+The oracle's unit tests call `oracle.judge` with noise samples in hand; this goes through
+the workers, so it also proves the noise model's samples reach the oracle. Without them an
+integer output computed from floats cannot be judged (every difference there might be a
+legal flip), and a miscompile of it went unreported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from xla_sentinel import evaluate
+from xla_sentinel.check import check_program
+from xla_sentinel.faults import fault_path
+from xla_sentinel.generator import Graph
+from xla_sentinel.program import Program
+
+# y = shift_right_arithmetic(convert_s32(x), k): an integer output that depends on floats.
+GRAPH = Graph(
+    values=[{"shape": [8], "dtype": "f32", "tainted": False, "input": 0},
+            {"shape": [8], "dtype": "s32", "tainted": True, "node": 0},
+            {"shape": [8], "dtype": "s32", "tainted": False, "input": 1},
+            {"shape": [8], "dtype": "s32", "tainted": True, "node": 1}],
+    nodes=[{"op": "convert", "args": [0], "attrs": {"dtype": "s32"}, "discrete": True},
+           {"op": "shift_right_arithmetic", "args": [1, 2], "attrs": {}, "discrete": False}],
+    outputs=[3])
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("program")
+    # Far from integers, so no legal rounding moves a conversion; negative, so a logical
+    # shift differs from an arithmetic one.
+    x = np.array([-7.3, -100.6, 5.4, -2.2, 64.5, -1e4 - 0.3, 3.7, -9.9], np.float32)
+    k = np.array([1, 2, 3, 1, 2, 3, 1, 2], np.int32)
+    Program("hand-s32", evaluate.lower_text(GRAPH), [x, k], ["f32", "s32"],
+            graph=GRAPH.to_json()).save(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("campaign") / "campaign.yaml"
+    path.write_text(yaml.safe_dump({"targets": ["default"], "references": ["f64_eager", "eager"]}))
+    return path
+
+
+def test_a_float_dependent_integer_miscompile_is_flagged(program: Path, campaign: Path) -> None:
+    (verdict,) = check_program(program, campaign, [str(fault_path("shift_right_logical"))])
+
+    assert verdict["verdict"] == "mismatch", verdict
+    assert verdict["evidence"]["reason"] == "integer" and verdict["evidence"]["tainted"]
+
+
+def test_the_same_program_passes_without_the_fault(program: Path, campaign: Path) -> None:
+    (verdict,) = check_program(program, campaign)
+
+    assert verdict["verdict"] == "pass", verdict
