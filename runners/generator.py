@@ -104,7 +104,9 @@ class _Builder:
         except (TypeError, ValueError):
             self.rollback(mark)
             return False
-        if math.prod(out.shape) > MAX_ELEMENTS or len(out.shape) > 5:
+        # Empty results (a VALID conv with a window dilated past its input) are legal, but
+        # every planner downstream draws sizes from 1..d.
+        if math.prod(out.shape) > MAX_ELEMENTS or len(out.shape) > 5 or 0 in out.shape:
             self.rollback(mark)
             return False
         tainted = any(a.dtype in FLOATS or a.tainted for a in args)
