@@ -23,6 +23,8 @@ from .ops import OPS, OpDef, Val, ops_for
 DIM_CHOICES = (1, 1, 2, 3, 4, 5, 7, 8, 13, 16, 17, 31, 32, 48, 64)
 MAX_ELEMENTS = 1 << 14
 MAX_TRIES = 12
+# Share of programs that open with the state-update idiom (see _state_update).
+STATE_UPDATE_P = 0.08
 
 
 @dataclass
@@ -61,6 +63,8 @@ class _Builder:
         self.max_dim = spec.maxDimSize
         self.graph = Graph()
         self.vals: list[Val] = []
+        # Values returned whatever consumes them later (idioms that need both outputs).
+        self.pinned: list[int] = []
 
     def dim(self) -> int:
         choices = [d for d in DIM_CHOICES if d <= self.max_dim]
@@ -160,6 +164,29 @@ def _resume(b: _Builder, prefix: dict[str, Any], keep: int) -> None:
     b.graph.nodes.extend(dict(n) for n in nodes)
 
 
+def _state_update(b: _Builder, spec: GeneratorSpec) -> None:
+    """Open with `(x.at[i].set(u), f(x))`: an in-place update returned next to another
+    reader of the old value, as a KV-cache step or an optimizer update returns the new
+    state and a result computed from the old one.
+
+    Only this shape makes XLA protect the old value with a copy before updating in place,
+    so only it exercises copy insertion and buffer aliasing; random growth almost never
+    returns both. Both values are pinned as outputs, in this order (the update first, so
+    the old value's reader is scheduled after it).
+    """
+    dus = OPS["dynamic_update_slice"]
+    allowed = {op.name for op in ops_for(b.vals[0].dtype, spec.ops, spec.excludeOps)}
+    source = b.vals[0]
+    if dus.name not in allowed or source.rank == 0 or not b.try_op(dus, source):
+        return
+    updated = b.vals[-1].id
+    readers = [OPS[n] for n in sorted(allowed) if n != dus.name]
+    for _ in range(MAX_TRIES):
+        if readers and b.try_op(readers[int(b.rng.integers(len(readers)))], source):
+            b.pinned += [updated, b.vals[-1].id]
+            return
+
+
 def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | None = None) -> Graph:
     """The program number `index` of the campaign with `seed`: same inputs, same graph.
 
@@ -181,6 +208,9 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
             dtype = str(rng.choice(spec.dtypes)) if dtype_w is None \
                 else spec.dtypes[_pick(rng, len(spec.dtypes), dtype_w)]
             b.new_input(shape, dtype)
+        # Its own stream decides, so the other programs stay what they were.
+        if np.random.default_rng([seed, index, 0x0D05]).random() < STATE_UPDATE_P:
+            _state_update(b, spec)
     target = max(_n_ops(rng, spec), min(len(b.graph.nodes) + 1, spec.maxOps))
     op_w, pair_w = bias.get("ops"), bias.get("pairs", {})
     failures = 0
@@ -199,5 +229,6 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
             failures += 1
     used = {a for n in b.graph.nodes for a in n["args"]}
     sinks = [v.id for v in b.vals if "node" in b.graph.values[v.id] and v.id not in used]
-    b.graph.outputs = sinks[-4:] if sinks else [b.vals[-1].id]
+    outputs = sinks[-4:] if sinks else [b.vals[-1].id]
+    b.graph.outputs = b.pinned + [v for v in outputs if v not in b.pinned]
     return b.graph

@@ -232,6 +232,32 @@ _reg(OpDef("select_compare", "elementwise", NUMERIC, _plan_select_compare, _buil
            discrete=True))
 
 
+def _plan_select_extremum(ctx: Ctx, x: Val) -> Plan:
+    # A select whose predicate is certain to tie: where(x >= max(x, axis), y, z), the
+    # one-hot/mask-at-the-max idiom of argmax, top-1 routing and max-pooling gradients.
+    # select_compare picks between the compared values themselves, so a tie there
+    # selects equal values either way; here the tie decides between other values.
+    other = str(ctx.rng.choice(NUMERIC))
+    return [x, ctx.operand(x.shape, other), ctx.operand(x.shape, other)], {
+        "axis": int(ctx.rng.integers(x.rank)), "kind": str(ctx.rng.choice(["max", "min"]))}
+
+
+def _build_select_extremum(attrs: dict, x: Any, y: Any, z: Any) -> Any:
+    axis = attrs["axis"]
+    reduce, compare = (lax.reduce_max, lax.ge) if attrs["kind"] == "max" else (lax.reduce_min, lax.le)
+    kept = tuple(d for d in range(x.ndim) if d != axis)
+    # The barrier materializes x once, in its own dtype, for both the reduction and the
+    # compare: without it XLA may recompute x in excess precision in one fusion and
+    # round it in the other, which legally breaks the tie.
+    x = lax.optimization_barrier(x)
+    extremum = lax.broadcast_in_dim(reduce(x, (axis,)), x.shape, kept)
+    return lax.select(compare(x, extremum), y, z)
+
+
+_reg(OpDef("select_extremum", "elementwise", NUMERIC, _needs_rank(1, _plan_select_extremum),
+           _build_select_extremum, discrete=True))
+
+
 # --- conversion ----------------------------------------------------------------------------
 
 def _plan_convert(ctx: Ctx, x: Val) -> Plan:
