@@ -237,14 +237,16 @@ def main() -> int:
             print(f"--modes: unknown mode {m!r}; known: {', '.join(MODES)}", file=sys.stderr)
             return 2
     rows = []
+    budget = f"{args.programs} programs or {args.seconds:.0f} s, {args.workers} workers, seed {args.seed}"
+    out = Path(args.out)
     for fault in faults:
         for row in detect(args, fault, modes):
             rows.append(row)
             print(json.dumps(row), flush=True)
-    budget = f"{args.programs} programs or {args.seconds:.0f} s, {args.workers} workers, seed {args.seed}"
-    out = Path(args.out)
-    (out / "detection.md").write_text(_table(rows, budget))
-    (out / "detection.json").write_text(json.dumps({"budget": budget, "rows": rows, **versions()}, indent=1))
+        # Written after every fault: a long bench that is stopped keeps what it measured.
+        (out / "detection.md").write_text(_table(rows, budget))
+        (out / "detection.json").write_text(json.dumps({"budget": budget, "rows": rows, **versions()},
+                                                       indent=1))
     _chart(rows, out / "detection.png")
     print(_table(rows, budget))
     return 0
