@@ -541,10 +541,26 @@ def defuse(hlo_text: str) -> str:
     return text.replace(", is_scheduled=true", "", 1)
 
 
+def full_text(module: Any) -> str:
+    """A jaxlib `HloModule` as parsable text, every constant in full.
+
+    The default printer (`to_string()`, `get_hlo_text()`) shortens a constant of more than
+    a few elements to `{...}`, which the parser reads back as an uninitialized literal: a
+    round trip through it changed results and made them vary between compiles (scatter
+    indices from an s32[11,1] constant). That, not the injected faults, was behind the
+    `nondeterministic` findings of the first detection bench.
+    """
+    from jaxlib import _hlo
+
+    options = _hlo.HloPrintOptions()
+    options.print_large_constants = True
+    return module.to_string(options)
+
+
 def text_from_proto(proto: bytes) -> str:
     from jaxlib import _hlo
 
-    return _hlo.HloModule.from_serialized_hlo_module_proto(proto).to_string()
+    return full_text(_hlo.HloModule.from_serialized_hlo_module_proto(proto))
 
 
 def proto_from_text(text: str) -> bytes:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import hlo
 from .campaign import TargetSpec
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -81,4 +82,6 @@ def run_module(module: str, inputs: list[Any], options: dict[str, Any], platform
     t1 = time.perf_counter()
     outs = execute(exe, inputs)
     t2 = time.perf_counter()
-    return Execution(outs, t1 - t0, t2 - t1, exe.get_hlo_text() if want_hlo else None)
+    # Full constants: the bisector compiles fusions cut out of this text.
+    text = hlo.full_text(exe.hlo_modules()[0]) if want_hlo else None
+    return Execution(outs, t1 - t0, t2 - t1, text)

@@ -37,6 +37,15 @@ def _max_pool(x: jax.Array) -> jax.Array:
     return lax.reduce_window(x, -jnp.inf, lax.max, (2, 2), (1, 1), "VALID")
 
 
+def _scatter_constant_rows(x: jax.Array, u: jax.Array) -> jax.Array:
+    # Eleven row indices as one s32[11,1] constant: the default HLO printer shortens it
+    # to `{...}`, which once made the text round trip read garbage indices.
+    rows = jnp.asarray(np.array([6, 9, 2, 10, 3, 5, 7, 11, 8, 1, 0], np.int32)[:, None])
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
+                                     scatter_dims_to_operand_dims=(0,))
+    return lax.scatter(x, rows, u, dn, unique_indices=True)
+
+
 CORPUS: dict[str, tuple[Callable, tuple[np.ndarray, ...]]] = {
     "elementwise_arith": (lambda x, y: x * y + 1 - x / (y * y + 1), (_f32(8, 8), _f32(8, 8))),
     "sin_cos": (lambda x, y: jnp.sin(x) + jnp.cos(y), (_f32(6, 6), _f32(6, 6))),
@@ -73,4 +82,5 @@ CORPUS: dict[str, tuple[Callable, tuple[np.ndarray, ...]]] = {
     "max_pool": (_max_pool, (_f32(6, 6),)),
     "top_k": (lambda x: lax.top_k(x, 3), (_f32(4, 8),)),
     "sqrt_rsqrt": (lambda x: jnp.sqrt(jnp.abs(x)) + lax.rsqrt(jnp.abs(x) + 1.0), (_f32(6, 4),)),
+    "scatter_constant_rows": (_scatter_constant_rows, (_f32(12, 5), _f32(11, 5))),
 }
