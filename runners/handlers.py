@@ -68,7 +68,11 @@ def _interpret(module: str, inputs: list[np.ndarray]) -> dict[str, Any]:
     with mlir.make_ir_context() as ctx:
         stablehlo.register_interpreter_dialect(ctx)
         parsed = ir.Module.parse(module)
-        args = [ir.DenseElementsAttr.get(np.ascontiguousarray(x)) for x in inputs]
+        # StableHLO integers are signless except the unsigned ones (ui8, ui32): an
+        # unsigned array given as signless is refused as a type mismatch.
+        args = [ir.DenseElementsAttr.get(np.ascontiguousarray(x),
+                                         signless=np.asarray(x).dtype.kind != "u")
+                for x in inputs]
         return {"outputs": [np.array(o) for o in stablehlo.eval_module(parsed, args)]}
 
 

@@ -29,7 +29,7 @@ def _programs(op: str, limit: int):
         graph = generate(SEED, index, SPEC)
         if op in graph.op_names():
             inputs = make_inputs({"seed": SEED, "index": index, "special": False}, graph.inputs)
-            yield index, graph, inputs
+            yield graph, inputs
 
 
 def _differ(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
@@ -38,7 +38,7 @@ def _differ(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 
 def test_select_extremum_ties_reach_select_ge_to_gt() -> None:
     drawn = changed = 0
-    for _, graph, inputs in _programs("select_extremum", 120):
+    for graph, inputs in _programs("select_extremum", 120):
         drawn += 1
         f = evaluate.traced(graph)
         changed += _differ(run(f, *inputs), run_with_fault("select_ge_to_gt", f, *inputs))
@@ -67,7 +67,7 @@ def test_state_update_programs_reach_dus_copy_elided() -> None:
     worker = Worker("reach", plugins=[f"{fault_path('dus_copy_elided')}:transform"])
     tried = 0
     try:
-        for index, graph, inputs in _programs("dynamic_update_slice", 150):
+        for graph, inputs in _programs("dynamic_update_slice", 150):
             if not _opens_with_state_update(graph):
                 continue
             tried += 1

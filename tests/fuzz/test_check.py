@@ -60,3 +60,22 @@ def test_the_same_program_passes_without_the_fault(program: Path, campaign: Path
     (verdict,) = check_program(program, campaign)
 
     assert verdict["verdict"] == "pass", verdict
+
+
+def test_the_interpreter_reads_unsigned_inputs() -> None:
+    # ui8/ui32 parameters must be passed as unsigned attributes: signless ones were refused
+    # as a type mismatch, and every program with an unsigned input lost this reference.
+    from xla_sentinel import handlers
+
+    graph = Graph(values=[{"shape": [4], "dtype": "u8", "tainted": False, "input": 0},
+                          {"shape": [4], "dtype": "u32", "tainted": False, "input": 1},
+                          {"shape": [4], "dtype": "u32", "tainted": False, "node": 0},
+                          {"shape": [4], "dtype": "u32", "tainted": False, "node": 1}],
+                  nodes=[{"op": "convert", "args": [0], "attrs": {"dtype": "u32"}, "discrete": True},
+                         {"op": "add", "args": [2, 1], "attrs": {}, "discrete": False}],
+                  outputs=[3])
+    inputs = [np.array([0, 1, 200, 255], np.uint8), np.array([7, 2**31, 2**32 - 1, 3], np.uint32)]
+
+    reply = handlers._interpret(evaluate.lower_text(graph), inputs)
+
+    np.testing.assert_array_equal(reply["outputs"][0], evaluate.eager(graph, inputs)[0])
