@@ -42,6 +42,7 @@ class Outcome:
     skipped: str = ""  # a reference that does not apply to this program
     busy_s: float = 0.0
     samples: list[list[np.ndarray]] | None = None  # the noise model's samples
+    overflow: list[bool] | None = None  # per output: may overflow legally (noise request)
 
 
 @dataclass
@@ -112,7 +113,8 @@ class Assessor:
             return Outcome(verdict="compile_error", error=reply["error"], busy_s=reply["busy_s"])
         return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0),
                        skipped=reply.get("skipped", ""), busy_s=reply["busy_s"],
-                       hlo=reply.get("hlo"), samples=reply.get("samples"))
+                       hlo=reply.get("hlo"), samples=reply.get("samples"),
+                       overflow=reply.get("overflow"))
 
     def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         refs = {}
@@ -197,20 +199,26 @@ class Assessor:
         results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
         discrete = any(n.get("discrete") for n in (program.graph or {}).get("nodes", [])) \
             or program.graph is None
-        noise_cache: list[list[list[np.ndarray]] | None] = []
+        noise_cache: list[Outcome] = []
+
+        def noise_outcome() -> Outcome:
+            if not noise_cache:
+                noise_cache.append(self._noise(slot, program))
+                result.executions += 1
+                result.worker_s += noise_cache[0].busy_s
+            return noise_cache[0]
 
         def noise() -> list[list[np.ndarray]] | None:
-            if not noise_cache:
-                o = self._noise(slot, program)
-                noise_cache.append(o.samples or None)
-                result.executions += 1
-                result.worker_s += o.busy_s
-            return noise_cache[0]
+            return noise_outcome().samples or None
+
+        def overflow() -> list[bool] | None:
+            return noise_outcome().overflow
 
         for t in self.targets:
             if t.name not in results:
                 continue
-            j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides)
+            j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides,
+                             overflow_prone=overflow)
             if j.verdict == "pass":
                 result.margins[t.name] = j.evidence.get("margin", 0.0)
                 continue

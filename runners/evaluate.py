@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 
 from .dtypes import NP_DTYPES, UNIT_ROUNDOFF
@@ -54,6 +55,47 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
             out = out * jnp.asarray(1.0 + u * noise, out.dtype)
         vals.append(out)
     return tuple(vals[i] for i in graph.outputs)
+
+
+def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
+    """Per output: does it depend on an op that leaves its own dtype's range in float64?
+
+    That is an op whose float64 result is finite but beyond the largest finite value of
+    its dtype, or an op that accumulates (`sums` tag: dot, conv, sums) whose terms' magnitudes
+    add up beyond it. There an overflow is legal in one configuration and not in another:
+    a product rounded to inf before an add, or kept by an FMA (a clean-run f32 dot,
+    1.7e38 * 3 - 2.1e38); a partial sum beyond the range in one order only; an f16 value
+    kept in f32 by excess precision. Such an output may be non-finite where float64 is not.
+    """
+    vals: list[Any] = []
+    prone: list[bool] = []
+    for meta in graph.values:
+        if "input" in meta:
+            x = jnp.asarray(inputs[meta["input"]])
+            vals.append(x.astype(F64) if _is_float(x) else x)
+            prone.append(False)
+            continue
+        node = graph.nodes[meta["node"]]
+        op = OPS[node["op"]]
+        xs = [vals[i] for i in node["args"]]
+        if op.own_dtypes:
+            xs = [x.astype(NP_DTYPES[graph.values[i]["dtype"]]) for x, i in zip(xs, node["args"], strict=True)]
+        out = op.build(node["attrs"], *xs)
+        if _is_float(out) and out.dtype != F64:
+            out = out.astype(F64)
+        vals.append(out)
+        inherited = any(prone[i] for i in node["args"])
+        dtype = meta["dtype"]
+        if inherited or dtype not in UNIT_ROUNDOFF or not _is_float(out):
+            prone.append(inherited)
+            continue
+        top = float(ml_dtypes.finfo(NP_DTYPES[dtype]).max)
+        magnitudes = [np.abs(np.asarray(out))]
+        if "sums" in op.tags:
+            magnitudes.append(np.asarray(op.build(node["attrs"], *[jnp.abs(x) if _is_float(x) else x
+                                                                   for x in xs])))
+        prone.append(any(bool((np.isfinite(m) & (m > top)).any()) for m in magnitudes))
+    return [prone[i] for i in graph.outputs]
 
 
 def traced(graph: Graph, promote: bool = False) -> Callable[..., tuple[Any, ...]]:

@@ -104,7 +104,8 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
                    for sign in (1.0, -1.0)]
         samples += [evaluate.eager(graph, req["inputs"], promote=True, sign=sign, directed=True)
                     for sign in (1.0, -1.0)]
-        return {"outputs": samples[0], "samples": samples}
+        return {"outputs": samples[0], "samples": samples,
+                "overflow": evaluate.overflow_prone(graph, req["inputs"])}
     if kind == "f64_jit":
         text = evaluate.lower_f64_text(graph)
         return {"outputs": targets.run_module(text, _promote_inputs(req["inputs"]), F64_JIT_OPTIONS).outputs}

@@ -73,6 +73,8 @@ class OpDef:
     # Evaluate in the program's own dtypes inside the float64 reference (bitcasts,
     # nextafter): promoting their operands would change what they mean.
     own_dtypes: bool = False
+    # "index": takes indices; "sums": accumulates terms (its partial sums and products can
+    # leave the dtype's range although the result does not).
     tags: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -312,7 +314,8 @@ for _name, _fn, _dt, _g in [
     ("reduce_and", lax.reduce_and, ("bool",), None), ("reduce_or", lax.reduce_or, ("bool",), None),
 ]:
     _reg(OpDef(_name, "reduction", _dt, _needs_rank(1, _plan_reduce),
-               (lambda fn, g: lambda a, x: fn(guard(g, x), tuple(a["axes"])))(_fn, _g), _g))
+               (lambda fn, g: lambda a, x: fn(guard(g, x), tuple(a["axes"])))(_fn, _g), _g,
+               tags=frozenset({"sums"}) if _name == "reduce_sum" else frozenset()))
 
 
 def _plan_arg(ctx: Ctx, x: Val) -> Plan:
@@ -332,7 +335,8 @@ def _plan_cumulative(ctx: Ctx, x: Val) -> Plan:
 for _name, _fn, _g in [("cumsum", lax.cumsum, None), ("cumprod", lax.cumprod, "near1"),
                        ("cummax", lax.cummax, None), ("cummin", lax.cummin, None)]:
     _reg(OpDef(_name, "reduction", NUMERIC, _needs_rank(1, _plan_cumulative),
-               (lambda fn, g: lambda a, x: fn(guard(g, x), a["axis"], a["reverse"]))(_fn, _g), _g))
+               (lambda fn, g: lambda a, x: fn(guard(g, x), a["axis"], a["reverse"]))(_fn, _g), _g,
+               tags=frozenset({"sums"}) if _name == "cumsum" else frozenset()))
 
 
 def _plan_reduce_window(ctx: Ctx, x: Val) -> Plan:
@@ -356,7 +360,7 @@ def _build_reduce_window(attrs: dict, x: Any) -> Any:
 
 
 _reg(OpDef("reduce_window", "reduction", NUMERIC, _needs_rank(1, _plan_reduce_window),
-           _build_reduce_window))
+           _build_reduce_window, tags=frozenset({"sums"})))
 
 
 # --- linear algebra ------------------------------------------------------------------------
@@ -383,7 +387,8 @@ def _build_dot(attrs: dict, x: Any, y: Any) -> Any:
     return lax.dot_general(x, y, dn)
 
 
-_reg(OpDef("dot_general", "linalg", FLOATS + ("s32",), _needs_rank(1, _plan_dot), _build_dot))
+_reg(OpDef("dot_general", "linalg", FLOATS + ("s32",), _needs_rank(1, _plan_dot), _build_dot,
+           tags=frozenset({"sums"})))
 
 
 def _plan_conv(ctx: Ctx, x: Val) -> Plan | None:
@@ -412,7 +417,8 @@ def _build_conv(attrs: dict, x: Any, w: Any) -> Any:
                                     tuple(attrs["lhs_dilation"]), tuple(attrs["rhs_dilation"]))
 
 
-_reg(OpDef("conv_general_dilated", "linalg", FLOATS, _plan_conv, _build_conv))
+_reg(OpDef("conv_general_dilated", "linalg", FLOATS, _plan_conv, _build_conv,
+           tags=frozenset({"sums"})))
 
 
 # --- shape manipulation --------------------------------------------------------------------

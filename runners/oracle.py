@@ -151,6 +151,7 @@ def judge(
     discrete: bool = False,
     k_overrides: dict[str, float] | None = None,
     literal: str = "eager",
+    overflow_prone: Callable[[], list[bool] | None] | None = None,
 ) -> Judgement:
     """Judge one configuration's outputs against the reference and the other configurations.
 
@@ -159,6 +160,8 @@ def judge(
     outputs) and is called at most once, only when needed. `literal` names the op-by-op
     evaluation at the program's own precision, if present: a result within k*u of it is
     what the program literally says, and never a miscompile of the program as a whole.
+    `overflow_prone` returns, per output, whether it depends on a value beyond its dtype's
+    range in float64 (evaluate.overflow_prone); a non-finite result there is no verdict.
     """
     k_overrides = k_overrides or {}
     mine = results[target]
@@ -190,6 +193,8 @@ def judge(
             ev.update(reason="integer", dtype=info.dtype, tainted=info.tainted)
             return Judgement("mismatch", i, ev)
         nan = _nan_mismatch(c, [o[i] for o in others], ref, info.dtype)
+        if nan is not None and overflow_prone is not None and (prone := overflow_prone()) and prone[i]:
+            nan = None  # its finite elements are still judged below
         if nan is not None:
             nan["dtype"] = info.dtype
             return Judgement("nan_mismatch", i, nan)

@@ -80,3 +80,62 @@ def test_a_flip_no_ulp_explains_is_still_flagged() -> None:
     j = judge("no_fusion_emitters", results, ref, [OutputInfo("f16", True)], lambda: samples,
               discrete=True, literal="none")
     assert j.verdict == "mismatch", j.evidence
+
+
+# Clean-run program s6-i1097 cut down: an f32 dot whose row is [1.7e38, 1.7e38, 0] and
+# column [-1.25, 3, 2.47]. The float64 result, 2.97e38, is finite in f32, but the product
+# 1.7e38 * 3 is not: O0 rounds it to inf, a target that fuses the multiply-add does not.
+DOT = Graph(
+    values=[{"shape": [1, 3], "dtype": "f32", "tainted": False, "input": 0},
+            {"shape": [3, 1], "dtype": "f32", "tainted": False, "input": 1},
+            {"shape": [1, 1], "dtype": "f32", "tainted": True, "node": 0},
+            {"shape": [1, 1], "dtype": "f32", "tainted": True, "node": 1}],
+    nodes=[{"op": "dot_general", "args": [0, 1], "discrete": False,
+            "attrs": {"lhs_contract": [1], "rhs_contract": [0], "lhs_batch": [], "rhs_batch": []}},
+           {"op": "neg", "args": [2], "attrs": {}, "discrete": False}],
+    outputs=[2, 3, 1])
+ROW = np.float32([[1.7014117e38, 1.7014117e38, 0.0]])
+COLUMN = np.float32([[-1.254481], [3.0], [2.4702647]])
+
+
+def test_overflow_prone_marks_outputs_behind_a_sum_of_huge_terms() -> None:
+    assert evaluate.overflow_prone(DOT, [ROW, COLUMN]) == [True, True, False]
+    # Same program, terms that stay in range: nothing is prone.
+    assert evaluate.overflow_prone(DOT, [ROW / 1e3, COLUMN]) == [False, False, False]
+
+
+def test_overflow_prone_marks_an_intermediate_beyond_its_dtype() -> None:
+    # f16: x * x = 90000 > 65504, then * 0.1 brings it back in range; a target that keeps
+    # the f16 intermediate in f32 (excess precision) stays finite, the literal one does not.
+    graph = Graph(values=[{"shape": [2], "dtype": "f16", "tainted": False, "input": 0},
+                          {"shape": [2], "dtype": "f16", "tainted": False, "input": 1},
+                          {"shape": [2], "dtype": "f16", "tainted": True, "node": 0},
+                          {"shape": [2], "dtype": "f16", "tainted": True, "node": 1}],
+                  nodes=[{"op": "mul", "args": [0, 0], "attrs": {}, "discrete": False},
+                         {"op": "mul", "args": [2, 1], "attrs": {}, "discrete": False}],
+                  outputs=[3])
+    tenth = np.float16([0.1, 0.1])
+    assert evaluate.overflow_prone(graph, [np.float16([300.0, 1.0]), tenth]) == [True]
+    assert evaluate.overflow_prone(graph, [np.float16([200.0, 1.0]), tenth]) == [False]
+
+
+def test_a_non_finite_result_is_no_verdict_only_where_overflow_is_legal() -> None:
+    ref = evaluate.eager(DOT, [ROW, COLUMN], promote=True)
+    fma = [np.float32(r) for r in ref]  # the fused target: finite, next to float64
+    rounded = [np.full_like(fma[0], np.inf), np.full_like(fma[1], -np.inf), fma[2]]
+    results = {"O0": rounded, "default": fma}
+    infos = [OutputInfo("f32", True)] * 3
+
+    prone = evaluate.overflow_prone(DOT, [ROW, COLUMN])
+    assert judge("O0", results, ref, infos, _noise_samples_of(DOT, [ROW, COLUMN]),
+                 overflow_prone=lambda: prone).verdict == "pass"
+    j = judge("O0", results, ref, infos, _noise_samples_of(DOT, [ROW, COLUMN]),
+              overflow_prone=lambda: [False, False, False])
+    assert j.verdict == "nan_mismatch" and j.output == 0
+
+
+def _noise_samples_of(graph: Graph, inputs: list[np.ndarray]):
+    reply = handlers.HANDLERS["reference"]({"cmd": "reference", "graph": graph.to_json(),
+                                            "inputs": inputs, "kind": "noise", "noise_seed": 7})
+    assert reply["overflow"] == evaluate.overflow_prone(graph, inputs)
+    return lambda: reply["samples"]
