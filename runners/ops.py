@@ -73,8 +73,9 @@ class OpDef:
     # Evaluate in the program's own dtypes inside the float64 reference (bitcasts,
     # nextafter): promoting their operands would change what they mean.
     own_dtypes: bool = False
-    # "index": takes indices; "sums": accumulates terms (its partial sums and products can
-    # leave the dtype's range although the result does not).
+    # "index": takes indices; "sums": adds up terms (its partial sums and products can
+    # leave the dtype's range although the result does not, and its rounding error grows
+    # with the number of terms); "products": multiplies terms (the error grows likewise).
     tags: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -315,7 +316,8 @@ for _name, _fn, _dt, _g in [
 ]:
     _reg(OpDef(_name, "reduction", _dt, _needs_rank(1, _plan_reduce),
                (lambda fn, g: lambda a, x: fn(guard(g, x), tuple(a["axes"])))(_fn, _g), _g,
-               tags=frozenset({"sums"}) if _name == "reduce_sum" else frozenset()))
+               tags=frozenset({"sums"}) if _name == "reduce_sum"
+               else frozenset({"products"}) if _name == "reduce_prod" else frozenset()))
 
 
 def _plan_arg(ctx: Ctx, x: Val) -> Plan:
@@ -336,7 +338,8 @@ for _name, _fn, _g in [("cumsum", lax.cumsum, None), ("cumprod", lax.cumprod, "n
                        ("cummax", lax.cummax, None), ("cummin", lax.cummin, None)]:
     _reg(OpDef(_name, "reduction", NUMERIC, _needs_rank(1, _plan_cumulative),
                (lambda fn, g: lambda a, x: fn(guard(g, x), a["axis"], a["reverse"]))(_fn, _g), _g,
-               tags=frozenset({"sums"}) if _name == "cumsum" else frozenset()))
+               tags=frozenset({"sums"}) if _name == "cumsum"
+               else frozenset({"products"}) if _name == "cumprod" else frozenset()))
 
 
 def _plan_reduce_window(ctx: Ctx, x: Val) -> Plan:

@@ -139,3 +139,31 @@ def _noise_samples_of(graph: Graph, inputs: list[np.ndarray]):
                                             "inputs": inputs, "kind": "noise", "noise_seed": 7})
     assert reply["overflow"] == evaluate.overflow_prone(graph, inputs)
     return lambda: reply["samples"]
+
+
+def _reduction(op: str, shape: list[int], attrs: dict) -> Graph:
+    return Graph(values=[{"shape": shape, "dtype": "f16", "tainted": False, "input": 0},
+                         {"shape": [1], "dtype": "f16", "tainted": True, "node": 0}],
+                 nodes=[{"op": op, "args": [0], "attrs": attrs, "discrete": False}],
+                 outputs=[1])
+
+
+def test_a_long_sum_may_move_by_sqrt_n_times_its_terms_magnitude() -> None:
+    # 400 terms that cancel: one rounding of the result would allow almost nothing, while
+    # each of the 400 additions rounds at the size of the partial sums.
+    x = np.float16(np.where(np.arange(400) % 2 == 0, 3.0, -3.0))
+    x[0] = 3.5
+    graph = _reduction("reduce_sum", [1, 400], {"axes": [1]})
+    (ref,) = evaluate.eager(graph, [x[None]], promote=True)
+    (up,) = evaluate.eager(graph, [x[None]], promote=True, sign=1.0, directed=True)
+
+    np.testing.assert_allclose(up - ref, 2 * 2.0**-11 * np.sqrt(400) * 1200.5)
+
+
+def test_a_long_product_may_move_by_sqrt_n_roundings() -> None:
+    x = np.float16(np.full((1, 3264), 1.0001))  # the guard keeps products near 1
+    graph = _reduction("reduce_prod", [1, 3264], {"axes": [1]})
+    (ref,) = evaluate.eager(graph, [x], promote=True)
+    (down,) = evaluate.eager(graph, [x], promote=True, sign=-1.0, directed=True)
+
+    np.testing.assert_allclose(down, ref * (1 - 2 * 2.0**-11 * np.sqrt(3264)))
