@@ -46,6 +46,9 @@ class WorkerHung(RuntimeError):
 
 
 def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, handler_module: str) -> None:
+    # Ctrl-C reaches the whole process group. The coordinator stops and closes its
+    # workers itself; a worker dying of the signal first would be judged a crash.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if log_path:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)

@@ -116,6 +116,9 @@ def test_interrupt_loses_no_finding_and_the_run_resumes(tmp_path: Path) -> None:
     proc.communicate(timeout=60)
     rows = sqlite3.connect(out / "campaign.sqlite").execute("SELECT id, dir FROM findings").fetchall()
     assert len(rows) >= found
+    # The signal reached the workers too (one process group): none may count as a crash.
+    verdicts = sqlite3.connect(out / "campaign.sqlite").execute("SELECT verdict FROM findings").fetchall()
+    assert ("crash",) not in verdicts
     for _, folder in rows:
         assert (out / folder / "finding.json").exists()
         Program.load(out / folder / "program")
