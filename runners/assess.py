@@ -99,6 +99,10 @@ class Assessor:
         self.stop = stop or threading.Event()
 
     def call(self, worker: Worker, request: dict[str, Any]) -> Outcome:
+        if self.stop.is_set():
+            # Stopping: the slot's workers are being closed, and a call would start a new
+            # one that nothing closes.
+            raise Stopped
         started = time.perf_counter()
         try:
             reply = worker.call(request, self.timeout)
