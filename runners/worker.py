@@ -100,6 +100,7 @@ class Worker:
     _conn: Any = field(default=None, repr=False)
     restarts: int = 0
     recycles: int = 0
+    _busy: bool = field(default=False, repr=False)
     handler_module: str = "xla_sentinel.handlers"
 
     def start(self) -> None:
@@ -124,6 +125,7 @@ class Worker:
             self.start()
         # Local references: close() from another thread may clear the attributes meanwhile.
         proc, conn = self._proc, self._conn
+        self._busy = True
         try:
             conn.send(request)
             if not conn.poll(timeout):
@@ -142,6 +144,8 @@ class Worker:
             self._proc = None
             self.restarts += 1
             raise WorkerDied(proc.exitcode, tail) from None
+        finally:
+            self._busy = False
 
     def kill(self) -> None:
         if self._proc is not None:
@@ -150,7 +154,10 @@ class Worker:
             self._proc = None
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        # A worker in the middle of a call (closed from another thread, as a campaign does
+        # when it stops) is killed: a polite None would share the pipe with a request
+        # being sent, and block while the worker computes.
+        if self._proc is not None and self._proc.is_alive() and not self._busy:
             try:
                 self._conn.send(None)
                 self._proc.join(2)
