@@ -5,9 +5,10 @@ fusion); with `promote=True` it is the float64 reference, and with a `perturb` g
 it is the noise model: every float op output moved by u*U(-1, 1) times its rounding scale
 (|output| for an op that rounds once, more for long reductions: `_rounding_scale`), u the
 unit roundoff of the op's own dtype, which measures how much legal rounding can move
-outputs. A `directed` noise sample instead moves every float op output by one ulp the same
-way (2u times its scale): the faithful rounding that XLA's transcendental functions are
-allowed, and the systematic drift a random sample almost never reaches.
+outputs. A `directed` noise sample instead moves every float op output the same way by its
+largest legal rounding: one ulp (2u times its scale) for a transcendental function, which
+XLA may round faithfully rather than correctly, half an ulp (u) for the rest; and the
+systematic drift a random sample almost never reaches.
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
             out = out.astype(F64)
         if (directed or perturb is not None) and _is_float(out):
             u = UNIT_ROUNDOFF[meta["dtype"]]
-            step = 2.0 * sign if directed else sign * perturb.uniform(-1.0, 1.0, size=out.shape)
+            # Directed: one ulp (2u) for a transcendental function, which may be an ulp
+            # off; half an ulp (u) for the correctly rounded ops (arithmetic, sqrt,
+            # converts), or a one-ulp rounding bug in them would look legal.
+            step = (2.0 if "approx" in op.tags else 1.0) * sign if directed \
+                else sign * perturb.uniform(-1.0, 1.0, size=out.shape)
             out = out + jnp.asarray(u * step, out.dtype) * _rounding_scale(op, node["attrs"], xs, out)
         vals.append(out)
     return tuple(vals[i] for i in graph.outputs)

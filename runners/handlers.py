@@ -95,9 +95,9 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
     if kind == "noise":
         # Two antithetic samples (perturbations U and -U): a rounding tie that one legal
         # configuration breaks upwards and another downwards is flipped by one of them.
-        # Two directed samples (every op one ulp up, every op one ulp down): a clean-run
-        # f16 floor(rsqrt(1.00098)) = floor(0.99951) flipped to 1 in one configuration
-        # whose rsqrt was one ulp high, beyond what U(-u, u) per op reaches.
+        # Two directed samples (every op up, then down, by its largest legal rounding): a
+        # clean-run f16 floor(rsqrt(1.00098)) = floor(0.99951) flipped to 1 in one
+        # configuration whose rsqrt was one ulp high, beyond what U(-u, u) per op reaches.
         seed = req.get("noise_seed", 0)
         samples = [evaluate.eager(graph, req["inputs"], promote=True,
                                   perturb=np.random.default_rng(seed), sign=sign)

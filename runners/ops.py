@@ -73,7 +73,8 @@ class OpDef:
     # Evaluate in the program's own dtypes inside the float64 reference (bitcasts,
     # nextafter): promoting their operands would change what they mean.
     own_dtypes: bool = False
-    # "index": takes indices; "sums": adds up terms (its partial sums and products can
+    # "index": takes indices; "approx": a transcendental function, not correctly rounded
+    # (XLA may be an ulp off); "sums": adds up terms (its partial sums and products can
     # leave the dtype's range although the result does not, and its rounding error grows
     # with the number of terms); "products": multiplies terms (the error grows likewise).
     tags: frozenset[str] = field(default_factory=frozenset)
@@ -138,21 +139,22 @@ def _needs_rank(k: int, plan: Callable[[Ctx, Val], Plan | None]) -> Callable[[Ct
 # --- elementwise ---------------------------------------------------------------------------
 
 def unary(name: str, fn: Callable[[Any], Any], dtypes: tuple[str, ...], guard_kind: str | None = None,
-          discrete: bool = False, own_dtypes: bool = False) -> None:
+          discrete: bool = False, own_dtypes: bool = False, tags: frozenset[str] = frozenset()) -> None:
     def build(attrs: dict, x: Any) -> Any:
         return fn(guard(guard_kind, x))
-    _reg(OpDef(name, "elementwise", dtypes, same(1), build, guard_kind, discrete, own_dtypes))
+    _reg(OpDef(name, "elementwise", dtypes, same(1), build, guard_kind, discrete, own_dtypes, tags))
 
 
 def binary(name: str, fn: Callable[[Any, Any], Any], dtypes: tuple[str, ...],
            lhs_guard: str | None = None, rhs_guard: str | None = None, discrete: bool = False,
-           own_dtypes: bool = False, int_rhs: Callable[[Any], Any] | None = None) -> None:
+           own_dtypes: bool = False, int_rhs: Callable[[Any], Any] | None = None,
+           tags: frozenset[str] = frozenset()) -> None:
     def build(attrs: dict, x: Any, y: Any) -> Any:
         if int_rhs is not None and not jnp.issubdtype(y.dtype, jnp.floating):
             y = int_rhs(y)
         return fn(guard(lhs_guard, x), guard(rhs_guard, y))
     _reg(OpDef(name, "elementwise", dtypes, same(2), build, lhs_guard or rhs_guard, discrete,
-               own_dtypes))
+               own_dtypes, tags))
 
 
 for _name, _fn, _g in [
@@ -163,7 +165,8 @@ for _name, _fn, _g in [
     ("erf", lax.erf, None), ("erf_inv", lax.erf_inv, "unit"), ("lgamma", lax.lgamma, "pos"),
     ("digamma", lax.digamma, "pos"), ("atanh", lax.atanh, "unit"), ("sinh", lax.sinh, "bounded"),
 ]:
-    unary(_name, _fn, FLOATS, _g)
+    # Only sqrt is correctly rounded by IEEE 754; the others may err by an ulp ("approx").
+    unary(_name, _fn, FLOATS, _g, tags=frozenset() if _name == "sqrt" else frozenset({"approx"}))
 for _name, _fn in [("floor", lax.floor), ("ceil", lax.ceil), ("sign", lax.sign)]:
     unary(_name, _fn, FLOATS, discrete=True)
 unary("round", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), FLOATS, discrete=True)
@@ -180,8 +183,8 @@ for _name, _fn in [("add", lax.add), ("sub", lax.sub), ("mul", lax.mul), ("max",
     binary(_name, _fn, NUMERIC)
 binary("div", lax.div, NUMERIC, rhs_guard="pos", int_rhs=int_nonzero)
 binary("rem", lax.rem, NUMERIC, rhs_guard="pos", discrete=True, int_rhs=int_nonzero)
-binary("pow", lax.pow, FLOATS, lhs_guard="pos", rhs_guard="bounded")
-binary("atan2", lax.atan2, FLOATS)
+binary("pow", lax.pow, FLOATS, lhs_guard="pos", rhs_guard="bounded", tags=frozenset({"approx"}))
+binary("atan2", lax.atan2, FLOATS, tags=frozenset({"approx"}))
 binary("nextafter", lax.nextafter, ("f32", "f64"), own_dtypes=True)
 for _name, _fn in [("and", lax.bitwise_and), ("or", lax.bitwise_or), ("xor", lax.bitwise_xor)]:
     binary(_name, _fn, INTS + ("bool",))
