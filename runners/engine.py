@@ -488,10 +488,14 @@ def run_campaign(spec: CampaignSpec, out_dir: Path, *, name: str = "campaign", s
     """Run a campaign into `out_dir`; returns the summary (also written to summary.json)."""
     run = CampaignRun(spec, out_dir, name=name, shard_index=shard_index, shard_count=shard_count,
                       reporter=reporter, progress=progress, inject_passes=inject_passes)
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a pod being stopped) ends the campaign like Ctrl-C: findings are committed.
         signal.signal(signal.SIGTERM, lambda *_: run.stop.set())
+        # A process started with SIGINT ignored (a background job of a shell without job
+        # control, a parent that ignores it) inherits that, and Python keeps it: Ctrl-C or
+        # kill -INT would then not stop the campaign at all.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return run.run()
     except KeyboardInterrupt:
@@ -499,4 +503,5 @@ def run_campaign(spec: CampaignSpec, out_dir: Path, *, name: str = "campaign", s
         return run.summary()
     finally:
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGTERM, previous[0])
+            signal.signal(signal.SIGINT, previous[1])

@@ -100,7 +100,10 @@ def test_interrupt_loses_no_finding_and_the_run_resumes(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "xla_sentinel.cli", "run", str(campaign), "--out",
                              str(out), "--quiet", "--inject-pass", fault_path("fusion_bf16_rounding")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            # Started with SIGINT ignored, as a background job of a shell
+                            # without job control is: the campaign must still stop on it.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     deadline = time.monotonic() + 240
     found = 0
     while time.monotonic() < deadline and not found:
