@@ -35,9 +35,12 @@ def _is_float(x: Any) -> bool:
 
 def _apply(graph: Graph, args: list[Any], promote: bool,
            perturb: np.random.Generator | None, sign: float = 1.0,
-           directed: bool = False) -> tuple[Any, ...]:
+           directed: bool = False,
+           observe: Callable[[int, dict[str, Any], Any, list[Any], Any], None] | None = None,
+           ) -> tuple[Any, ...]:
+    """Evaluate op by op; `observe(value, node, op, args, out)` sees each unperturbed result."""
     vals: list[Any] = []
-    for meta in graph.values:
+    for v, meta in enumerate(graph.values):
         if "input" in meta:
             x = args[meta["input"]]
             vals.append(x.astype(F64) if promote and _is_float(x) else x)
@@ -50,6 +53,8 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
         out = op.build(node["attrs"], *xs)
         if promote and _is_float(out) and out.dtype != F64:
             out = out.astype(F64)
+        if observe is not None:
+            observe(v, node, op, xs, out)
         if (directed or perturb is not None) and _is_float(out):
             u = UNIT_ROUNDOFF[meta["dtype"]]
             # Directed: one ulp (2u) for a transcendental function, which may be an ulp
@@ -72,15 +77,22 @@ def _rounding_scale(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any) -> 
     s6-i2349, an f16 product of 3,264 terms, differed legally by 8% between targets
     while that noise model allowed 0.2%.
     """
-    if "sums" in op.tags and attrs.get("kind", "add") == "add":
+    magnitude = _terms_magnitude(op, attrs, xs)
+    if magnitude is not None:
         n = op.build(attrs, *[jnp.ones_like(x) if _is_float(x) else x for x in xs])
-        magnitude = op.build(attrs, *[jnp.abs(x) if _is_float(x) else x for x in xs])
         return jnp.sqrt(jnp.maximum(n, 1.0)) * magnitude
     if "products" in op.tags:
         x = xs[0]
         n = math.prod(x.shape[a] for a in attrs["axes"]) if "axes" in attrs else x.shape[attrs["axis"]]
         return math.sqrt(max(n, 1)) * jnp.abs(out)
     return jnp.abs(out)
+
+
+def _terms_magnitude(op: Any, attrs: dict[str, Any], xs: list[Any]) -> Any | None:
+    """For an op that adds up terms, the sum of their magnitudes per output element."""
+    if "sums" not in op.tags or attrs.get("kind", "add") != "add":
+        return None
+    return op.build(attrs, *[jnp.abs(x) if _is_float(x) else x for x in xs])
 
 
 def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
@@ -93,34 +105,19 @@ def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
     1.7e38 * 3 - 2.1e38); a partial sum beyond the range in one order only; an f16 value
     kept in f32 by excess precision. Such an output may be non-finite where float64 is not.
     """
-    vals: list[Any] = []
-    prone: list[bool] = []
-    for meta in graph.values:
-        if "input" in meta:
-            x = jnp.asarray(inputs[meta["input"]])
-            vals.append(x.astype(F64) if _is_float(x) else x)
-            prone.append(False)
-            continue
-        node = graph.nodes[meta["node"]]
-        op = OPS[node["op"]]
-        xs = [vals[i] for i in node["args"]]
-        if op.own_dtypes:
-            xs = [x.astype(NP_DTYPES[graph.values[i]["dtype"]]) for x, i in zip(xs, node["args"], strict=True)]
-        out = op.build(node["attrs"], *xs)
-        if _is_float(out) and out.dtype != F64:
-            out = out.astype(F64)
-        vals.append(out)
-        inherited = any(prone[i] for i in node["args"])
-        dtype = meta["dtype"]
-        if inherited or dtype not in UNIT_ROUNDOFF or not _is_float(out):
-            prone.append(inherited)
-            continue
+    prone = [False] * len(graph.values)
+
+    def observe(v: int, node: dict[str, Any], op: Any, xs: list[Any], out: Any) -> None:
+        dtype = graph.values[v]["dtype"]
+        prone[v] = any(prone[a] for a in node["args"])
+        if prone[v] or dtype not in UNIT_ROUNDOFF or not _is_float(out):
+            return
         top = float(ml_dtypes.finfo(NP_DTYPES[dtype]).max)
-        magnitudes = [np.abs(np.asarray(out))]
-        if "sums" in op.tags:
-            magnitudes.append(np.asarray(op.build(node["attrs"], *[jnp.abs(x) if _is_float(x) else x
-                                                                   for x in xs])))
-        prone.append(any(bool((np.isfinite(m) & (m > top)).any()) for m in magnitudes))
+        terms = _terms_magnitude(op, node["attrs"], xs)
+        magnitudes = [out] if terms is None else [out, terms]
+        prone[v] = any(bool((np.isfinite(m) & (m > top)).any()) for m in map(np.abs, map(np.asarray, magnitudes)))
+
+    _apply(graph, [jnp.asarray(x) for x in inputs], True, None, observe=observe)
     return [prone[i] for i in graph.outputs]
 
 
