@@ -149,7 +149,10 @@ class Assessor:
     def _infos(self, program: Program) -> list[oracle.OutputInfo]:
         if program.graph is not None:
             vals = program.graph["values"]
-            return [oracle.OutputInfo(vals[i]["dtype"], vals[i]["tainted"]) for i in program.graph["outputs"]]
+            bitwise = not oracle.has_subnormals(program.inputs)
+            return [oracle.OutputInfo(vals[i]["dtype"], vals[i]["tainted"],
+                                      bitwise and vals[i].get("bitwise", False))
+                    for i in program.graph["outputs"]]
         return [oracle.OutputInfo(d, True) for d in result_dtypes(program.module)]
 
     def _noise(self, slot: Slot, program: Program) -> Outcome:

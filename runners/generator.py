@@ -17,6 +17,7 @@ import numpy as np
 
 from .campaign import GeneratorSpec
 from .dtypes import FLOATS, NP_DTYPES, name_of
+from .exact import annotate
 from .ops import OPS, OpDef, Val, ops_for
 
 # Dimension sizes: 1 and primes catch edge handling, powers of two the vectorized paths.
@@ -29,7 +30,8 @@ STATE_UPDATE_P = 0.08
 
 @dataclass
 class Graph:
-    """values[i] is {"shape", "dtype", "tainted", and "input": k or "node": j}."""
+    """values[i] is {"shape", "dtype", "tainted", "input": k or "node": j, and, once the
+    graph is complete, "bitwise" (exact.py)}."""
 
     values: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
@@ -136,6 +138,7 @@ def single_op(op_name: str, dtype: str, seed: int = 0, spec: GeneratorSpec | Non
         primary = b.new_input(shape, dtype)
         if b.try_op(op, primary):
             b.graph.outputs = [b.vals[-1].id]
+            annotate(b.graph.to_json())
             return b.graph
     return None
 
@@ -231,4 +234,5 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
     sinks = [v.id for v in b.vals if "node" in b.graph.values[v.id] and v.id not in used]
     outputs = sinks[-4:] if sinks else [b.vals[-1].id]
     b.graph.outputs = b.pinned + [v for v in outputs if v not in b.pinned]
+    annotate(b.graph.to_json())
     return b.graph

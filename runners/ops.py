@@ -77,6 +77,10 @@ class OpDef:
     # (XLA may be an ulp off); "sums": adds up terms (its partial sums and products can
     # leave the dtype's range although the result does not, and its rounding error grows
     # with the number of terms); "products": multiplies terms (the error grows likewise).
+    # For the bitwise oracle (exact.py): "exact": the result is fixed bitwise by the
+    # operands (compares, rounding to integers, conversions); "selects": its elements are
+    # operand elements moved, chosen or negated, so it commutes with rounding (movement,
+    # select, max, min, abs); "rounded": one correctly rounded operation on floats (+ - *).
     tags: frozenset[str] = field(default_factory=frozenset)
 
 
@@ -167,32 +171,36 @@ for _name, _fn, _g in [
 ]:
     # Only sqrt is correctly rounded by IEEE 754; the others may err by an ulp ("approx").
     unary(_name, _fn, FLOATS, _g, tags=frozenset() if _name == "sqrt" else frozenset({"approx"}))
+EXACT, SELECTS, ROUNDED = frozenset({"exact"}), frozenset({"selects"}), frozenset({"rounded"})
 for _name, _fn in [("floor", lax.floor), ("ceil", lax.ceil), ("sign", lax.sign)]:
-    unary(_name, _fn, FLOATS, discrete=True)
-unary("round", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), FLOATS, discrete=True)
-unary("round_away", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), FLOATS, discrete=True)
-unary("is_finite", lax.is_finite, FLOATS, discrete=True)
-unary("abs", lax.abs, FLOATS + SIGNED)
-unary("neg", lax.neg, FLOATS + SIGNED)
+    unary(_name, _fn, FLOATS, discrete=True, tags=EXACT)
+unary("round", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), FLOATS, discrete=True,
+      tags=EXACT)
+unary("round_away", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), FLOATS,
+      discrete=True, tags=EXACT)
+unary("is_finite", lax.is_finite, FLOATS, discrete=True, tags=EXACT)
+unary("abs", lax.abs, FLOATS + SIGNED, tags=SELECTS)
+unary("neg", lax.neg, FLOATS + SIGNED, tags=SELECTS)
 unary("not", lax.bitwise_not, INTS + ("bool",))
 unary("population_count", lax.population_count, INTS)
 unary("clz", lax.clz, INTS)
 
-for _name, _fn in [("add", lax.add), ("sub", lax.sub), ("mul", lax.mul), ("max", lax.max),
-                   ("min", lax.min)]:
-    binary(_name, _fn, NUMERIC)
+for _name, _fn, _tags in [("add", lax.add, ROUNDED), ("sub", lax.sub, ROUNDED),
+                          ("mul", lax.mul, ROUNDED), ("max", lax.max, SELECTS),
+                          ("min", lax.min, SELECTS)]:
+    binary(_name, _fn, NUMERIC, tags=_tags)
 binary("div", lax.div, NUMERIC, rhs_guard="pos", int_rhs=int_nonzero)
 binary("rem", lax.rem, NUMERIC, rhs_guard="pos", discrete=True, int_rhs=int_nonzero)
 binary("pow", lax.pow, FLOATS, lhs_guard="pos", rhs_guard="bounded", tags=frozenset({"approx"}))
 binary("atan2", lax.atan2, FLOATS, tags=frozenset({"approx"}))
-binary("nextafter", lax.nextafter, ("f32", "f64"), own_dtypes=True)
+binary("nextafter", lax.nextafter, ("f32", "f64"), own_dtypes=True, tags=EXACT)
 for _name, _fn in [("and", lax.bitwise_and), ("or", lax.bitwise_or), ("xor", lax.bitwise_xor)]:
     binary(_name, _fn, INTS + ("bool",))
 for _name, _fn in [("shift_left", lax.shift_left), ("shift_right_logical", lax.shift_right_logical),
                    ("shift_right_arithmetic", lax.shift_right_arithmetic)]:
     binary(_name, _fn, INTS)
 for _dir in ("eq", "ne", "lt", "le", "gt", "ge"):
-    binary(f"compare_{_dir}", getattr(lax, _dir), NUMERIC, discrete=True)
+    binary(f"compare_{_dir}", getattr(lax, _dir), NUMERIC, discrete=True, tags=EXACT)
 
 
 def _plan_clamp(ctx: Ctx, x: Val) -> Plan:
@@ -209,14 +217,15 @@ def _build_clamp(attrs: dict, x: Any) -> Any:
     return lax.clamp(jnp.asarray(lo, x.dtype), x, jnp.asarray(hi, x.dtype))
 
 
-_reg(OpDef("clamp", "elementwise", NUMERIC, _plan_clamp, _build_clamp))
+_reg(OpDef("clamp", "elementwise", NUMERIC, _plan_clamp, _build_clamp, tags=SELECTS))
 
 
 def _plan_select(ctx: Ctx, x: Val) -> Plan:
     return [ctx.operand(x.shape, "bool"), x, ctx.operand(x.shape, x.dtype)], {}
 
 
-_reg(OpDef("select", "elementwise", ALL, _plan_select, lambda a, p, x, y: lax.select(p, x, y)))
+_reg(OpDef("select", "elementwise", ALL, _plan_select, lambda a, p, x, y: lax.select(p, x, y),
+           tags=SELECTS))
 
 COMPARE_DIRECTIONS = ("ge", "le", "gt", "lt", "eq", "ne")
 
@@ -235,7 +244,7 @@ def _build_select_compare(attrs: dict, x: Any, y: Any) -> Any:
 
 
 _reg(OpDef("select_compare", "elementwise", NUMERIC, _plan_select_compare, _build_select_compare,
-           discrete=True))
+           discrete=True, tags=SELECTS))
 
 
 def _plan_select_extremum(ctx: Ctx, x: Val) -> Plan:
@@ -261,7 +270,7 @@ def _build_select_extremum(attrs: dict, x: Any, y: Any, z: Any) -> Any:
 
 
 _reg(OpDef("select_extremum", "elementwise", NUMERIC, _needs_rank(1, _plan_select_extremum),
-           _build_select_extremum, discrete=True))
+           _build_select_extremum, discrete=True, tags=EXACT))
 
 
 # --- conversion ----------------------------------------------------------------------------
@@ -274,7 +283,7 @@ def _build_convert(attrs: dict, x: Any) -> Any:
     return lax.convert_element_type(x, _jdt(attrs["dtype"]))
 
 
-_reg(OpDef("convert", "conversion", ALL, _plan_convert, _build_convert, discrete=True))
+_reg(OpDef("convert", "conversion", ALL, _plan_convert, _build_convert, discrete=True, tags=EXACT))
 
 BITCAST_PAIRS = {"f32": ("s32", "u32"), "s32": ("f32", "u32"), "u32": ("f32", "s32"),
                  "s8": ("u8",), "u8": ("s8",), "f16": ("bf16",), "bf16": ("f16",)}
@@ -289,7 +298,7 @@ def _build_bitcast(attrs: dict, x: Any) -> Any:
 
 
 _reg(OpDef("bitcast_convert", "conversion", tuple(BITCAST_PAIRS), _plan_bitcast, _build_bitcast,
-           discrete=True, own_dtypes=True))
+           discrete=True, own_dtypes=True, tags=EXACT))
 
 
 def _plan_reduce_precision(ctx: Ctx, x: Val) -> Plan:
@@ -301,7 +310,7 @@ def _plan_reduce_precision(ctx: Ctx, x: Val) -> Plan:
 # (f16 rounding vs excess precision) into a whole quantization step, like `round` does.
 _reg(OpDef("reduce_precision", "conversion", FLOATS, _plan_reduce_precision,
            lambda a, x: lax.reduce_precision(x, a["exponent_bits"], a["mantissa_bits"]),
-           discrete=True))
+           discrete=True, tags=EXACT))
 
 
 # --- reductions ----------------------------------------------------------------------------
@@ -320,7 +329,8 @@ for _name, _fn, _dt, _g in [
     _reg(OpDef(_name, "reduction", _dt, _needs_rank(1, _plan_reduce),
                (lambda fn, g: lambda a, x: fn(guard(g, x), tuple(a["axes"])))(_fn, _g), _g,
                tags=frozenset({"sums"}) if _name == "reduce_sum"
-               else frozenset({"products"}) if _name == "reduce_prod" else frozenset()))
+               else frozenset({"products"}) if _name == "reduce_prod"
+               else SELECTS if _name in ("reduce_max", "reduce_min") else frozenset()))
 
 
 def _plan_arg(ctx: Ctx, x: Val) -> Plan:
@@ -328,9 +338,9 @@ def _plan_arg(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("argmax", "reduction", NUMERIC, _needs_rank(1, _plan_arg),
-           lambda a, x: lax.argmax(x, a["axis"], jnp.int32), discrete=True))
+           lambda a, x: lax.argmax(x, a["axis"], jnp.int32), discrete=True, tags=EXACT))
 _reg(OpDef("argmin", "reduction", NUMERIC, _needs_rank(1, _plan_arg),
-           lambda a, x: lax.argmin(x, a["axis"], jnp.int32), discrete=True))
+           lambda a, x: lax.argmin(x, a["axis"], jnp.int32), discrete=True, tags=EXACT))
 
 
 def _plan_cumulative(ctx: Ctx, x: Val) -> Plan:
@@ -342,7 +352,7 @@ for _name, _fn, _g in [("cumsum", lax.cumsum, None), ("cumprod", lax.cumprod, "n
     _reg(OpDef(_name, "reduction", NUMERIC, _needs_rank(1, _plan_cumulative),
                (lambda fn, g: lambda a, x: fn(guard(g, x), a["axis"], a["reverse"]))(_fn, _g), _g,
                tags=frozenset({"sums"}) if _name == "cumsum"
-               else frozenset({"products"}) if _name == "cumprod" else frozenset()))
+               else frozenset({"products"}) if _name == "cumprod" else SELECTS))
 
 
 def _plan_reduce_window(ctx: Ctx, x: Val) -> Plan:
@@ -366,7 +376,7 @@ def _build_reduce_window(attrs: dict, x: Any) -> Any:
 
 
 _reg(OpDef("reduce_window", "reduction", NUMERIC, _needs_rank(1, _plan_reduce_window),
-           _build_reduce_window, tags=frozenset({"sums"})))
+           _build_reduce_window, tags=frozenset({"sums"}) | SELECTS))  # by its kind
 
 
 # --- linear algebra ------------------------------------------------------------------------
@@ -450,7 +460,8 @@ def _plan_reshape(ctx: Ctx, x: Val) -> Plan | None:
     return [x], {"shape": shape}
 
 
-_reg(OpDef("reshape", "shape", ALL, _plan_reshape, lambda a, x: lax.reshape(x, tuple(a["shape"]))))
+_reg(OpDef("reshape", "shape", ALL, _plan_reshape, lambda a, x: lax.reshape(x, tuple(a["shape"])),
+           tags=SELECTS))
 
 
 def _plan_transpose(ctx: Ctx, x: Val) -> Plan:
@@ -462,7 +473,8 @@ def _plan_transpose(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("transpose", "shape", ALL, _needs_rank(2, _plan_transpose),
-           lambda a, x: lax.transpose(x, tuple(a["perm"]))))
+           lambda a, x: lax.transpose(x, tuple(a["perm"])),
+           tags=SELECTS))
 
 
 def _plan_broadcast(ctx: Ctx, x: Val) -> Plan | None:
@@ -476,7 +488,8 @@ def _plan_broadcast(ctx: Ctx, x: Val) -> Plan | None:
 
 
 _reg(OpDef("broadcast_in_dim", "shape", ALL, _plan_broadcast,
-           lambda a, x: lax.broadcast_in_dim(x, tuple(a["shape"]), tuple(a["dims"]))))
+           lambda a, x: lax.broadcast_in_dim(x, tuple(a["shape"]), tuple(a["dims"])),
+           tags=SELECTS))
 
 
 def _plan_squeeze(ctx: Ctx, x: Val) -> Plan | None:
@@ -484,7 +497,8 @@ def _plan_squeeze(ctx: Ctx, x: Val) -> Plan | None:
     return ([x], {"dims": ones}) if ones else None
 
 
-_reg(OpDef("squeeze", "shape", ALL, _plan_squeeze, lambda a, x: lax.squeeze(x, tuple(a["dims"]))))
+_reg(OpDef("squeeze", "shape", ALL, _plan_squeeze, lambda a, x: lax.squeeze(x, tuple(a["dims"])),
+           tags=SELECTS))
 
 
 def _plan_expand(ctx: Ctx, x: Val) -> Plan | None:
@@ -494,7 +508,8 @@ def _plan_expand(ctx: Ctx, x: Val) -> Plan | None:
 
 
 _reg(OpDef("expand_dims", "shape", ALL, _plan_expand,
-           lambda a, x: lax.expand_dims(x, tuple(a["dims"]))))
+           lambda a, x: lax.expand_dims(x, tuple(a["dims"])),
+           tags=SELECTS))
 
 
 def _plan_rev(ctx: Ctx, x: Val) -> Plan:
@@ -502,7 +517,8 @@ def _plan_rev(ctx: Ctx, x: Val) -> Plan:
     return [x], {"dims": sorted(int(d) for d in ctx.rng.choice(x.rank, size=k, replace=False))}
 
 
-_reg(OpDef("rev", "shape", ALL, _needs_rank(1, _plan_rev), lambda a, x: lax.rev(x, tuple(a["dims"]))))
+_reg(OpDef("rev", "shape", ALL, _needs_rank(1, _plan_rev), lambda a, x: lax.rev(x, tuple(a["dims"])),
+           tags=SELECTS))
 
 
 def _plan_pad(ctx: Ctx, x: Val) -> Plan:
@@ -526,7 +542,7 @@ def _build_pad(attrs: dict, x: Any) -> Any:
     return lax.pad(x, jnp.asarray(value, x.dtype), [tuple(c) for c in attrs["config"]])
 
 
-_reg(OpDef("pad", "shape", ALL, _plan_pad, _build_pad))
+_reg(OpDef("pad", "shape", ALL, _plan_pad, _build_pad, tags=SELECTS))
 
 
 def _plan_concat(ctx: Ctx, x: Val) -> Plan:
@@ -540,7 +556,7 @@ def _plan_concat(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("concatenate", "shape", ALL, _needs_rank(1, _plan_concat),
-           lambda a, *xs: lax.concatenate(xs, a["axis"])))
+           lambda a, *xs: lax.concatenate(xs, a["axis"]), tags=SELECTS))
 
 
 def _plan_slice(ctx: Ctx, x: Val) -> Plan:
@@ -555,7 +571,7 @@ def _plan_slice(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("slice", "shape", ALL, _needs_rank(1, _plan_slice),
-           lambda a, x: lax.slice(x, a["start"], a["limit"], a["stride"])))
+           lambda a, x: lax.slice(x, a["start"], a["limit"], a["stride"]), tags=SELECTS))
 
 
 def _index_operands(ctx: Ctx, n: int) -> list[Val]:
@@ -568,7 +584,8 @@ def _plan_dynamic_slice(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("dynamic_slice", "indexing", ALL, _needs_rank(1, _plan_dynamic_slice),
-           lambda a, x, *idx: lax.dynamic_slice(x, idx, a["sizes"]), tags=frozenset({"index"})))
+           lambda a, x, *idx: lax.dynamic_slice(x, idx, a["sizes"]),
+           tags=frozenset({"index"}) | SELECTS))
 
 
 def _plan_dus(ctx: Ctx, x: Val) -> Plan:
@@ -577,7 +594,8 @@ def _plan_dus(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("dynamic_update_slice", "indexing", ALL, _needs_rank(1, _plan_dus),
-           lambda a, x, u, *idx: lax.dynamic_update_slice(x, u, idx), tags=frozenset({"index"})))
+           lambda a, x, u, *idx: lax.dynamic_update_slice(x, u, idx),
+           tags=frozenset({"index"}) | SELECTS))
 
 
 def _plan_gather(ctx: Ctx, x: Val) -> Plan:
@@ -598,7 +616,7 @@ def _build_gather(attrs: dict, x: Any, idx: Any) -> Any:
 
 
 _reg(OpDef("gather", "indexing", ALL, _needs_rank(1, _plan_gather), _build_gather,
-           tags=frozenset({"index"})))
+           tags=frozenset({"index"}) | SELECTS))
 
 
 def _plan_scatter(ctx: Ctx, x: Val) -> Plan:
@@ -619,7 +637,8 @@ def _build_scatter(attrs: dict, x: Any, u: Any) -> Any:
     return lax.scatter(x, idx, u, dn, unique_indices=True)
 
 
-_reg(OpDef("scatter", "indexing", ALL, _needs_rank(1, _plan_scatter), _build_scatter))
+_reg(OpDef("scatter", "indexing", ALL, _needs_rank(1, _plan_scatter), _build_scatter,
+           tags=SELECTS))  # by its kind: replace selects, add does not
 
 
 def _plan_iota(ctx: Ctx, x: Val) -> Plan:
@@ -632,7 +651,7 @@ def _build_iota(attrs: dict, x: Any) -> Any:
     return lax.add(x, it) if x.dtype != jnp.bool_ else lax.ne(it, jnp.asarray(0, it.dtype))
 
 
-_reg(OpDef("iota", "shape", ALL, _needs_rank(1, _plan_iota), _build_iota))
+_reg(OpDef("iota", "shape", ALL, _needs_rank(1, _plan_iota), _build_iota, tags=ROUNDED))
 
 
 def _plan_sort(ctx: Ctx, x: Val) -> Plan:
@@ -644,7 +663,7 @@ def _build_sort(attrs: dict, x: Any) -> Any:
     return lax.rev(out, (attrs["axis"],)) if attrs["descending"] else out
 
 
-_reg(OpDef("sort", "sort", NUMERIC, _needs_rank(1, _plan_sort), _build_sort))
+_reg(OpDef("sort", "sort", NUMERIC, _needs_rank(1, _plan_sort), _build_sort, tags=SELECTS))
 
 
 def _plan_top_k(ctx: Ctx, x: Val) -> Plan:
@@ -652,7 +671,7 @@ def _plan_top_k(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("top_k", "sort", NUMERIC, _needs_rank(1, _plan_top_k),
-           lambda a, x: lax.top_k(x, a["k"])[a["output"]], discrete=True))
+           lambda a, x: lax.top_k(x, a["k"])[a["output"]], discrete=True, tags=SELECTS))
 
 
 # --- control flow --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from xla_sentinel import evaluate
+from xla_sentinel import evaluate, exact
 from xla_sentinel.check import check_program
 from xla_sentinel.faults import fault_path
 from xla_sentinel.generator import Graph
@@ -79,3 +79,29 @@ def test_the_interpreter_reads_unsigned_inputs() -> None:
     reply = handlers._interpret(evaluate.lower_text(graph), inputs)
 
     np.testing.assert_array_equal(reply["outputs"][0], evaluate.eager(graph, inputs)[0])
+
+
+# rev(convert_bf16(x)): an output IEEE 754 fixes bitwise (exact.py).
+CONVERT = Graph(
+    values=[{"shape": [6], "dtype": "f32", "tainted": False, "input": 0},
+            {"shape": [6], "dtype": "bf16", "tainted": True, "node": 0},
+            {"shape": [6], "dtype": "bf16", "tainted": True, "node": 1}],
+    nodes=[{"op": "convert", "args": [0], "attrs": {"dtype": "bf16"}, "discrete": True},
+           {"op": "rev", "args": [1], "attrs": {"dims": [0]}, "discrete": False}],
+    outputs=[2])
+
+
+@pytest.mark.parametrize("fault,verdict", [("bf16_convert_truncates", "mismatch"), (None, "pass")])
+def test_a_one_ulp_conversion_error_is_flagged_bitwise(tmp_path: Path, campaign: Path,
+                                                       fault: str | None, verdict: str) -> None:
+    # Above the midpoint between two bf16 values: rounding to nearest goes up, truncation
+    # down, one bf16 ulp (2u), a quarter of what the normwise tolerance allows.
+    x = np.array([1 + 3 * 2**-9, -3 - 5 * 2**-8, 0.1, 7.0, -0.3, 1e5], np.float32)
+    graph = exact.annotate(CONVERT.to_json())
+    Program("hand-bf16", evaluate.lower_text(CONVERT), [x], ["f32"], graph=graph).save(tmp_path)
+
+    (result,) = check_program(tmp_path, campaign, [str(fault_path(fault))] if fault else [])
+
+    assert result["verdict"] == verdict, result
+    if fault:
+        assert result["evidence"]["reason"] == "bitwise" and result["evidence"]["max_ulp"] == 1
