@@ -18,7 +18,8 @@ Two compiler freedoms make results of such ops differ legally; both measured on 
   movement, selection, max, min, neg, abs) at the same dtype: the output's own rounding
   then gives the same result whether the inner one was skipped or not.
 
-Pure over the graph's JSON and the op table's tags.
+Pure: `node_state` knows only tags and dtypes, so the bisector applies the same rule to
+StableHLO cuts (bisect/context.py); `bitwise_values` applies it to a generated graph.
 """
 
 from __future__ import annotations
@@ -35,53 +36,59 @@ EXACT_IN_NARROW = ("bool", "s8", "u8")
 
 
 @dataclass(frozen=True)
-class _State:
+class State:
     ok: bool = True
     rounded: int = 0  # rounded float ops on the longest path from the inputs
     excess: bool = False  # may hold more precision than its dtype (a skipped rounding)
 
 
-_NOT = _State(ok=False)
+NOT_BITWISE = State(ok=False)
 
 
-def _node_state(node: dict[str, Any], dtype: str, arg_dtypes: list[str],
-                args: list[_State]) -> _State:
+def node_state(tags: set[str] | frozenset[str], dtype: str, arg_dtypes: list[str],
+               args: list[State], convert: bool = False) -> State:
+    """The state of an op's result from its operands' states, for any IR: `tags` from
+    {"exact", "selects", "rounded"} (ops.py), `convert` for a type conversion."""
     if not all(a.ok for a in args):
-        return _NOT
+        return NOT_BITWISE
     rounded = max((a.rounded for a in args), default=0)
     if dtype not in FLOATS and not any(d in FLOATS for d in arg_dtypes):
-        return _State(rounded=rounded)  # integer and bool ops are exact (wrapping)
-    op = OPS[node["op"]]
-    tags = set(op.tags)
-    if node["attrs"].get("kind") == "add":
-        tags.discard("selects")  # reduce_window or scatter adding up, not choosing
+        return State(rounded=rounded)  # integer and bool ops are exact (wrapping)
     excess = any(a.excess for a in args)
     # The data operands share the result's dtype (not a select's predicate, nor top_k's
     # indices, which depend on how values compare).
     if "selects" in tags and dtype in arg_dtypes:
-        return _State(rounded=rounded, excess=excess)
+        return State(rounded=rounded, excess=excess)
     if excess or not tags & {"exact", "rounded"}:
-        return _NOT
+        return NOT_BITWISE
     floats_in = any(d in FLOATS for d in arg_dtypes)
     if "rounded" in tags and floats_in:
         rounded += 1
         if rounded > 1:
-            return _NOT
-    lossy_convert = node["op"] == "convert" and arg_dtypes[0] not in (dtype, *EXACT_IN_NARROW)
+            return NOT_BITWISE
+    lossy_convert = convert and arg_dtypes[0] not in (dtype, *EXACT_IN_NARROW)
     rounds_here = dtype in NARROW and (("rounded" in tags and floats_in) or lossy_convert)
-    return _State(rounded=rounded, excess=rounds_here)
+    return State(rounded=rounded, excess=rounds_here)
+
+
+def _graph_node_state(node: dict[str, Any], dtype: str, arg_dtypes: list[str],
+                      args: list[State]) -> State:
+    tags = set(OPS[node["op"]].tags)
+    if node["attrs"].get("kind") == "add":
+        tags.discard("selects")  # reduce_window or scatter adding up, not choosing
+    return node_state(tags, dtype, arg_dtypes, args, convert=node["op"] == "convert")
 
 
 def bitwise_values(graph: dict[str, Any]) -> list[bool]:
     """Per value of the graph: is it determined bitwise by the program's inputs?"""
     values, nodes = graph["values"], graph["nodes"]
-    states: list[_State] = []
+    states: list[State] = []
     for meta in values:
         if "input" in meta:
-            states.append(_State())
+            states.append(State())
             continue
         node = nodes[meta["node"]]
-        states.append(_node_state(node, meta["dtype"], [values[a]["dtype"] for a in node["args"]],
+        states.append(_graph_node_state(node, meta["dtype"], [values[a]["dtype"] for a in node["args"]],
                                   [states[a] for a in node["args"]]))
     return [s.ok for s in states]
 

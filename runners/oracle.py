@@ -183,6 +183,7 @@ def judge(
     k_overrides: dict[str, float] | None = None,
     literal: str = "eager",
     overflow_prone: Callable[[], list[bool] | None] | None = None,
+    exact: str | None = None,
 ) -> Judgement:
     """Judge one configuration's outputs against the reference and the other configurations.
 
@@ -193,11 +194,12 @@ def judge(
     what the program literally says, and never a miscompile of the program as a whole.
     `overflow_prone` returns, per output, whether it depends on a value beyond its dtype's
     range in float64 (evaluate.overflow_prone); a non-finite result there is no verdict.
-    A `bitwise` output is compared with the literal evaluation first, value for value (NaN
-    equals NaN, -0 equals +0); the literal one is the judge there, so a bug that every
-    target under test shares is still caught.
+    A `bitwise` output is compared first, value for value (NaN equals NaN, -0 equals +0),
+    with `exact` (default: the literal evaluation); that one is the judge there, so a bug
+    that every target under test shares is still caught.
     """
     k_overrides = k_overrides or {}
+    exact = exact or literal
     mine = results[target]
     others = [v for name, v in results.items() if name != target]
     noise_cache: list[list[list[np.ndarray]] | None] = []
@@ -214,10 +216,10 @@ def judge(
         if np.shape(c) != np.shape(ref):
             return Judgement("mismatch", i, {"reason": "shape", "actual_shape": list(np.shape(c)),
                                              "expected_shape": list(np.shape(ref))})
-        if info.bitwise and literal in results and literal != target \
-                and not same_values(c, results[literal][i], info.dtype):
-            ev = error_stats(c, results[literal][i], info.dtype)
-            ev.update(reason="bitwise", dtype=info.dtype, against=literal)
+        if info.bitwise and exact in results and exact != target \
+                and not same_values(c, results[exact][i], info.dtype):
+            ev = error_stats(c, results[exact][i], info.dtype)
+            ev.update(reason="bitwise", dtype=info.dtype, against=exact)
             return Judgement("mismatch", i, ev)
         if info.dtype not in FLOATS:
             if np.array_equal(c, ref):

@@ -5,16 +5,32 @@ stages left here and add their own; each records its evidence under its name.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import oracle
+from .. import exact, oracle
 from ..dtypes import FLOATS
 from ..program import Program
 from .lab import COMPILER_FAILURES, DISCRETE_OPS, Case, Check, Lab, own_dtype
+
+# The bitwise rule's tags (exact.py, ops.py) for the StableHLO ops generated programs
+# lower to; an op not listed is not bitwise. A reduce selects when its body is a max or min.
+_S, _E, _R = frozenset({"selects"}), frozenset({"exact"}), frozenset({"rounded"})
+STABLEHLO_TAGS = {
+    **{f"stablehlo.{n}": _S for n in (
+        "maximum", "minimum", "abs", "negate", "select", "clamp", "reshape", "transpose",
+        "broadcast_in_dim", "slice", "dynamic_slice", "dynamic_update_slice", "concatenate",
+        "pad", "reverse", "gather", "optimization_barrier")},
+    **{f"stablehlo.{n}": _E for n in (
+        "compare", "convert", "floor", "ceil", "round_nearest_even", "round_nearest_afz", "sign",
+        "is_finite", "bitcast_convert", "reduce_precision", "iota", "constant")},
+    "chlo.next_after": _E,
+    **{f"stablehlo.{n}": _R for n in ("add", "subtract", "multiply")},
+}
 
 
 @dataclass
@@ -105,6 +121,28 @@ class Context:
                 stack.extend(self.ops[i]["operands"])
         return False
 
+    @property
+    def bitwise_finding(self) -> bool:
+        """The finding broke an output that IEEE 754 fixes bitwise (exact.py)."""
+        return self.record.get("evidence", {}).get("reason") == "bitwise"
+
+    def bitwise(self, keep: list[int]) -> dict[str, bool]:
+        """Per value computed by the kept ops: is it fixed bitwise by the cut's parameters?"""
+        states: dict[str, exact.State] = {}
+        for i in sorted(keep):
+            op = self.ops[i]
+            tags = STABLEHLO_TAGS.get(op["name"], frozenset())
+            if op["name"] == "stablehlo.reduce" and re.search(r"applies stablehlo\.(maximum|minimum)",
+                                                              op["text"]):
+                tags = _S
+            args = [states.get(v, exact.State()) for v in op["operands"]]
+            arg_dtypes = [str(self.dtype(v)) for v in op["operands"]]
+            for r in op["results"]:
+                states[r["vid"]] = exact.node_state(tags, str(r["dtype"]), arg_dtypes, args,
+                                                    convert=op["name"] == "stablehlo.convert") \
+                    if len(op["results"]) == 1 or tags == _S else exact.NOT_BITWISE
+        return {v: s.ok for v, s in states.items()}
+
     def case(self, keep: list[int], outputs: list[str] | None = None) -> Case | None:
         """The cut as a checkable case (inputs and expectations from the float64 values);
         None when it returns nothing."""
@@ -114,10 +152,16 @@ class Context:
             return None
         module = self.lab.cut(self.program.module, keep, params, outs)
         kept = set(keep)
+        inputs = [own_dtype(self.values[p], self.dtype(p)) for p in params]
+        # Judged bitwise only where the finding was, and as the campaign does: not on
+        # subnormal inputs.
+        bitwise = self.bitwise(keep) if self.bitwise_finding and not oracle.has_subnormals(inputs) \
+            else {}
         return Case(module=module,
-                    inputs=[own_dtype(self.values[p], self.dtype(p)) for p in params],
+                    inputs=inputs,
                     expected=[self.values[o] for o in outs],
-                    infos=[oracle.OutputInfo(self.dtype(o), self.tainted(o, kept)) for o in outs],
+                    infos=[oracle.OutputInfo(self.dtype(o), self.tainted(o, kept), bitwise.get(o, False))
+                           for o in outs],
                     discrete=any(self.ops[i]["name"] in DISCRETE_OPS for i in keep),
                     ops=sorted(keep))
 

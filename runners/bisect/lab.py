@@ -139,7 +139,9 @@ class Lab:
             return Check(False, reply["verdict"], {"error": reply["error"][:2000]})
         outputs = reply["outputs"]
         results = {"target": outputs, "legal": self.legal(case.module, case.inputs)}
-        j = oracle.judge("target", results, case.expected, case.infos, lambda: None, case.discrete)
+        # The legal compile is the literal result for outputs judged bitwise.
+        j = oracle.judge("target", results, case.expected, case.infos, lambda: None, case.discrete,
+                         exact="legal")
         return Check(j.verdict != "pass", j.verdict, {**j.evidence, "output": j.output}, outputs,
                      reply.get("same"), reply.get("hlo"))
 

@@ -16,7 +16,8 @@ from xla_sentinel.signature import signature_id
 
 def make_finding(folder: Path, fn: Callable[..., Any], inputs: Sequence[np.ndarray],
                  plugins: Sequence[str] = (), options: dict[str, Any] | None = None,
-                 verdict: str = "mismatch", dtype: str = "f32") -> Path:
+                 verdict: str = "mismatch", dtype: str = "f32",
+                 evidence: dict[str, Any] | None = None) -> Path:
     import jax
 
     module = jax.jit(fn).lower(*inputs).as_text()
@@ -26,7 +27,8 @@ def make_finding(folder: Path, fn: Callable[..., Any], inputs: Sequence[np.ndarr
     program.save(folder / "program")
     record = {"id": folder.name, "campaign": "test", "program": folder.name, "target": "default",
               "verdict": verdict, "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
-              "dtype": dtype, "evidence": {"target_options": options or {}, "plugins": list(plugins)},
+              "dtype": dtype, "evidence": {"target_options": options or {}, "plugins": list(plugins),
+                           **(evidence or {})},
               "dir": folder.name, "time": "2026-01-01T00:00:00+00:00"}
     record["signature"] = signature_id(record)
     (folder / "finding.json").write_text(json.dumps(record, indent=1))
@@ -136,3 +138,18 @@ def nan_inputs() -> list[np.ndarray]:
     x, y = (rng.normal(size=(5, 6)).astype(np.float32) for _ in range(2))
     x[1, 2] = y[3, 4] = np.nan
     return [x, y]
+
+
+def convert_program(x: Any, y: Any) -> Any:
+    """A scaled f32 value converted to bf16 and moved (an output fixed bitwise), beside an
+    output that is not."""
+    import jax.numpy as jnp
+
+    scaled = x * 3.0
+    narrow = -scaled.astype(jnp.bfloat16).T
+    return narrow, jnp.exp(jnp.clip(y, -4.0, 4.0)) + x
+
+
+def convert_inputs() -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [rng.normal(size=(6, 5)).astype(np.float32), rng.normal(size=(6, 5)).astype(np.float32)]
