@@ -122,6 +122,13 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray],
                                       "inputs": wide_inputs, "options": LEGAL})["outputs"]
     floats_in = any(name_of(x.dtype) in FLOATS for x in inputs)
     infos = [oracle.OutputInfo(name_of(o.dtype), floats_in) for o in target["outputs"]]
+    literal: dict[str, list[np.ndarray]] = {}
+    if expected is not None and ctx.reduced is not None and ctx.bitwise_finding:
+        # The fusion computes the reduced case's outputs: those fixed bitwise are judged
+        # against the case's legal (literal) result, as the case itself was.
+        for info, case_info in zip(infos, ctx.reduced.infos, strict=True):
+            info.bitwise = case_info.bitwise
+        literal["literal"] = lab.legal(ctx.reduced.module, ctx.reduced.inputs)
     discrete = "compare(" in text
 
     # Judged against float64, not against a legal compile of the same HLO: that HLO may
@@ -131,8 +138,8 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray],
     rounded = [own_dtype(e, i.dtype) for e, i in zip(expected, infos, strict=True)]
 
     def alone(outputs: list[np.ndarray]) -> oracle.Judgement:
-        return oracle.judge("x", {"x": outputs, "rounded": rounded}, expected, infos,
-                            lambda: None, discrete)
+        return oracle.judge("x", {"x": outputs, "rounded": rounded, **literal}, expected, infos,
+                            lambda: None, discrete, exact="literal")
 
     mine, theirs = alone(target["outputs"]), alone(legal["outputs"])
     return {"fails_alone": mine.verdict != "pass", "verdict": mine.verdict,

@@ -28,6 +28,14 @@ def test_the_conversion_is_the_culprit(bisected: tuple[Path, dict[str, Any]]) ->
     assert result["status"] == "localized", result
     assert result["culprit_op"] == "convert (f32->bf16)"
     assert result["stages"]["reduce"]["ops_after"] <= 2
+    assert result["culprit_pass"] == "apply-xla-transforms"
+
+
+def test_the_extracted_fusion_fails_alone_bitwise(bisected: tuple[Path, dict[str, Any]]) -> None:
+    _, result = bisected
+    extracted = result["stages"]["fusion"]["extracted"]
+    assert extracted["reference"] == "case"
+    assert extracted["fails_alone"] is True and extracted["hlo_itself_wrong"] is True
 
 
 def test_the_repro_fails_bitwise_with_the_fault_and_passes_without(
