@@ -88,8 +88,8 @@ def bitwise_values(graph: dict[str, Any]) -> list[bool]:
             states.append(State())
             continue
         node = nodes[meta["node"]]
-        states.append(_graph_node_state(node, meta["dtype"], [values[a]["dtype"] for a in node["args"]],
-                                  [states[a] for a in node["args"]]))
+        arg_dtypes = [values[a]["dtype"] for a in node["args"]]
+        states.append(_graph_node_state(node, meta["dtype"], arg_dtypes, [states[a] for a in node["args"]]))
     return [s.ok for s in states]
 
 
