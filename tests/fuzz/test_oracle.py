@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import pytest
 from xla_sentinel import oracle
 from xla_sentinel.oracle import OutputInfo, judge
 
@@ -141,3 +142,18 @@ def test_the_literal_per_op_result_is_legal_even_when_excess_precision_is_closer
     assert judge("default", results, [ref], info, _no_noise).verdict == "pass"
     wrong = {**results, "default": [np.float16([0.7])]}
     assert judge("default", wrong, [ref], info, _no_noise).verdict == "mismatch"
+
+
+def test_normwise_error_of_huge_float64_values_is_finite() -> None:
+    # Squares of values beyond 1e154 overflow: the error was inf / inf = NaN, and NaN is
+    # over no threshold, so a wrong f64 output of that size always passed.
+    ref = np.array([3e200, -1e250, 5e180])
+    assert oracle.normwise_error(ref * (1 + 1e-10), ref, "f64") == pytest.approx(1e-10, rel=1e-3)
+    assert oracle.normwise_error(ref, ref, "f64") == 0.0
+    wrong = ref.copy()
+    wrong[1] = 1e249
+    assert oracle.normwise_error(wrong, ref, "f64") == pytest.approx(1.1, rel=1e-3)
+    assert oracle.normwise_error(np.array([1e300, 0.0]), np.zeros(2), "f64") == float("inf")
+    judged = oracle.judge("default", {"default": [wrong], "other": [ref]}, [ref],
+                          [oracle.OutputInfo("f64")], lambda: None)
+    assert judged.verdict == "mismatch"
