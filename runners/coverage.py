@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from . import hlo
+from .dtypes import subnormal
 
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom", "ynn")
 SPECIAL_KINDS = ("nan", "inf", "neg_zero", "subnormal", "huge", "tie_half", "int_min", "int_max")
@@ -73,7 +74,7 @@ def special_kinds(arrays: Iterable[np.ndarray]) -> set[str]:
             found.add("inf")
         if ((x == 0) & np.signbit(x)).any():
             found.add("neg_zero")
-        if ((x != 0) & (np.abs(x) < float(info.tiny)) & finite).any():
+        if subnormal(a).any():
             found.add("subnormal")
         if (finite & (np.abs(x) > float(info.max) / 4)).any():
             found.add("huge")

@@ -43,6 +43,12 @@ def is_float(name: str) -> bool:
     return name in FLOATS
 
 
+def subnormal(a: np.ndarray) -> np.ndarray:
+    """Elementwise: a nonzero value below the smallest normal of the array's own float type."""
+    x = np.asarray(a).astype(np.float64)
+    return (x != 0) & (np.abs(x) < float(ml_dtypes.finfo(np.asarray(a).dtype).tiny))
+
+
 def bit_view(name: str) -> np.dtype | None:
     """Unsigned integer dtype of the same width, used to store ml_dtypes in npz files."""
     if name == "bf16":

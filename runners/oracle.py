@@ -7,7 +7,8 @@ with every op perturbed by one rounding, and u the unit roundoff. Using the mini
 the others (not the maximum) matters: a real bug is often shared by several
 configurations. An output that IEEE 754 determines bitwise (exact.py: movement, selection,
 compares, conversions, one correctly rounded op per path) must instead equal the literal
-op-by-op evaluation value for value: a conversion that truncates is one ulp off, below k*u. Non-finite patterns are compared apart: C is flagged where it is finite
+op-by-op evaluation value for value: a conversion that truncates is one ulp off, below
+k*u. Non-finite patterns are compared apart: C is flagged where it is finite
 and the reference is not, or the other way round, and another configuration agrees with
 the reference. Integer outputs computed without floats are compared exactly; those
 that depend on floats must differ from every agreeing configuration and from the noise
@@ -23,7 +24,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .dtypes import DISCRETE_FACTOR, FLOATS, NP_DTYPES, TOLERANCE_K, UNIT_ROUNDOFF
+from .dtypes import DISCRETE_FACTOR, FLOATS, NP_DTYPES, TOLERANCE_K, UNIT_ROUNDOFF, subnormal
 
 # Two float64 references that differ by more than this (normwise) mean the program is
 # too ill-conditioned, or a reference is itself hit by a bug: no float verdict then.
@@ -136,14 +137,8 @@ def same_values(a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
 def has_subnormals(arrays: list[np.ndarray]) -> bool:
     """Does any float array hold a subnormal? Flushed or not, it may then change a normal
     result further on (x > 0, x * 2^100), so such inputs get no bitwise judgement."""
-    for a in arrays:
-        a = np.asarray(a)
-        if a.dtype.kind not in "fV" and a.dtype != NP_DTYPES["bf16"]:
-            continue
-        x = a.astype(np.float64)
-        if ((x != 0) & (np.abs(x) < float(ml_dtypes.finfo(a.dtype).tiny))).any():
-            return True
-    return False
+    floats = {NP_DTYPES[d] for d in FLOATS}
+    return any(subnormal(a).any() for a in map(np.asarray, arrays) if a.dtype in floats)
 
 
 def references_agree(a: list[np.ndarray], b: list[np.ndarray], infos: list[OutputInfo]) -> bool:

@@ -137,10 +137,12 @@ class Context:
                 tags = _S
             args = [states.get(v, exact.State()) for v in op["operands"]]
             arg_dtypes = [str(self.dtype(v)) for v in op["operands"]]
+            # Of the ops with several results only those that select (a barrier) pass
+            # their operands through one to one.
+            several = len(op["results"]) > 1 and tags != _S
             for r in op["results"]:
-                states[r["vid"]] = exact.node_state(tags, str(r["dtype"]), arg_dtypes, args,
-                                                    convert=op["name"] == "stablehlo.convert") \
-                    if len(op["results"]) == 1 or tags == _S else exact.NOT_BITWISE
+                states[r["vid"]] = exact.NOT_BITWISE if several else exact.node_state(
+                    tags, str(r["dtype"]), arg_dtypes, args, convert=op["name"] == "stablehlo.convert")
         return {v: s.ok for v, s in states.items()}
 
     def case(self, keep: list[int], outputs: list[str] | None = None) -> Case | None:
