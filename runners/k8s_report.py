@@ -13,7 +13,9 @@ No jax here: the operator imports the report model from this module.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -34,8 +36,40 @@ def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# A label value: at most 63 characters, alphanumeric at both ends, [-_.] inside. Object
+# names derived from a campaign name (up to 253 characters) must fit their own limits too.
+LABEL_VALUE_MAX = 63
+SUBDOMAIN_MAX = 253
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def _digest(text: str, n: int = 10) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def label_value(text: str) -> str:
+    """`text` as a legal label value: itself when it is one, else a cleaned prefix and a hash
+    of the whole text (so two long names that share a prefix stay apart). Everything that
+    labels or selects by a name goes through this one function."""
+    if len(text) <= LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(text):
+        return text
+    head = re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:LABEL_VALUE_MAX - 11].strip("-_.")
+    return f"{head}-{_digest(text)}" if head else _digest(text)
+
+
+def dns_name(*parts: str, limit: int = SUBDOMAIN_MAX) -> str:
+    """Join parts into a lowercase DNS-1123 name of at most `limit` characters (63 and no
+    dots for a label, 253 for a subdomain), shortened with a hash when too long."""
+    name = "-".join(p for p in parts if p).lower()
+    if limit <= LABEL_VALUE_MAX:
+        name = name.replace(".", "-")  # a DNS label (pod hostname, Service name) has no dots
+    if len(name) <= limit:
+        return name
+    return f"{name[:limit - 11].rstrip('-.')}-{_digest(name)}"
+
+
 def report_name(campaign: str, worker: str) -> str:
-    return f"{campaign}-report-{worker}"
+    return dns_name(campaign, "report", worker)
 
 
 @dataclass
@@ -187,7 +221,8 @@ class K8sReporter:
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {
                 "name": self.name, "namespace": self.namespace,
-                "labels": {CAMPAIGN_LABEL: self.campaign, WORKER_LABEL: self.report.worker,
+                "labels": {CAMPAIGN_LABEL: label_value(self.campaign),
+                           WORKER_LABEL: label_value(self.report.worker),
                            REPORT_LABEL: "true"},
                 "ownerReferences": [owner] if self.campaign_uid else [],
             },

@@ -1,0 +1,251 @@
+"""Pure functions from a campaign spec to the Jobs that should exist: worker Jobs (one
+Indexed Job per runner image; each index is one seed shard) and bisector Jobs.
+
+No API calls here; handlers diff these manifests against what the cluster has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from xla_sentinel.campaign import CampaignSpec
+from xla_sentinel.k8s_report import (
+    API_VERSION,
+    CAMPAIGN_LABEL,
+    LABEL_VALUE_MAX,
+    dns_name,
+    label_value,
+)
+
+ROLE_LABEL = "xlasentinel.dev/role"
+GROUP_LABEL = "xlasentinel.dev/group"
+REVISION_LABEL = "xlasentinel.dev/revision"
+SIGNATURE_LABEL = "xlasentinel.dev/signature"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+GPU_ACCELERATOR = "cloud.google.com/gke-accelerator"
+TPU_RESOURCE = "google.com/tpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+ARTIFACTS_MOUNT = "/artifacts"
+MAIN_GROUP = "main"
+# Pods of one index that may fail before the Job gives that index up.
+BACKOFF_PER_INDEX = 3
+# An Indexed Job's pods are named and host-named `<job>-<index>`, a DNS label (<= 63), and
+# an index has at most 4 digits (spec.workers <= 4096).
+JOB_NAME_MAX = LABEL_VALUE_MAX - len("-4095")
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """What the pure functions need of a FuzzCampaign object."""
+
+    name: str
+    namespace: str
+    uid: str
+    spec: CampaignSpec
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """Targets that share one runner image; they run in one Indexed Job."""
+
+    name: str
+    image: str | None
+    targets: tuple[str, ...]
+
+
+def short_hash(value: Any, n: int = 8) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def dns_label(*parts: str, limit: int = LABEL_VALUE_MAX) -> str:
+    """Join parts into a DNS-1123 label (no dots, <= `limit` chars), hashed when too long."""
+    return dns_name(*parts, limit=min(limit, LABEL_VALUE_MAX))
+
+
+def job_name(*parts: str) -> str:
+    """A Job name short enough for its pods' `<job>-<index>` hostnames and job-name labels."""
+    return dns_label(*parts, limit=JOB_NAME_MAX)
+
+
+def campaign_selector(name: str) -> dict[str, str]:
+    """The label selector of a campaign's children; the same value its children are given."""
+    return {CAMPAIGN_LABEL: label_value(name)}
+
+
+def worker_groups(spec: CampaignSpec) -> list[WorkerGroup]:
+    """Targets without an image run in the campaign image; each other image is its own
+    group, so a cross-version target runs in the jaxlib of its image."""
+    by_image: dict[str | None, list[str]] = {}
+    for t in spec.targets:
+        by_image.setdefault(t.image, []).append(t.name)
+    groups = []
+    for image, names in by_image.items():
+        name = MAIN_GROUP if image is None else f"img-{short_hash(image, 6)}"
+        groups.append(WorkerGroup(name=name, image=image, targets=tuple(names)))
+    return groups
+
+
+def revision(spec: CampaignSpec) -> str:
+    """Hash of everything the worker pods see; a change means rolling the workers.
+    `suspend` and alert routing are applied without a new revision."""
+    data = spec.to_dict()
+    for key in ("suspend", "alerts"):
+        data.pop(key, None)
+    return short_hash(data, 10)
+
+
+def owner_reference(c: Campaign) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": "FuzzCampaign", "name": c.name, "uid": c.uid,
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def scheduling(spec: CampaignSpec) -> tuple[dict[str, str], list[dict[str, Any]], dict[str, Any]]:
+    """(nodeSelector, tolerations, container resources) for the campaign's accelerator."""
+    acc = spec.accelerator
+    selector = dict(spec.nodeSelector)
+    tolerations = [dict(t) for t in spec.tolerations]
+    resources = {k: dict(v) if isinstance(v, dict) else v for k, v in spec.resources.items()}
+    device = None
+    if acc.type == "tpu":
+        selector[TPU_ACCELERATOR] = str(acc.tpuAccelerator)
+        selector[TPU_TOPOLOGY] = str(acc.tpuTopology)
+        device = TPU_RESOURCE
+    elif acc.type == "gpu":
+        if acc.gpuType:
+            selector[GPU_ACCELERATOR] = acc.gpuType
+        device = GPU_RESOURCE
+    if device:
+        # Extended resources must be equal in requests and limits.
+        for kind in ("requests", "limits"):
+            resources.setdefault(kind, {})[device] = str(acc.count)
+        if not any(t.get("key") == device for t in tolerations):
+            tolerations.append({"key": device, "operator": "Exists", "effect": "NoSchedule"})
+    return selector, tolerations, resources
+
+
+def _volumes(spec: CampaignSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if spec.artifacts.pvc:
+        volume = {"name": "artifacts", "persistentVolumeClaim": {"claimName": spec.artifacts.pvc}}
+    else:
+        volume = {"name": "artifacts", "emptyDir": {}}
+    # The root filesystem is read-only; the runner image sets HOME=/tmp for jax's caches.
+    tmp = {"name": "tmp", "emptyDir": {}}
+    return [volume, tmp], [{"name": "artifacts", "mountPath": ARTIFACTS_MOUNT},
+                           {"name": "tmp", "mountPath": "/tmp"}]
+
+
+# Pod Security "restricted": workers run untrusted-by-default compiler output, and
+# namespaces that enforce the profile must admit them. uid 10001 is the image's user.
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
+                "fsGroup": 10001, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                      "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+                      "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _labels(c: Campaign, role: str, **extra: str) -> dict[str, str]:
+    labels = {**campaign_selector(c.name), ROLE_LABEL: role, **extra}
+    if c.spec.queueName:
+        labels[QUEUE_LABEL] = c.spec.queueName
+    return labels
+
+
+def _pod_spec(c: Campaign, image: str, args: list[str], env: list[dict[str, Any]],
+              service_account: str) -> dict[str, Any]:
+    selector, tolerations, resources = scheduling(c.spec)
+    volumes, mounts = _volumes(c.spec)
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": service_account,
+        "securityContext": POD_SECURITY,
+        "containers": [{
+            "name": "runner", "image": image, "args": args, "env": env,
+            "resources": resources, "volumeMounts": mounts,
+            "securityContext": CONTAINER_SECURITY,
+        }],
+        "volumes": volumes,
+    }
+    if selector:
+        pod["nodeSelector"] = selector
+    if tolerations:
+        pod["tolerations"] = tolerations
+    return pod
+
+
+def processes(spec: CampaignSpec) -> int:
+    """Engine processes per worker pod: the whole CPUs the pod requests (at least one)."""
+    cpu = str((spec.resources.get("requests") or {}).get("cpu", "1"))
+    try:
+        cores = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
+    except ValueError:
+        return 1
+    return max(1, int(cores))
+
+
+def worker_jobs(c: Campaign, *, default_image: str,
+                service_account: str = "xla-sentinel-worker") -> list[dict[str, Any]]:
+    """The worker Jobs the campaign should have now (at its current revision)."""
+    rev = revision(c.spec)
+    spec_json = json.dumps(c.spec.to_dict(), sort_keys=True)
+    jobs = []
+    for group in worker_groups(c.spec):
+        labels = _labels(c, "worker", **{GROUP_LABEL: group.name, REVISION_LABEL: rev})
+        env = [
+            {"name": "XLA_SENTINEL_SPEC", "value": spec_json},
+            {"name": "XLA_SENTINEL_CAMPAIGN", "value": c.name},
+            {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
+            {"name": "XLA_SENTINEL_WORKER_GROUP", "value": group.name},
+            {"name": "XLA_SENTINEL_TARGETS", "value": ",".join(group.targets)},
+            {"name": "XLA_SENTINEL_PROCESSES", "value": str(processes(c.spec))},
+            {"name": "XLA_SENTINEL_NAMESPACE",
+             "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ]
+        image = group.image or c.spec.image or default_image
+        pod = _pod_spec(c, image, ["worker"], env, service_account)
+        template_labels = {k: v for k, v in labels.items() if k != QUEUE_LABEL}
+        jobs.append({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job_name(c.name, group.name, rev), "namespace": c.namespace,
+                         "labels": labels, "ownerReferences": [owner_reference(c)]},
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": c.spec.workers,
+                "parallelism": c.spec.workers,
+                "backoffLimitPerIndex": BACKOFF_PER_INDEX,
+                # Kueue admits a queued Job by unsuspending it, so it is created suspended.
+                "suspend": bool(c.spec.suspend or c.spec.queueName),
+                "template": {"metadata": {"labels": template_labels}, "spec": pod},
+            },
+        })
+    return jobs
+
+
+def artifact_path(c: Campaign, worker: str, finding_dir: str) -> str:
+    """Where a worker's finding folder lives: on the PVC or under the bucket URI."""
+    root = c.spec.artifacts.bucketURI.rstrip("/") if c.spec.artifacts.bucketURI else ARTIFACTS_MOUNT
+    return f"{root}/{c.name}/{worker}/{finding_dir}"
+
+
+def bisector_job(c: Campaign, sample: dict[str, Any], worker: str, *, default_image: str,
+                 service_account: str = "xla-sentinel-worker") -> dict[str, Any]:
+    """A Job that bisects one finding (a sample of a new signature candidate)."""
+    signature = str(sample["signature"])
+    path = artifact_path(c, worker, str(sample.get("dir") or ""))
+    labels = _labels(c, "bisector", **{SIGNATURE_LABEL: label_value(signature)})
+    labels.pop(QUEUE_LABEL, None)  # short, urgent jobs: not held in the campaign's queue
+    pod = _pod_spec(c, c.spec.image or default_image, ["bisect", path], [], service_account)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": job_name(c.name, "bisect", str(sample["id"])[:16]),
+                     "namespace": c.namespace, "labels": labels,
+                     "ownerReferences": [owner_reference(c)]},
+        "spec": {"backoffLimit": 1,
+                 "template": {"metadata": {"labels": {k: v for k, v in labels.items()}},
+                              "spec": pod}},
+    }

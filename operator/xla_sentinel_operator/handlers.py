@@ -1,0 +1,444 @@
+"""kopf handlers: thin glue between watch events and the pure functions (desired, rollup,
+signatures). `register()` binds them to a registry and a Runtime, so tests can run several
+operators (restart, two replicas) in one process without module-level state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+import structlog
+from xla_sentinel.campaign import SpecError, parse_spec
+from xla_sentinel.k8s_report import (
+    API_VERSION,
+    CAMPAIGN_LABEL,
+    REPORT_LABEL,
+    SignatureEntry,
+    WorkerReport,
+    label_value,
+    report_from_configmap,
+)
+
+from . import alerting, desired, rollup, signatures
+from .kube import ApiError, Kube, path
+from .metrics import Metrics, serve
+
+GROUP, VERSION = API_VERSION.split("/")
+log = structlog.get_logger("xla_sentinel_operator")
+
+
+@dataclass
+class Config:
+    namespaces: list[str] = field(default_factory=list)  # empty: the whole cluster
+    server: str | None = None  # API URL without credentials (development, tests)
+    runner_image: str = "ghcr.io/xla-sentinel/runner:0.1.0"
+    service_account: str = "xla-sentinel-worker"
+    rollup_interval: float = 10.0
+    alert_retry_interval: float = 30.0
+    alert_attempts: int = 5
+    alert_backoff: float = 0.5
+    external_url: str = ""
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int | None = 8080  # None: no HTTP endpoint; 0: any free port
+    peering_name: str = "xla-sentinel"
+    priority: int | None = None  # None: random, so replicas never tie
+    standalone: bool = False
+
+
+@dataclass
+class Runtime:
+    config: Config
+    metrics: Metrics = field(default_factory=Metrics)
+    kube: Kube | None = None
+    metrics_port: int | None = None
+    healthy: bool = False
+    locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+    # (namespace, report name) -> `updated` of the report last ingested in full.
+    ingested: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (namespace, signature, hit key) -> the hit count this operator wrote or read back. Only
+    # the acting operator writes hits, so an equal count means there is nothing to do; a
+    # restart starts empty and reads each signature once.
+    hits_seen: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # uid -> (generation, parsed campaign): parse_spec costs milliseconds and report events
+    # come by the thousand, while a spec changes only with the generation.
+    parsed: dict[str, tuple[int, desired.Campaign]] = field(default_factory=dict)
+    _runner: Any = None
+
+    @property
+    def api(self) -> Kube:
+        if self.kube is None:
+            raise RuntimeError("not logged in yet")
+        return self.kube
+
+    def lock(self, namespace: str, signature: str) -> asyncio.Lock:
+        return self.locks.setdefault((namespace, signature), asyncio.Lock())
+
+    def campaign(self, body: kopf.Body | dict[str, Any]) -> desired.Campaign:
+        meta = body["metadata"]
+        uid, generation = meta.get("uid", ""), int(meta.get("generation") or 0)
+        hit = self.parsed.get(uid)
+        if hit is None or hit[0] != generation or not uid:
+            hit = (generation, campaign_of(body))
+            self.parsed[uid] = hit
+        return hit[1]
+
+
+def now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def campaign_of(body: kopf.Body | dict[str, Any]) -> desired.Campaign:
+    meta = body["metadata"]
+    try:
+        spec = parse_spec(dict(body.get("spec") or {}))
+    except SpecError as e:
+        raise kopf.PermanentError(str(e)) from None
+    return desired.Campaign(name=meta["name"], namespace=meta["namespace"],
+                            uid=meta.get("uid", ""), spec=spec)
+
+
+def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
+    """Bind every handler of the operator to `registry`, sharing `rt`."""
+    cfg = rt.config
+    fc = dict(group=GROUP, version=VERSION, plural="fuzzcampaigns", registry=registry)
+    bs = dict(group=GROUP, version=VERSION, plural="bugsignatures", registry=registry)
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        if cfg.server:
+            info = kopf.ConnectionInfo(server=cfg.server, default_namespace="default")
+        else:
+            info = (kopf.login_with_service_account(**kwargs)
+                    or kopf.login_with_kubeconfig(**kwargs))
+        if info is not None:
+            rt.kube = Kube(info)
+        return info
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.persistence.finalizer = "xlasentinel.dev/cleanup"
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+            prefix="xlasentinel.dev")
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix="xlasentinel.dev", key="last-handled-configuration")
+        settings.posting.level = logging.WARNING  # our own Warning events, not kopf's chatter
+        settings.peering.name = cfg.peering_name
+        settings.peering.standalone = cfg.standalone
+        settings.peering.mandatory = not cfg.standalone
+        settings.peering.priority = (cfg.priority if cfg.priority is not None
+                                     else random.randint(1, 2**31))
+        settings.watching.server_timeout = 300
+        if cfg.metrics_port is not None:
+            rt._runner, rt.metrics_port = await serve(rt.metrics, cfg.metrics_host,
+                                                      cfg.metrics_port, lambda: rt.healthy)
+        rt.healthy = True
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        rt.healthy = False
+        if rt._runner is not None:
+            await rt._runner.cleanup()
+        if rt.kube is not None:
+            await rt.kube.close()
+
+    # Indexes: watch-fed views of the children, so timers need no list calls.
+    @kopf.index("batch", "v1", "jobs", labels={CAMPAIGN_LABEL: kopf.PRESENT,
+                                               desired.ROLE_LABEL: "worker"}, registry=registry,
+                id="worker_jobs")
+    def worker_jobs(namespace: str, labels: dict[str, str], body: kopf.Body,
+                    **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(namespace, labels[CAMPAIGN_LABEL]): {
+            "metadata": {"name": body.metadata.name, "labels": dict(labels)},
+            "spec": {"completions": body.spec.get("completions"),
+                     "suspend": body.spec.get("suspend")},
+            "status": dict(body.status)}}
+
+    @kopf.index("", "v1", "configmaps", labels={REPORT_LABEL: "true"}, registry=registry,
+                id="reports")
+    def reports(namespace: str, labels: dict[str, str], body: kopf.Body,
+                **_: Any) -> dict[tuple[str, str], tuple[str, WorkerReport]] | None:
+        report = report_from_configmap(dict(body))
+        if report is None or CAMPAIGN_LABEL not in labels:
+            return None
+        return {(namespace, labels[CAMPAIGN_LABEL]): (body.metadata.name, report)}
+
+    @kopf.index(**fc, id="campaigns")
+    def campaigns(namespace: str, name: str, body: kopf.Body,
+                  **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+        # Keyed like the children's campaign label, which is all a report event carries.
+        return {(namespace, label_value(name)): {"metadata": dict(body.metadata), "spec": dict(body.spec),
+                                    "apiVersion": API_VERSION, "kind": "FuzzCampaign"}}
+
+    # FuzzCampaign lifecycle.
+    @kopf.on.resume(**fc)
+    @kopf.on.create(**fc)
+    @kopf.on.update(field="spec", **fc)
+    async def reconcile_campaign(body: kopf.Body, **_: Any) -> None:
+        c = rt.campaign(body)
+        jobs = await rt.api.list(path("batch/v1", "jobs", c.namespace),
+                                 {**desired.campaign_selector(c.name),
+                                  desired.ROLE_LABEL: "worker"})
+        completed = (body.get("status") or {}).get("phase") == "Completed"
+        await converge_workers(rt, c, jobs, completed)
+
+    @kopf.timer(**fc, interval=cfg.rollup_interval, backoff=cfg.rollup_interval, id="roll_up")
+    async def roll_up(body: kopf.Body, patch: kopf.Patch, worker_jobs: kopf.Index,
+                      reports: kopf.Index, **_: Any) -> None:
+        try:
+            c = rt.campaign(body)
+        except kopf.PermanentError as e:  # only reachable where the CRD's schema is bypassed
+            patch.status["phase"] = "Stalled"
+            patch.status["conditions"] = rollup.conditions(
+                rollup.Health("Stalled", "InvalidSpec", str(e)),
+                int(body.metadata.get("generation") or 1),
+                list(body.get("status", {}).get("conditions") or []), now_text())
+            return
+        key = (c.namespace, label_value(c.name))
+        jobs = list(worker_jobs.get(key, []))
+        named = list(reports.get(key, []))
+        rev = desired.revision(c.spec)
+        previous = dict(body.get("status") or {})
+        new = rollup.status(c.spec, int(body.metadata.get("generation") or 1), jobs,
+                            [r for _, r in named], rev, previous, datetime.now(UTC))
+        await converge_workers(rt, c, jobs, new["phase"] == "Completed")
+        rt.metrics.programs.labels(c.namespace, c.name).set(new["programs"])
+        rt.metrics.findings.labels(c.namespace, c.name).set(new["findingsTotal"])
+        for k, v in new.items():
+            if previous.get(k) != v:
+                patch.status[k] = v
+        if "completionTime" in previous and "completionTime" not in new:
+            patch.status["completionTime"] = None  # running again after a budget raise
+
+    @kopf.timer(**fc, interval=cfg.rollup_interval * 5, backoff=cfg.rollup_interval * 5,
+                id="reingest")
+    async def reingest(body: kopf.Body, reports: kopf.Index, **_: Any) -> None:
+        """Catch up on reports whose event failed to ingest (an API error mid-way);
+        apart from the roll-up so a backlog never delays the status."""
+        c = rt.campaign(body)
+        await ingest_missed(rt, c, list(reports.get((c.namespace, label_value(c.name)), [])))
+
+    @kopf.on.delete(**fc)
+    async def delete_campaign(name: str, namespace: str, **_: Any) -> None:
+        selector = desired.campaign_selector(name)
+        for obj in await rt.api.list(path("batch/v1", "jobs", namespace), selector):
+            await rt.api.delete(path("batch/v1", "jobs", namespace, obj["metadata"]["name"]))
+        for obj in await rt.api.list(path("v1", "configmaps", namespace),
+                                     {**selector, REPORT_LABEL: "true"}):
+            await rt.api.delete(path("v1", "configmaps", namespace, obj["metadata"]["name"]))
+        for gauge in (rt.metrics.programs, rt.metrics.findings):
+            try:
+                gauge.remove(namespace, name)
+            except KeyError:
+                pass  # never rolled up
+        log.info("campaign.deleted", campaign=name, namespace=namespace)
+
+    # Worker reports -> BugSignatures.
+    @kopf.on.event("", "v1", "configmaps", labels={REPORT_LABEL: "true"}, registry=registry)
+    async def report_changed(type: str | None, body: kopf.Body, namespace: str,
+                             campaigns: kopf.Index, **_: Any) -> None:
+        if type == "DELETED":
+            return
+        campaign_name = body.metadata.labels.get(CAMPAIGN_LABEL)
+        report = report_from_configmap(dict(body))
+        found = list(campaigns.get((namespace, campaign_name), []))
+        if report is None or not found:
+            return
+        c = rt.campaign(found[0])
+        await ingest_report(rt, c, body.metadata.name, report)
+
+    # BugSignature: people set spec.state; alerts that failed are retried.
+    @kopf.on.field(field="spec.state", **bs)
+    async def state_changed(new: str | None, name: str, namespace: str, **_: Any) -> None:
+        if new != "fixed":
+            return
+        signature = name.removeprefix("sig-")
+        async with rt.lock(namespace, signature):
+            sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
+            if sig is None or (sig.get("spec") or {}).get("state") != "fixed":
+                return
+            count = int((sig.get("status") or {}).get("count") or 0)
+            await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
+                               {"status": {"fixedAtCount": count}})
+        log.info("signature.fixed", signature=signature, namespace=namespace, count=count)
+
+    @kopf.timer(**bs, interval=cfg.alert_retry_interval, backoff=cfg.alert_retry_interval,
+                id="retry_alert")
+    async def retry_alert(body: kopf.Body, name: str, namespace: str,
+                          campaigns: kopf.Index, **_: Any) -> None:
+        if signatures.due_alert(dict(body.spec), dict(body.status)) is None:
+            return
+        routes = [list(campaigns.get((namespace, label_value(c)), []))
+                  for c in body.status.get("campaigns", [])]
+        bodies = [b[0] for b in routes if b]
+        if not bodies:
+            return
+        c = rt.campaign(bodies[0])
+        async with rt.lock(namespace, name.removeprefix("sig-")):
+            sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
+            if sig is not None:
+                await maybe_alert(rt, c, sig)
+
+
+async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str, Any]],
+                           completed: bool) -> None:
+    """Create missing worker Jobs, delete those of older revisions, apply suspend."""
+    want = desired.worker_jobs(c, default_image=rt.config.runner_image,
+                               service_account=rt.config.service_account)
+    have = {j["metadata"]["name"]: j for j in jobs}
+    jobs_path = path("batch/v1", "jobs", c.namespace)
+    suspend = c.spec.suspend or completed
+    for job in want:
+        name = job["metadata"]["name"]
+        if name not in have:
+            if completed:
+                continue
+            _, created = await rt.api.create(jobs_path, job)
+            if created:
+                log.info("workers.created", campaign=c.name, namespace=c.namespace, job=name,
+                         workers=c.spec.workers)
+            continue
+        current = bool((have[name].get("spec") or {}).get("suspend"))
+        # With Kueue, unsuspending is Kueue's admission decision, not ours.
+        if current != suspend and (suspend or not c.spec.queueName):
+            await rt.api.patch(f"{jobs_path}/{name}", {"spec": {"suspend": suspend}})
+            log.info("workers.suspend", campaign=c.name, namespace=c.namespace, job=name,
+                     suspend=suspend)
+    wanted = {j["metadata"]["name"] for j in want}
+    for name in have:
+        if name not in wanted:
+            await rt.api.delete(f"{jobs_path}/{name}")
+            log.info("workers.retired", campaign=c.name, namespace=c.namespace, job=name)
+
+
+async def ingest_missed(rt: Runtime, c: desired.Campaign,
+                        named: list[tuple[str, WorkerReport]]) -> None:
+    """Re-ingest reports whose last event failed to ingest (an API error mid-way)."""
+    for name, report in named:
+        if rt.ingested.get((c.namespace, name)) != report.updated:
+            await ingest_report(rt, c, name, report)
+
+
+async def ingest_report(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:
+    rt.metrics.reports_ingested.inc()
+    for signature, entry in sorted(report.signatures.items()):
+        await ingest_signature(rt, c, report.worker, signature, entry, report.versions)
+    rt.ingested[(c.namespace, name)] = report.updated
+
+
+async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signature: str,
+                           entry: SignatureEntry, versions: dict[str, str]) -> None:
+    """Upsert one signature from one worker's report: create or count, regress, alert."""
+    ns = c.namespace
+    seen_key = (ns, signature, signatures.hit_key(c.name, worker))
+    if rt.hits_seen.get(seen_key) == entry.count:
+        return
+    sig_path = path(API_VERSION, "bugsignatures", ns)
+    name = signatures.signature_name(signature)
+    async with rt.lock(ns, signature):
+        sig = await rt.api.get(f"{sig_path}/{name}")
+        created = False
+        if sig is None:
+            sig, created = await rt.api.create(sig_path, signatures.new_signature(
+                c, worker, signature, entry, versions))
+        spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
+        update = signatures.hits_update(status, c.name, worker, entry)
+        regressed = False
+        if update is not None:
+            merged = {**status, **update}
+            if signatures.regressed(spec, merged):
+                regressed = True
+                update["regressions"] = int(status.get("regressions") or 0) + 1
+                update["fixedAtCount"] = None
+                sig = await rt.api.patch(f"{sig_path}/{name}", {"spec": {"state": "regressed"}})
+            bisects = await start_bisectors(rt, c, worker, entry, status)
+            if bisects:
+                update["bisectJobs"] = bisects
+            sig = await rt.api.patch(f"{sig_path}/{name}/status", {"status": update})
+        if created or regressed:
+            reason = "regressed" if regressed else "new"
+            rt.metrics.signatures.labels(ns, entry.verdict, reason).inc()
+            message = (f"{reason} bug signature {signature}: {entry.verdict} "
+                       f"({(entry.samples[0] if entry.samples else {}).get('culprit_op') or 'op unknown'})"
+                       f" from {c.name}/{worker}")
+            reason_text = "BugSignatureRegressed" if regressed else "NewBugSignature"
+            campaign_ref = {"apiVersion": API_VERSION, "kind": "FuzzCampaign",
+                            "metadata": {"name": c.name, "namespace": ns, "uid": c.uid}}
+            for obj in (_ref(sig, "BugSignature"), campaign_ref):
+                kopf.event(obj, type="Warning", reason=reason_text, message=message)
+            log.warning(f"signature.{reason}", campaign=c.name, namespace=ns,
+                        signature=signature, verdict=entry.verdict, worker=worker)
+        await maybe_alert(rt, c, sig)
+        rt.hits_seen[seen_key] = entry.count
+
+
+async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: SignatureEntry,
+                          status: dict[str, Any]) -> list[str] | None:
+    """Bisector Jobs for the first `bisect.perSignature` findings of a signature."""
+    started = list(status.get("bisectJobs") or [])
+    want = c.spec.bisect.perSignature if c.spec.bisect.enabled else 0
+    added = False
+    for sample in entry.samples:
+        if len(started) >= want:
+            break
+        job = desired.bisector_job(c, sample, worker, default_image=rt.config.runner_image,
+                                   service_account=rt.config.service_account)
+        if job["metadata"]["name"] in started:
+            continue
+        await rt.api.create(path("batch/v1", "jobs", c.namespace), job)
+        started.append(job["metadata"]["name"])
+        added = True
+        log.info("bisector.created", campaign=c.name, namespace=c.namespace,
+                 signature=sample.get("signature"), job=job["metadata"]["name"])
+    return started if added else None
+
+
+async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> None:
+    """Send the alert this signature is owed, once; failures are left for the retry timer."""
+    spec, status = sig.get("spec") or {}, sig.get("status") or {}
+    key = signatures.due_alert(spec, status)
+    if key is None:
+        return
+    ns, name = sig["metadata"]["namespace"], sig["metadata"]["name"]
+    ref = c.spec.alerts.webhookSecretRef
+    if ref is not None:
+        secret = await rt.api.get(path("v1", "secrets", ns, ref.name))
+        url = alerting.secret_value(secret, ref.key) if secret else None
+        if not url:
+            log.error("alert.no_url", campaign=c.name, namespace=ns, secret=ref.name, key=ref.key,
+                      signature=spec.get("signature"))
+            rt.metrics.alert_failures.inc()
+            return
+        payload = signatures.alert_payload(sig, key, receiver=f"{ns}/{c.name}",
+                                           external_url=rt.config.external_url)
+        if not await alerting.post_alert(url, payload, attempts=rt.config.alert_attempts,
+                                         backoff=rt.config.alert_backoff):
+            rt.metrics.alert_failures.inc()
+            log.error("alert.failed", campaign=c.name, namespace=ns,
+                      signature=spec.get("signature"), key=key)
+            return
+        rt.metrics.alerts_sent.labels(key.split("-")[0]).inc()
+    sent = now_text()
+    await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
+                       {"status": {"alertKey": key, "lastAlertTime": sent}})
+    try:
+        await rt.api.patch(path(API_VERSION, "fuzzcampaigns", ns, c.name, "status"),
+                           {"status": {"lastAlertTime": sent}})
+    except ApiError as e:
+        if e.status != 404:  # the campaign may be gone; the signature outlives it
+            raise
+    log.warning("alert.sent", campaign=c.name, namespace=ns, signature=spec.get("signature"),
+                key=key, webhook=ref is not None)
+
+
+def _ref(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {"apiVersion": API_VERSION, "kind": kind,
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                         "uid": meta.get("uid", "")}}
+

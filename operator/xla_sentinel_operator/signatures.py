@@ -1,0 +1,126 @@
+"""Pure dedup of worker findings into BugSignature records, and the alert rules.
+
+Counts are idempotent: a BugSignature keeps, per campaign worker, the cumulative count that
+worker reported (`status.hits`), and `count` is their sum; re-reading a report sets the same
+values again. Alerts are keyed (`new`, `regressed-N`), and one alert is sent per key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xla_sentinel.k8s_report import API_VERSION, SignatureEntry, label_value
+
+from .desired import SIGNATURE_LABEL, Campaign, artifact_path
+
+TEAM_LABEL_PREFIX = "xlasentinel.dev/team-"
+
+
+def team_label(team: str) -> str:
+    """The label key marking a team's signatures; its name part is a label value too."""
+    return TEAM_LABEL_PREFIX.removesuffix("team-") + label_value(f"team-{team}")
+
+
+def signature_name(signature: str) -> str:
+    return f"sig-{signature}"
+
+
+def hit_key(campaign: str, worker: str) -> str:
+    return f"{campaign}/{worker}"
+
+
+def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntry,
+                  versions: dict[str, str] | None = None) -> dict[str, Any]:
+    """The BugSignature to create when a signature is seen for the first time."""
+    sample = entry.samples[0] if entry.samples else {}
+    spec: dict[str, Any] = {"signature": signature, "verdict": entry.verdict, "state": "new",
+                            "targets": sorted({str(s["target"]) for s in entry.samples
+                                               if s.get("target")}),
+                            "teams": list(c.spec.alerts.teams)}
+    for field, key in (("culpritOp", "culprit_op"), ("culpritPass", "culprit_pass"),
+                       ("fusionKind", "fusion_kind"), ("dtype", "dtype")):
+        if sample.get(key):
+            spec[field] = str(sample[key])
+    if versions:
+        spec["versions"] = dict(versions)
+    if sample.get("dir"):
+        spec["repro"] = artifact_path(c, worker, str(sample["dir"]))
+    labels = {SIGNATURE_LABEL: label_value(signature),
+              **{team_label(t): "true" for t in c.spec.alerts.teams}}
+    return {"apiVersion": API_VERSION, "kind": "BugSignature",
+            "metadata": {"name": signature_name(signature), "namespace": c.namespace,
+                         "labels": labels},
+            "spec": spec}
+
+
+def hits_update(status: dict[str, Any], campaign: str, worker: str,
+                entry: SignatureEntry) -> dict[str, Any] | None:
+    """The status fields to write after `worker` reported `entry`; None when nothing changed."""
+    hits = dict(status.get("hits") or {})
+    key = hit_key(campaign, worker)
+    if hits.get(key) == entry.count:
+        return None
+    hits[key] = entry.count
+    campaigns = sorted(set(status.get("campaigns") or []) | {campaign})
+    first = min(filter(None, [status.get("firstSeen"), entry.first_seen]), default=None)
+    last = max(filter(None, [status.get("lastSeen"), entry.last_seen]), default=None)
+    update: dict[str, Any] = {"hits": hits, "count": sum(hits.values()), "campaigns": campaigns}
+    if first:
+        update["firstSeen"] = first
+    if last:
+        update["lastSeen"] = last
+    return update
+
+
+def regressed(spec: dict[str, Any], status: dict[str, Any]) -> bool:
+    """A fixed bug that has been seen again since it was marked fixed."""
+    fixed_at = status.get("fixedAtCount")
+    return (spec.get("state") == "fixed" and fixed_at is not None
+            and int(status.get("count") or 0) > int(fixed_at))
+
+
+def due_alert(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
+    """The alert key owed for this signature, or None when no alert is owed."""
+    state = spec.get("state") or "new"
+    if state == "new":
+        key = "new"
+    elif state == "regressed":
+        key = f"regressed-{int(status.get('regressions') or 0)}"
+    else:
+        return None  # triaged or fixed: people know
+    return None if status.get("alertKey") == key else key
+
+
+def alert_payload(sig: dict[str, Any], key: str, *, receiver: str,
+                  external_url: str = "") -> dict[str, Any]:
+    """An Alertmanager webhook (version 4) message for one signature."""
+    spec, status, meta = sig.get("spec") or {}, sig.get("status") or {}, sig["metadata"]
+    reason = "regressed" if key.startswith("regressed") else "new"
+    labels = {
+        "alertname": "XlaSentinelBugSignature",
+        "signature": spec.get("signature", ""),
+        "verdict": spec.get("verdict", ""),
+        "reason": reason,
+        "namespace": meta.get("namespace", ""),
+        "severity": "critical" if reason == "regressed" else "warning",
+    }
+    if spec.get("culpritOp"):
+        labels["culprit_op"] = spec["culpritOp"]
+    if spec.get("teams"):
+        labels["team"] = ",".join(spec["teams"])
+    annotations = {
+        "summary": f"{reason} XLA bug {spec.get('signature')}: {spec.get('verdict')}"
+                   f" in {spec.get('culpritOp') or 'unknown op'}",
+        "description": (f"count={status.get('count', 0)} campaigns="
+                        f"{','.join(status.get('campaigns') or [])} "
+                        f"curing pass={spec.get('culpritPass') or 'unknown'}"),
+        "repro": spec.get("repro", ""),
+    }
+    alert = {"status": "firing", "labels": labels, "annotations": annotations,
+             "startsAt": status.get("lastSeen") or status.get("firstSeen") or "",
+             "endsAt": "0001-01-01T00:00:00Z", "generatorURL": external_url,
+             "fingerprint": f"{spec.get('signature', '')}-{key}"}
+    return {"version": "4", "groupKey": f"{{}}:{{signature=\"{labels['signature']}\"}}",
+            "truncatedAlerts": 0, "status": "firing", "receiver": receiver,
+            "groupLabels": {"signature": labels["signature"]}, "commonLabels": labels,
+            "commonAnnotations": annotations, "externalURL": external_url, "alerts": [alert]}
