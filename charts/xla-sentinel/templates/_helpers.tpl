@@ -111,7 +111,7 @@ seccompProfile:
 {{- end }}
 
 {{/* What the operator does in a namespace whose FuzzCampaigns it reconciles (the API
-calls of operator/handlers.py and kopf's own bookkeeping, which patches but never updates). */}}
+calls of operator/xla_sentinel_operator/handlers.py and kopf's own bookkeeping, which patches but never updates). */}}
 {{- define "xla-sentinel.reconcileRules" -}}
 - apiGroups: [xlasentinel.dev]
   resources: [fuzzcampaigns, fuzzcampaigns/status]
