@@ -1,9 +1,14 @@
-"""Deliver an Alertmanager-compatible webhook message, retrying with exponential backoff."""
+"""Deliver alerts to an Alertmanager v2 endpoint (`POST /api/v2/alerts`, a JSON array of
+postable alerts): retry only what may succeed later, and pace each receiver with a token
+bucket so a burst of new signatures cannot flood it."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import enum
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -12,27 +17,78 @@ import structlog
 log = structlog.get_logger("xla_sentinel_operator.alerting")
 
 
-async def post_alert(url: str, payload: dict[str, Any], *, attempts: int = 5,
-                     backoff: float = 0.5, timeout: float = 10.0) -> bool:
-    """POST `payload`; True once a receiver answers 2xx. Client errors other than 429 are
-    not retried: the same message would be refused again."""
+class Delivery(enum.Enum):
+    SENT = "sent"
+    # Refused for good (4xx other than 429): the same message would be refused again.
+    REJECTED = "rejected"
+    # Unreachable, 429 or 5xx after every attempt: worth another try later.
+    FAILED = "failed"
+    # The receiver's token bucket is empty: not attempted; the retry timer sends it later.
+    THROTTLED = "throttled"
+
+
+def retryable(status: int) -> bool:
+    """HTTP answers worth retrying: rate limited (429) or a server error (5xx)."""
+    return status == 429 or status >= 500
+
+
+@dataclass
+class TokenBucket:
+    """`burst` alerts at once, then `rate` per second; pure apart from the clock passed in."""
+
+    rate: float
+    burst: float
+    tokens: float = -1.0
+    stamp: float = 0.0
+
+    def take(self, now: float) -> bool:
+        """Spend one token if there is one at time `now` (seconds, monotonic)."""
+        if self.tokens < 0:
+            self.tokens, self.stamp = self.burst, now
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+@dataclass
+class Limiter:
+    """One token bucket per receiver URL."""
+
+    rate: float = 0.2
+    burst: float = 5
+    buckets: dict[str, TokenBucket] = field(default_factory=dict)
+
+    def allow(self, url: str, now: float | None = None) -> bool:
+        bucket = self.buckets.setdefault(url, TokenBucket(self.rate, self.burst))
+        return bucket.take(time.monotonic() if now is None else now)
+
+
+async def post_alerts(url: str, alerts: list[dict[str, Any]], *, attempts: int = 5,
+                      backoff: float = 0.5, timeout: float = 10.0,
+                      limiter: Limiter | None = None) -> Delivery:
+    """POST the alerts (a v2 array); SENT once the receiver answers 2xx."""
+    if limiter is not None and not limiter.allow(url):
+        log.warning("alert.throttled", url=url)
+        return Delivery.THROTTLED
     delay = backoff
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
         for attempt in range(1, attempts + 1):
             try:
-                async with session.post(url, json=payload) as resp:
+                async with session.post(url, json=alerts) as resp:
                     if resp.status < 300:
-                        return True
-                    retry = resp.status == 429 or resp.status >= 500
+                        return Delivery.SENT
                     log.warning("alert.refused", status=resp.status, attempt=attempt, url=url)
-                    if not retry:
-                        return False
+                    if not retryable(resp.status):
+                        return Delivery.REJECTED
             except (aiohttp.ClientError, TimeoutError) as e:
                 log.warning("alert.unreachable", error=str(e), attempt=attempt, url=url)
             if attempt < attempts:
                 await asyncio.sleep(delay)
                 delay *= 2
-    return False
+    return Delivery.FAILED
 
 
 def secret_value(secret: dict[str, Any], key: str) -> str | None:

@@ -26,7 +26,7 @@ from xla_sentinel.k8s_report import (
 )
 
 from . import alerting, desired, rollup, signatures
-from .kube import ApiError, Kube, path
+from .kube import ApiError, Kube, connection_from_kubeconfig, path
 from .metrics import Metrics, serve
 
 GROUP, VERSION = API_VERSION.split("/")
@@ -36,13 +36,15 @@ log = structlog.get_logger("xla_sentinel_operator")
 @dataclass
 class Config:
     namespaces: list[str] = field(default_factory=list)  # empty: the whole cluster
-    server: str | None = None  # API URL without credentials (development, tests)
+    kubeconfig: str | None = None  # this file's current context instead of in-cluster
     runner_image: str = "ghcr.io/xla-sentinel/runner:0.1.0"
     service_account: str = "xla-sentinel-worker"
     rollup_interval: float = 10.0
     alert_retry_interval: float = 30.0
     alert_attempts: int = 5
     alert_backoff: float = 0.5
+    alert_rate: float = 0.2  # alerts per second per receiver, after a burst of alert_burst
+    alert_burst: int = 5
     external_url: str = ""
     metrics_host: str = "0.0.0.0"
     metrics_port: int | None = 8080  # None: no HTTP endpoint; 0: any free port
@@ -68,7 +70,11 @@ class Runtime:
     # uid -> (generation, parsed campaign): parse_spec costs milliseconds and report events
     # come by the thousand, while a spec changes only with the generation.
     parsed: dict[str, tuple[int, desired.Campaign]] = field(default_factory=dict)
+    limiter: alerting.Limiter = field(init=False)
     _runner: Any = None
+
+    def __post_init__(self) -> None:
+        self.limiter = alerting.Limiter(rate=self.config.alert_rate, burst=self.config.alert_burst)
 
     @property
     def api(self) -> Kube:
@@ -111,8 +117,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        if cfg.server:
-            info = kopf.ConnectionInfo(server=cfg.server, default_namespace="default")
+        if cfg.kubeconfig:
+            info = connection_from_kubeconfig(cfg.kubeconfig)
         else:
             info = (kopf.login_with_service_account(**kwargs)
                     or kopf.login_with_kubeconfig(**kwargs))
@@ -254,7 +260,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     # BugSignature: people set spec.state; alerts that failed are retried.
     @kopf.on.field(field="spec.state", **bs)
-    async def state_changed(new: str | None, name: str, namespace: str, **_: Any) -> None:
+    async def state_changed(new: str | None, name: str, namespace: str, status: kopf.Status,
+                            campaigns: kopf.Index, **_: Any) -> None:
         if new != "fixed":
             return
         signature = name.removeprefix("sig-")
@@ -263,22 +270,23 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             if sig is None or (sig.get("spec") or {}).get("state") != "fixed":
                 return
             count = int((sig.get("status") or {}).get("count") or 0)
-            await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
-                               {"status": {"fixedAtCount": count}})
+            sig = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
+                                     {"status": {"fixedAtCount": count}})
+            c = _routing_campaign(rt, namespace, list(status.get("campaigns") or []), campaigns)
+            if c is not None:
+                await maybe_alert(rt, c, sig)  # resolves the alert that fired
         log.info("signature.fixed", signature=signature, namespace=namespace, count=count)
 
     @kopf.timer(**bs, interval=cfg.alert_retry_interval, backoff=cfg.alert_retry_interval,
                 id="retry_alert")
     async def retry_alert(body: kopf.Body, name: str, namespace: str,
                           campaigns: kopf.Index, **_: Any) -> None:
-        if signatures.due_alert(dict(body.spec), dict(body.status)) is None:
+        spec, status = dict(body.spec), dict(body.status)
+        if signatures.due_alert(spec, status) is None and signatures.due_resolve(spec, status) is None:
             return
-        routes = [list(campaigns.get((namespace, label_value(c)), []))
-                  for c in body.status.get("campaigns", [])]
-        bodies = [b[0] for b in routes if b]
-        if not bodies:
+        c = _routing_campaign(rt, namespace, list(status.get("campaigns") or []), campaigns)
+        if c is None:
             return
-        c = rt.campaign(bodies[0])
         async with rt.lock(namespace, name.removeprefix("sig-")):
             sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
             if sig is not None:
@@ -398,14 +406,28 @@ async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: 
     return started if added else None
 
 
+def _routing_campaign(rt: Runtime, namespace: str, names: list[str],
+                      campaigns: kopf.Index) -> desired.Campaign | None:
+    """The first campaign of a signature that still exists: its alert route is used."""
+    for name in names:
+        found = list(campaigns.get((namespace, label_value(name)), []))
+        if found:
+            return rt.campaign(found[0])
+    return None
+
+
 async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> None:
-    """Send the alert this signature is owed, once; failures are left for the retry timer."""
+    """Send the alert this signature is owed (firing, or resolving once it is fixed), once;
+    retryable failures and throttled alerts are left for the retry timer."""
     spec, status = sig.get("spec") or {}, sig.get("status") or {}
     key = signatures.due_alert(spec, status)
-    if key is None:
+    resolve = signatures.due_resolve(spec, status) if key is None else None
+    if key is None and resolve is None:
         return
     ns, name = sig["metadata"]["namespace"], sig["metadata"]["name"]
     ref = c.spec.alerts.webhookSecretRef
+    sig_status = path(API_VERSION, "bugsignatures", ns, name, "status")
+    outcome = alerting.Delivery.SENT
     if ref is not None:
         secret = await rt.api.get(path("v1", "secrets", ns, ref.name))
         url = alerting.secret_value(secret, ref.key) if secret else None
@@ -414,18 +436,30 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
                       signature=spec.get("signature"))
             rt.metrics.alert_failures.inc()
             return
-        payload = signatures.alert_payload(sig, key, receiver=f"{ns}/{c.name}",
-                                           external_url=rt.config.external_url)
-        if not await alerting.post_alert(url, payload, attempts=rt.config.alert_attempts,
-                                         backoff=rt.config.alert_backoff):
-            rt.metrics.alert_failures.inc()
-            log.error("alert.failed", campaign=c.name, namespace=ns,
-                      signature=spec.get("signature"), key=key)
+        body = signatures.alerts(sig, key or str(resolve), now=datetime.now(UTC),
+                                 external_url=rt.config.external_url, resolved=key is None)
+        outcome = await alerting.post_alerts(url, body, attempts=rt.config.alert_attempts,
+                                             backoff=rt.config.alert_backoff, limiter=rt.limiter)
+        if outcome in (alerting.Delivery.FAILED, alerting.Delivery.THROTTLED):
+            if outcome is alerting.Delivery.FAILED:
+                rt.metrics.alert_failures.inc()
+            log.error(f"alert.{outcome.value}", campaign=c.name, namespace=ns,
+                      signature=spec.get("signature"), key=key or resolve)
             return
-        rt.metrics.alerts_sent.labels(key.split("-")[0]).inc()
+    if resolve is not None:
+        await rt.api.patch(sig_status, {"status": {"resolvedKey": resolve}})
+        log.info("alert.resolved", campaign=c.name, namespace=ns,
+                 signature=spec.get("signature"), key=resolve, outcome=outcome.value)
+        return
     sent = now_text()
-    await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
-                       {"status": {"alertKey": key, "lastAlertTime": sent}})
+    update: dict[str, Any] = {"alertKey": key, "lastAlertTime": sent, "alertError": None}
+    if outcome is alerting.Delivery.REJECTED:
+        # Never retried: the receiver refuses this message; the error is kept for people.
+        rt.metrics.alert_failures.inc()
+        update["alertError"] = f"rejected by the receiver ({sent})"
+    else:
+        rt.metrics.alerts_sent.labels(str(key).split("-")[0]).inc()
+    await rt.api.patch(sig_status, {"status": update})
     try:
         await rt.api.patch(path(API_VERSION, "fuzzcampaigns", ns, c.name, "status"),
                            {"status": {"lastAlertTime": sent}})
@@ -433,7 +467,7 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
         if e.status != 404:  # the campaign may be gone; the signature outlives it
             raise
     log.warning("alert.sent", campaign=c.name, namespace=ns, signature=spec.get("signature"),
-                key=key, webhook=ref is not None)
+                key=key, webhook=ref is not None, outcome=outcome.value)
 
 
 def _ref(obj: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -17,8 +17,9 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Reconcile FuzzCampaigns; dedup and alert BugSignatures.")
     p.add_argument("--namespace", action="append", default=[],
                    help="watch this namespace (repeatable; default: the whole cluster)")
-    p.add_argument("--server", default=None,
-                   help="API server URL without credentials (default: in-cluster or kubeconfig)")
+    p.add_argument("--kubeconfig", default=None,
+                   help="use this kubeconfig's current context (default: in-cluster, then "
+                        "$KUBECONFIG or ~/.kube/config)")
     p.add_argument("--runner-image", default=d.runner_image)
     p.add_argument("--service-account", default=d.service_account,
                    help="service account of worker and bisector pods")
@@ -26,6 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--alert-retry-interval", type=float, default=d.alert_retry_interval)
     p.add_argument("--alert-attempts", type=int, default=d.alert_attempts)
     p.add_argument("--alert-backoff", type=float, default=d.alert_backoff)
+    p.add_argument("--alert-rate", type=float, default=d.alert_rate,
+                   help="alerts per second per receiver once a burst is spent")
+    p.add_argument("--alert-burst", type=int, default=d.alert_burst,
+                   help="alerts a receiver may get at once")
     p.add_argument("--external-url", default=d.external_url,
                    help="link put in alerts (e.g. a dashboard)")
     p.add_argument("--metrics-host", default=d.metrics_host)
@@ -43,10 +48,11 @@ def _parser() -> argparse.ArgumentParser:
 def config_from_args(argv: list[str]) -> handlers.Config:
     a = _parser().parse_args(argv)
     return handlers.Config(
-        namespaces=a.namespace, server=a.server, runner_image=a.runner_image,
+        namespaces=a.namespace, kubeconfig=a.kubeconfig, runner_image=a.runner_image,
         service_account=a.service_account, rollup_interval=a.rollup_interval,
         alert_retry_interval=a.alert_retry_interval, alert_attempts=a.alert_attempts,
-        alert_backoff=a.alert_backoff, external_url=a.external_url,
+        alert_backoff=a.alert_backoff, alert_rate=a.alert_rate, alert_burst=a.alert_burst,
+        external_url=a.external_url,
         metrics_host=a.metrics_host, metrics_port=a.metrics_port, peering_name=a.peering,
         priority=a.priority, standalone=a.standalone)
 

@@ -7,6 +7,7 @@ values again. Alerts are keyed (`new`, `regressed-N`), and one alert is sent per
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from xla_sentinel.k8s_report import API_VERSION, SignatureEntry, label_value
@@ -91,9 +92,39 @@ def due_alert(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
     return None if status.get("alertKey") == key else key
 
 
-def alert_payload(sig: dict[str, Any], key: str, *, receiver: str,
-                  external_url: str = "") -> dict[str, Any]:
-    """An Alertmanager webhook (version 4) message for one signature."""
+# A firing alert is sent once per key, so it carries its own end: Alertmanager would
+# otherwise resolve it after its resolve_timeout (5 minutes by default). Marking the
+# signature fixed resolves it at once.
+ALERT_HOLD = timedelta(days=7)
+
+
+def due_resolve(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
+    """The alert key to resolve: the last one sent, once people marked the bug fixed."""
+    key = status.get("alertKey")
+    if spec.get("state") != "fixed" or not key or status.get("resolvedKey") == key:
+        return None
+    return str(key)
+
+
+def rfc3339(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def alerts(sig: dict[str, Any], key: str, *, now: datetime, external_url: str = "",
+           resolved: bool = False) -> list[dict[str, Any]]:
+    """The Alertmanager v2 postable alerts (`POST /api/v2/alerts` takes this array) for one
+    signature and alert key. The labels depend on the key only, so the resolving alert of a
+    key (endsAt = now) matches the firing one."""
     spec, status, meta = sig.get("spec") or {}, sig.get("status") or {}, sig["metadata"]
     reason = "regressed" if key.startswith("regressed") else "new"
     labels = {
@@ -101,6 +132,7 @@ def alert_payload(sig: dict[str, Any], key: str, *, receiver: str,
         "signature": spec.get("signature", ""),
         "verdict": spec.get("verdict", ""),
         "reason": reason,
+        "alert_key": key,
         "namespace": meta.get("namespace", ""),
         "severity": "critical" if reason == "regressed" else "warning",
     }
@@ -116,11 +148,11 @@ def alert_payload(sig: dict[str, Any], key: str, *, receiver: str,
                         f"curing pass={spec.get('culpritPass') or 'unknown'}"),
         "repro": spec.get("repro", ""),
     }
-    alert = {"status": "firing", "labels": labels, "annotations": annotations,
-             "startsAt": status.get("lastSeen") or status.get("firstSeen") or "",
-             "endsAt": "0001-01-01T00:00:00Z", "generatorURL": external_url,
-             "fingerprint": f"{spec.get('signature', '')}-{key}"}
-    return {"version": "4", "groupKey": f"{{}}:{{signature=\"{labels['signature']}\"}}",
-            "truncatedAlerts": 0, "status": "firing", "receiver": receiver,
-            "groupLabels": {"signature": labels["signature"]}, "commonLabels": labels,
-            "commonAnnotations": annotations, "externalURL": external_url, "alerts": [alert]}
+    seen = status.get("lastSeen") if reason == "regressed" else status.get("firstSeen")
+    starts = min(_parse_time(seen) or now, now)
+    alert: dict[str, Any] = {"labels": labels, "annotations": annotations,
+                             "startsAt": rfc3339(starts),
+                             "endsAt": rfc3339(now if resolved else now + ALERT_HOLD)}
+    if external_url:
+        alert["generatorURL"] = external_url
+    return [alert]

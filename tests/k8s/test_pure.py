@@ -138,16 +138,16 @@ def test_alert_keys_give_one_alert_per_new_and_per_regression():
     assert not signatures.regressed({"state": "triaged"}, {"count": 9, "fixedAtCount": 4})
 
 
-def test_alert_payload_is_an_alertmanager_webhook_message():
+def test_alerts_are_an_alertmanager_v2_array():
     sig = {"metadata": {"name": "sig-aa", "namespace": "fuzz"},
            "spec": {"signature": "00000000000000aa", "verdict": "crash", "culpritOp": "dot", "teams": ["t1"]},
            "status": {"count": 3, "campaigns": ["nightly"], "firstSeen": "2026-11-29T10:00:00Z"}}
-    msg = signatures.alert_payload(sig, "new", receiver="fuzz/nightly")
-    assert set(msg) >= {"version", "groupKey", "status", "receiver", "groupLabels", "commonLabels",
-                        "commonAnnotations", "externalURL", "alerts"}
-    (alert,) = msg["alerts"]
+    body = signatures.alerts(sig, "new", now=NOW, external_url="https://dash/x")
+    (alert,) = body
+    assert set(alert) == {"labels", "annotations", "startsAt", "endsAt", "generatorURL"}
     assert alert["labels"]["alertname"] == "XlaSentinelBugSignature"
     assert alert["labels"]["culprit_op"] == "dot" and alert["startsAt"] == "2026-11-29T10:00:00Z"
+    assert alert["endsAt"] == "2026-12-06T12:00:00Z" and alert["generatorURL"] == "https://dash/x"
 
 
 def test_new_signature_takes_fields_from_the_first_sample():

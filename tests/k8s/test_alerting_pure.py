@@ -1,0 +1,116 @@
+"""Alert delivery: the Alertmanager v2 body, the resolving alert of a fixed bug, which
+answers are retried, and the per-receiver token bucket (a loopback receiver, no API)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from aiohttp import web
+from xla_sentinel_operator import alerting, signatures
+from xla_sentinel_operator.alerting import Delivery
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def sig(**status) -> dict:
+    return {"metadata": {"name": "sig-aa", "namespace": "fuzz"},
+            "spec": {"signature": "00000000000000aa", "verdict": "mismatch", "state": "new"},
+            "status": status}
+
+
+def test_starts_at_is_always_rfc3339_even_without_seen_times():
+    for status in ({}, {"firstSeen": "garbage"}, {"firstSeen": "2026-11-29T11:00:00+00:00"}):
+        (alert,) = signatures.alerts(sig(**status), "new", now=NOW)
+        assert RFC3339.fullmatch(alert["startsAt"]) and RFC3339.fullmatch(alert["endsAt"])
+        assert alert["startsAt"] <= "2026-11-29T12:00:00Z"
+    (alert,) = signatures.alerts(sig(), "new", now=NOW)
+    assert "generatorURL" not in alert  # no empty URL for Alertmanager's uri check
+
+
+def test_a_regression_starts_when_it_was_seen_again():
+    (alert,) = signatures.alerts(sig(firstSeen="2026-11-01T00:00:00Z", lastSeen="2026-11-29T11:00:00Z"),
+                                 "regressed-1", now=NOW)
+    assert alert["startsAt"] == "2026-11-29T11:00:00Z" and alert["labels"]["severity"] == "critical"
+
+
+def test_resolving_alert_ends_now_with_the_labels_of_the_firing_one():
+    s = sig(firstSeen="2026-11-29T10:00:00Z")
+    (firing,) = signatures.alerts(s, "new", now=NOW)
+    (resolved,) = signatures.alerts(s, "new", now=NOW, resolved=True)
+    assert resolved["labels"] == firing["labels"]  # Alertmanager matches alerts by labels
+    assert resolved["endsAt"] == "2026-11-29T12:00:00Z" < firing["endsAt"]
+
+
+def test_resolve_is_due_once_after_the_bug_is_marked_fixed():
+    assert signatures.due_resolve({"state": "fixed"}, {"alertKey": "new"}) == "new"
+    assert signatures.due_resolve({"state": "fixed"}, {"alertKey": "new", "resolvedKey": "new"}) is None
+    assert signatures.due_resolve({"state": "fixed"}, {}) is None  # never alerted: nothing to end
+    assert signatures.due_resolve({"state": "triaged"}, {"alertKey": "new"}) is None
+
+
+def test_only_rate_limits_and_server_errors_are_retryable():
+    assert alerting.retryable(429) and alerting.retryable(500) and alerting.retryable(503)
+    assert not any(alerting.retryable(s) for s in (400, 401, 403, 404, 409, 422))
+
+
+def test_token_bucket_lets_a_burst_through_then_paces():
+    bucket = alerting.TokenBucket(rate=0.5, burst=3)
+    assert [bucket.take(100.0) for _ in range(4)] == [True, True, True, False]
+    assert not bucket.take(101.0)  # half a token
+    assert bucket.take(102.0)
+    assert not bucket.take(102.0)
+
+
+def test_limiter_keeps_one_bucket_per_receiver():
+    limiter = alerting.Limiter(rate=0.0, burst=1)
+    assert limiter.allow("http://a", now=0.0) and limiter.allow("http://b", now=0.0)
+    assert not limiter.allow("http://a", now=50.0)
+
+
+async def serve(statuses: list[int]) -> tuple[web.AppRunner, str, list]:
+    seen: list = []
+
+    async def post(request: web.Request) -> web.Response:
+        seen.append(await request.json())
+        return web.Response(status=statuses[min(len(seen), len(statuses)) - 1])
+
+    app = web.Application()
+    app.router.add_post("/api/v2/alerts", post)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}/api/v2/alerts", seen
+
+
+@pytest.mark.parametrize(("statuses", "outcome", "posts"), [
+    ([200], Delivery.SENT, 1),
+    ([400], Delivery.REJECTED, 1),           # a client error is never retried
+    ([404], Delivery.REJECTED, 1),
+    ([503, 429, 200], Delivery.SENT, 3),
+    ([500], Delivery.FAILED, 3),             # every attempt, then left for the retry timer
+])
+async def test_post_retries_only_retryable_answers(statuses, outcome, posts):
+    runner, url, seen = await serve(statuses)
+    try:
+        body = signatures.alerts(sig(), "new", now=NOW)
+        assert await alerting.post_alerts(url, body, attempts=3, backoff=0.01) is outcome
+        assert len(seen) == posts and seen[0] == body  # the v2 array itself
+    finally:
+        await runner.cleanup()
+
+
+async def test_unreachable_receiver_fails_and_throttled_receiver_is_not_called():
+    runner, url, seen = await serve([200])
+    try:
+        limiter = alerting.Limiter(rate=0.0, burst=1)
+        assert await alerting.post_alerts(url, [], limiter=limiter) is Delivery.SENT
+        assert await alerting.post_alerts(url, [], limiter=limiter) is Delivery.THROTTLED
+        assert len(seen) == 1
+    finally:
+        await runner.cleanup()
+    assert await alerting.post_alerts(url, [], attempts=2, backoff=0.01) is Delivery.FAILED
