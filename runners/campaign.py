@@ -7,6 +7,9 @@ uses. Every error names the offending field by its path (``spec.budget.programs`
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -17,8 +20,46 @@ import yaml
 
 DTYPES = ("f32", "bf16", "f16", "f64", "s32", "s8", "u8", "u32", "bool")
 FLOAT_DTYPES = ("f32", "bf16", "f16", "f64")
+API_VERSION = "xlasentinel.dev/v1alpha1"
 REFERENCES = ("f64_eager", "f64_jit", "eager", "interpreter")
 PLATFORMS = ("cpu", "gpu", "tpu")
+# Target presets: a target named by one of these needs no options (runners/targets.py
+# compiles with them). Here, not in targets.py, because the operator validates names
+# without jax.
+PRESETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "O0": {"xla_backend_optimization_level": 0},
+    "no_algsimp_fusion": {"xla_disable_hlo_passes": "algsimp,fusion"},
+    "no_fusion": {"xla_disable_hlo_passes": "fusion"},
+    "no_fusion_emitters": {"xla_cpu_use_fusion_emitters": False},
+    "no_ynn": {"xla_cpu_experimental_ynn_fusion_type": ""},
+    "fast_math": {"xla_cpu_enable_fast_math": True},
+}
+# The generator's op names (runners/ops.py, which needs jax, owns the ops themselves;
+# tests/fuzz/test_spec.py fails when the two lists part).
+OP_NAMES = (
+    "abs", "add", "and", "argmax", "argmin", "atan2", "atanh", "bitcast_convert",
+    "broadcast_in_dim", "cbrt", "ceil", "clamp", "clz", "compare_eq", "compare_ge",
+    "compare_gt", "compare_le", "compare_lt", "compare_ne", "concatenate", "cond",
+    "conv_general_dilated", "convert", "cos", "cummax", "cummin", "cumprod", "cumsum",
+    "digamma", "div", "dot_general", "dynamic_slice", "dynamic_update_slice", "erf", "erf_inv",
+    "exp", "expand_dims", "expm1", "floor", "fori_loop", "gather", "iota", "is_finite",
+    "lgamma", "log", "log1p", "logistic", "max", "min", "mul", "neg", "nextafter", "not", "or",
+    "pad", "population_count", "pow", "reduce_and", "reduce_max", "reduce_min", "reduce_or",
+    "reduce_precision", "reduce_prod", "reduce_sum", "reduce_window", "rem", "reshape", "rev",
+    "round", "round_away", "rsqrt", "scan", "scatter", "select", "select_compare",
+    "select_extremum", "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign",
+    "sin", "sinh", "slice", "sort", "sqrt", "squeeze", "sub", "tan", "tanh", "top_k",
+    "transpose", "while_loop", "xor",
+)
+# Seeds and counts travel as int64 (the FuzzCampaign resource, SQLite).
+INT64_MAX = 2**63 - 1
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
+# What Kubernetes requires of metadata.name (a DNS-1123 subdomain).
+K8S_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+TPU_TOPOLOGY_PATTERN = re.compile(r"^[0-9]+(x[0-9]+){1,2}$")
+BUCKET_URI_PATTERN = re.compile(r"^(gs|s3)://.+")
+PLUGIN_REF_PATTERN = re.compile(r"^[^:]+\.py(:[A-Za-z_][A-Za-z0-9_]*)?$")
 VERDICTS = (
     "pass",
     "mismatch",
@@ -36,6 +77,68 @@ class SpecError(ValueError):
 
 def _field_names(cls: type) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
+
+
+def show(value: Any, limit: int = 60) -> str:
+    """A value as it may appear in a one-line message: repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def key_path(path: str, key: Any) -> str:
+    """`path.key`, with a key that is not a plain name quoted (no newline reaches a message)."""
+    if isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_./-]+", key):
+        return f"{path}.{key}"
+    return f"{path}[{show(key, 40)}]"
+
+
+def closest(value: Any, known: typing.Iterable[str]) -> str | None:
+    """The known name `value` was probably meant to be (a typo, or another case)."""
+    if not isinstance(value, str):
+        return None
+    known = list(known)
+    by_lower = {k.lower(): k for k in known}
+    if value.lower() in by_lower:
+        return by_lower[value.lower()]
+    match = difflib.get_close_matches(value.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[match[0]] if match else None
+
+
+def unknown_name(value: Any, known: typing.Sequence[str], what: str) -> str:
+    """The message for a name outside a known set, with a suggestion where one is close."""
+    guess = closest(value, known)
+    hint = f"did you mean {guess!r}?" if guess else f"known: {', '.join(known)}"
+    return f"unknown {what} {show(value)}; {hint}"
+
+
+def _require_known(value: Any, known: typing.Sequence[str], path: str, what: str) -> None:
+    _require(value in known, path, unknown_name(value, known, what))
+
+
+def _require_finite(value: float, path: str) -> None:
+    _require(math.isfinite(value), path, f"must be a finite number, got {show(value)}")
+
+
+def _require_names(values: list[str], path: str, what: str) -> None:
+    for i, v in enumerate(values):
+        _require(bool(v.strip()), f"{path}[{i}]", f"{what} must not be empty")
+        _require("\n" not in v and "\0" not in v, f"{path}[{i}]", f"{what} must be one line")
+
+
+def _require_plain(value: Any, path: str) -> None:
+    """A free-form field (resources, tolerations) must hold what JSON and the API can carry."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _require(isinstance(k, str), key_path(path, k), "keys must be strings")
+            _require_plain(v, key_path(path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _require_plain(v, f"{path}[{i}]")
+    elif isinstance(value, float):
+        _require_finite(value, path)
+    else:
+        _require(value is None or isinstance(value, str | int | bool), path,
+                 f"must be a string, number, boolean, list or mapping, got {type(value).__name__}")
 
 
 @dataclass(frozen=True)
@@ -64,12 +167,17 @@ class GeneratorSpec:
         _require(0.0 <= self.specialValues <= 1.0, f"{path}.specialValues", "must be in [0, 1]")
         _require(bool(self.dtypes), f"{path}.dtypes", "must name at least one dtype")
         for i, d in enumerate(self.dtypes):
-            _require(d in DTYPES, f"{path}.dtypes[{i}]", f"unknown dtype {d!r}; known: {', '.join(DTYPES)}")
+            _require_known(d, DTYPES, f"{path}.dtypes[{i}]", "dtype")
+        for name in ("ops", "excludeOps"):
+            for i, op in enumerate(getattr(self, name)):
+                _require_known(op, OP_NAMES, f"{path}.{name}[{i}]", "op")
+        _require(not self.ops or set(self.ops) - set(self.excludeOps), f"{path}.excludeOps",
+                 "excludes every op that ops allows")
 
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """One XLA configuration under test, or a named preset (see targets.PRESETS)."""
+    """One XLA configuration under test: a preset by name, or a name with options."""
 
     name: str
     options: dict[str, Any] = field(default_factory=dict)
@@ -77,16 +185,26 @@ class TargetSpec:
     # Cluster only: the runner image of another jaxlib for cross-version targets.
     image: str | None = None
 
+    def says_what_it_tests(self, accelerator: str) -> bool:
+        """A preset, or a custom name with options, another jaxlib (image) or another
+        platform than the campaign's: anything else is a misspelled preset that would
+        quietly test the default configuration."""
+        return (self.name in PRESETS or bool(self.options) or self.image is not None
+                or self.platform != accelerator)
+
     def check(self, path: str) -> None:
-        _require(bool(self.name) and self.name.replace("_", "").replace("-", "").isalnum(),
-                 f"{path}.name", "must be a non-empty name of letters, digits, '-' and '_'")
-        _require(self.platform in PLATFORMS, f"{path}.platform",
-                 f"unknown platform {self.platform!r}; known: {', '.join(PLATFORMS)}")
+        _require(bool(NAME_PATTERN.match(self.name)), f"{path}.name",
+                 f"must be a non-empty name of letters, digits, '-' and '_', got {show(self.name)}")
+        _require_known(self.platform, PLATFORMS, f"{path}.platform", "platform")
         for k, v in self.options.items():
-            _require(isinstance(k, str) and k.startswith("xla_"), f"{path}.options.{k}",
-                     "XLA option names start with 'xla_'")
-            _require(isinstance(v, str | int | float | bool), f"{path}.options.{k}",
+            _require(k.startswith("xla_") and bool(NAME_PATTERN.match(k)), key_path(f"{path}.options", k),
+                     "XLA option names start with 'xla_' (then letters, digits, '-', '_')")
+            _require(isinstance(v, str | int | float | bool), key_path(f"{path}.options", k),
                      "must be a string, number or boolean")
+            if isinstance(v, float):
+                _require_finite(v, key_path(f"{path}.options", k))
+        if self.image is not None:
+            _require(bool(self.image.strip()), f"{path}.image", "must not be empty when set")
 
 
 @dataclass(frozen=True)
@@ -96,6 +214,7 @@ class ToleranceSpec:
     k: float
 
     def check(self, path: str) -> None:
+        _require_finite(self.k, f"{path}.k")
         _require(self.k >= 1.0, f"{path}.k", "must be >= 1")
 
 
@@ -107,8 +226,9 @@ class BudgetSpec:
 
     def check(self, path: str) -> None:
         if self.programs is not None:
-            _require(self.programs >= 1, f"{path}.programs", "must be >= 1")
+            _require(1 <= self.programs <= INT64_MAX, f"{path}.programs", "must be >= 1")
         if self.seconds is not None:
+            _require_finite(self.seconds, f"{path}.seconds")
             _require(self.seconds > 0, f"{path}.seconds", "must be > 0")
         _require(self.continuous or self.programs is not None or self.seconds is not None,
                  path, "set programs, seconds or continuous: true")
@@ -120,6 +240,7 @@ class TimeoutSpec:
     programSeconds: float = 120.0
 
     def check(self, path: str) -> None:
+        _require_finite(self.programSeconds, f"{path}.programSeconds")
         _require(self.programSeconds > 0, f"{path}.programSeconds", "must be > 0")
 
 
@@ -131,7 +252,7 @@ class BisectSpec:
     reduce: bool = True
 
     def check(self, path: str) -> None:
-        _require(self.perSignature >= 0, f"{path}.perSignature", "must be >= 0")
+        _require(0 <= self.perSignature <= INT64_MAX, f"{path}.perSignature", "must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -141,6 +262,7 @@ class SecretKeyRef:
 
     def check(self, path: str) -> None:
         _require(bool(self.name), f"{path}.name", "must not be empty")
+        _require(bool(self.key), f"{path}.key", "must not be empty")
 
 
 @dataclass(frozen=True)
@@ -149,6 +271,7 @@ class AlertSpec:
     webhookSecretRef: SecretKeyRef | None = None
 
     def check(self, path: str) -> None:
+        _require_names(self.teams, f"{path}.teams", "a team name")
         if self.webhookSecretRef:
             self.webhookSecretRef.check(f"{path}.webhookSecretRef")
 
@@ -159,7 +282,12 @@ class ArtifactSpec:
     bucketURI: str | None = None
 
     def check(self, path: str) -> None:
-        _require(not (self.pvc and self.bucketURI), path, "set pvc or bucketURI, not both")
+        _require(self.pvc is None or self.bucketURI is None, path, "set pvc or bucketURI, not both")
+        if self.pvc is not None:
+            _require(bool(self.pvc.strip()), f"{path}.pvc", "must not be empty when set")
+        if self.bucketURI is not None:
+            _require(bool(BUCKET_URI_PATTERN.match(self.bucketURI)), f"{path}.bucketURI",
+                     f"must be gs://... or s3://..., got {show(self.bucketURI)}")
 
 
 @dataclass(frozen=True)
@@ -171,12 +299,19 @@ class AcceleratorSpec:
     gpuType: str | None = None
 
     def check(self, path: str) -> None:
-        _require(self.type in PLATFORMS, f"{path}.type",
-                 f"unknown accelerator {self.type!r}; known: {', '.join(PLATFORMS)}")
-        _require(self.count >= 1, f"{path}.count", "must be >= 1")
+        _require_known(self.type, PLATFORMS, f"{path}.type", "accelerator")
+        _require(1 <= self.count <= INT64_MAX, f"{path}.count", "must be >= 1")
         if self.type == "tpu":
             _require(bool(self.tpuAccelerator and self.tpuTopology), path,
                      "type tpu needs tpuAccelerator and tpuTopology")
+        else:
+            _require(self.tpuAccelerator is None and self.tpuTopology is None, path,
+                     "tpuAccelerator and tpuTopology apply to type tpu only")
+        _require(self.type == "gpu" or self.gpuType is None, f"{path}.gpuType",
+                 "applies to type gpu only")
+        if self.tpuTopology is not None:
+            _require(bool(TPU_TOPOLOGY_PATTERN.match(self.tpuTopology)), f"{path}.tpuTopology",
+                     f"must look like 2x4 or 2x2x4, got {show(self.tpuTopology)}")
 
 
 @dataclass(frozen=True)
@@ -209,6 +344,8 @@ class CampaignSpec:
     queueName: str | None = None
 
     def check(self, path: str = "spec") -> None:
+        # Generated programs draw from numpy's SeedSequence, which takes no negative seed.
+        _require(0 <= self.seed <= INT64_MAX, f"{path}.seed", "must be >= 0 (and fit in 64 bits)")
         self.generator.check(f"{path}.generator")
         _require(bool(self.targets), f"{path}.targets", "must name at least one target")
         names = [t.name for t in self.targets]
@@ -217,31 +354,53 @@ class CampaignSpec:
             _require(t.name not in names[:i], f"{path}.targets[{i}].name",
                      f"duplicate target name {t.name!r}")
         for i, r in enumerate(self.references):
-            _require(r in REFERENCES, f"{path}.references[{i}]",
-                     f"unknown reference {r!r}; known: {', '.join(REFERENCES)}")
+            _require_known(r, REFERENCES, f"{path}.references[{i}]", "reference")
+            _require(r not in self.references[:i], f"{path}.references[{i}]",
+                     f"duplicate reference {r!r}")
         _require(len(self.targets) + len(self.references) >= 2, f"{path}.targets",
                  "the oracle needs at least two configurations (targets plus references)")
+        for i, t in enumerate(self.targets):
+            _require(t.says_what_it_tests(self.accelerator.type), f"{path}.targets[{i}].name",
+                     unknown_name(t.name, list(PRESETS), "target preset")
+                     + " (a custom target needs options, an image or another platform)")
         for d, tol in self.tolerances.items():
-            _require(d in FLOAT_DTYPES, f"{path}.tolerances.{d}",
-                     f"tolerances are per float dtype: {', '.join(FLOAT_DTYPES)}")
+            _require(d in FLOAT_DTYPES, key_path(f"{path}.tolerances", d),
+                     f"tolerances are per float dtype: {', '.join(FLOAT_DTYPES)}"
+                     + (f"; did you mean {closest(d, FLOAT_DTYPES)!r}?" if closest(d, FLOAT_DTYPES) else ""))
             tol.check(f"{path}.tolerances.{d}")
         self.budget.check(f"{path}.budget")
         _require(1 <= self.workers <= 4096, f"{path}.workers", "must be between 1 and 4096")
+        for i, ref in enumerate(self.injectPasses):
+            _require(bool(PLUGIN_REF_PATTERN.match(ref)), f"{path}.injectPasses[{i}]",
+                     f"must be FILE.py[:FUNC], got {show(ref)}")
+        _require_names(self.traces, f"{path}.traces", "a trace path")
+        _require_names(self.corpus, f"{path}.corpus", "a corpus folder")
         self.timeouts.check(f"{path}.timeouts")
         self.bisect.check(f"{path}.bisect")
+        if self.image is not None:
+            _require(bool(self.image.strip()), f"{path}.image", "must not be empty when set")
+        _require_plain(self.resources, f"{path}.resources")
+        _require_plain(self.tolerations, f"{path}.tolerations")
         self.accelerator.check(f"{path}.accelerator")
         self.artifacts.check(f"{path}.artifacts")
         self.alerts.check(f"{path}.alerts")
+        if self.queueName is not None:
+            _require(bool(self.queueName), f"{path}.queueName", "must not be empty when set")
 
     def to_dict(self) -> dict[str, Any]:
-        return _drop_none(dataclasses.asdict(self))
+        return _plain(self)
 
 
-def _drop_none(v: Any) -> Any:
+def _plain(v: Any) -> Any:
+    """Plain data, unset optional fields left out; a None inside a free-form field stays,
+    so that parse(to_dict(spec)) == spec."""
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)
+                if getattr(v, f.name) is not None}
     if isinstance(v, dict):
-        return {k: _drop_none(x) for k, x in v.items() if x is not None}
+        return {k: _plain(x) for k, x in v.items()}
     if isinstance(v, list):
-        return [_drop_none(x) for x in v]
+        return [_plain(x) for x in v]
     return v
 
 
@@ -271,31 +430,31 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         return build(tp, value, path)
     if origin is list:
         if not isinstance(value, list):
-            raise SpecError(f"{path}: expected a list, got {type(value).__name__}")
+            raise SpecError(f"{path}: expected a list, got {_type_name(type(value))} {show(value)}")
         (item,) = typing.get_args(tp)
         return [_convert(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise SpecError(f"{path}: expected a mapping, got {type(value).__name__}")
+            raise SpecError(f"{path}: expected a mapping, got {_type_name(type(value))} {show(value)}")
         _, item = typing.get_args(tp)
-        return {str(k): _convert(item, v, f"{path}.{k}") for k, v in value.items()}
+        return {str(k): _convert(item, v, key_path(path, k)) for k, v in value.items()}
     if tp is Any:
         return value
     if tp is bool:
         if not isinstance(value, bool):
-            raise SpecError(f"{path}: expected a boolean, got {value!r}")
+            raise SpecError(f"{path}: expected a boolean, got {show(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(f"{path}: expected an integer, got {value!r}")
+            raise SpecError(f"{path}: expected an integer, got {show(value)}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SpecError(f"{path}: expected a number, got {value!r}")
+            raise SpecError(f"{path}: expected a number, got {show(value)}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise SpecError(f"{path}: expected a string, got {value!r}")
+            raise SpecError(f"{path}: expected a string, got {show(value)}")
         return value
     raise SpecError(f"{path}: unsupported type {_type_name(tp)}")
 
@@ -307,12 +466,14 @@ def build(cls: type, data: Any, path: str) -> Any:
     if cls is ToleranceSpec and isinstance(data, int | float) and not isinstance(data, bool):
         data = {"k": data}
     if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping, got {type(data).__name__}")
+        raise SpecError(f"{path}: expected a mapping, got {_type_name(type(data))} {show(data)}")
     hints = typing.get_type_hints(cls)
     known = _field_names(cls)
     for key in data:
         if key not in known:
-            raise SpecError(f"{path}.{key}: unknown field; known fields: {', '.join(sorted(known))}")
+            guess = closest(key, known)
+            hint = f"did you mean {guess!r}?" if guess else f"known fields: {', '.join(sorted(known))}"
+            raise SpecError(f"{key_path(path, key)}: unknown field; {hint}")
     kwargs = {k: _convert(hints[k], v, f"{path}.{k}") for k, v in data.items()}
     missing = [f.name for f in dataclasses.fields(cls)
                if f.name not in kwargs and f.default is dataclasses.MISSING
@@ -357,13 +518,22 @@ def campaign_from_data(data: Any, default_name: str = "campaign", source: str = 
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SpecError(f"{source or 'campaign'}: expected a mapping at the top level")
+        raise SpecError(f"{source or 'campaign'}: expected a mapping at the top level, "
+                        f"got {_type_name(type(data))}")
     if "kind" in data or "apiVersion" in data:
         if data.get("kind") != "FuzzCampaign":
-            raise SpecError(f"kind: expected FuzzCampaign, got {data.get('kind')!r}")
-        extra = set(data) - {"apiVersion", "kind", "metadata", "spec", "status"}
+            raise SpecError(f"kind: expected FuzzCampaign, got {show(data.get('kind'))}")
+        if data.get("apiVersion") != API_VERSION:
+            raise SpecError(f"apiVersion: expected {API_VERSION}, got {show(data.get('apiVersion'))}")
+        extra = sorted(map(str, set(data) - {"apiVersion", "kind", "metadata", "spec", "status"}))
         if extra:
-            raise SpecError(f"{sorted(extra)[0]}: unknown top-level field of a FuzzCampaign")
-        name = (data.get("metadata") or {}).get("name") or default_name
+            raise SpecError(f"{key_path('', extra[0]).lstrip('.')}: unknown top-level field of a FuzzCampaign")
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise SpecError(f"metadata: expected a mapping, got {_type_name(type(metadata))}")
+        name = metadata.get("name", default_name)
+        if not (isinstance(name, str) and K8S_NAME_PATTERN.match(name)):
+            raise SpecError(f"metadata.name: must be a lowercase DNS name (a-z, 0-9, '-', '.'), "
+                            f"got {show(name)}")
         return Campaign(name=name, spec=parse_spec(data.get("spec"), "spec"), source=source)
     return Campaign(name=default_name, spec=parse_spec(data, "spec"), source=source)

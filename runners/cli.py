@@ -31,7 +31,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                                seconds=args.budget_seconds))
     if args.workers is not None:
         spec = replace(spec, workers=args.workers)
-    spec.check()
+    try:
+        spec.check()
+    except SpecError as e:
+        # The file's spec was checked when loaded: what fails now is an override, so the
+        # message names the flag.
+        flags = {"spec.budget.programs": "--budget-programs", "spec.budget.seconds": "--budget-seconds",
+                 "spec.workers": "--workers"}
+        field_path, _, why = str(e).partition(":")
+        raise SpecError(f"{flags.get(field_path, field_path)}:{why}") from None
     summary = run_campaign(spec, Path(args.out), name=campaign.name, progress=not args.quiet,
                            inject_passes=args.inject_pass or ())
     new = summary["findings_new"]

@@ -12,17 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import hlo
-from .campaign import TargetSpec
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "default": {},
-    "O0": {"xla_backend_optimization_level": 0},
-    "no_algsimp_fusion": {"xla_disable_hlo_passes": "algsimp,fusion"},
-    "no_fusion": {"xla_disable_hlo_passes": "fusion"},
-    "no_fusion_emitters": {"xla_cpu_use_fusion_emitters": False},
-    "no_ynn": {"xla_cpu_experimental_ynn_fusion_type": ""},
-    "fast_math": {"xla_cpu_enable_fast_math": True},
-}
+from .campaign import PRESETS, TargetSpec  # the preset table is part of the schema
 
 
 @dataclass(frozen=True)
