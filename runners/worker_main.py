@@ -88,6 +88,24 @@ def shard_budget(budget: BudgetSpec, index: int, count: int) -> BudgetSpec | Non
     return dataclasses.replace(budget, programs=share) if share else None
 
 
+# Exit codes of a worker, as the worker Job's podFailurePolicy reads them (desired.py):
+# 0 the shard is done (its index completes for good); 2 bad spec or arguments (the index
+# fails at once: a retry cannot help); STOPPED the pod was told to stop (SIGTERM) before its
+# shard was done, so the index must run again; anything else is a crash (1 an exception,
+# 134 abort, 137 killed, 139 segfault) and counts against backoffLimitPerIndex.
+EXIT_DONE, EXIT_BAD_INPUT, STOPPED = 0, 2, 143
+
+
+def shard_done(budget: BudgetSpec | None, summary: dict[str, Any]) -> bool:
+    """Whether the shard's budget is spent by `summary` (the engine's), rather than the run
+    having been stopped early. A continuous shard is never done."""
+    if budget is None:
+        return True
+    if budget.continuous:
+        return False
+    if budget.programs is not None and int(summary.get("programs") or 0) >= budget.programs:
+        return True
+    return budget.seconds is not None and float(summary.get("elapsed_s") or 0.0) >= budget.seconds
 
 
 def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> Any:
@@ -120,29 +138,34 @@ def main(argv: list[str]) -> int:
         spec = load_spec(args)
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     shard_count = args.shard_count or spec.workers
     if not 0 <= args.shard_index < shard_count:
         print(f"error: --shard-index: {args.shard_index} is outside [0, {shard_count})",
               file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     if args.processes < 1:
         print("error: --processes: must be >= 1", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     worker = f"{args.group}-{args.shard_index}"
     out = Path(args.out or f"/artifacts/{args.campaign}/{worker}")
     reporter = make_reporter(args, spec, worker)
     budget = shard_budget(spec.budget, args.shard_index, shard_count)
+    summary: dict[str, Any] = {}
     if budget is not None:
         # In a pod, spec.workers is the number of pods; the engine's own pool is --processes.
         local = dataclasses.replace(spec, workers=args.processes, budget=budget)
 
         from xla_sentinel.engine import run_campaign  # jax loads here, not at import
 
-        run_campaign(local, out, name=args.campaign, shard_index=args.shard_index,
-                     shard_count=shard_count, reporter=reporter, progress=False,
-                     inject_passes=tuple(args.inject_pass))
+        # SIGTERM (eviction, preemption, maintenance, suspend) makes the engine stop after
+        # the programs in flight, with every finding already reported.
+        summary = run_campaign(local, out, name=args.campaign, shard_index=args.shard_index,
+                               shard_count=shard_count, reporter=reporter, progress=False,
+                               inject_passes=tuple(args.inject_pass))
+    done = shard_done(budget, summary)
     if reporter is not None:
-        reporter.close(done=True)
-    # Findings are results, not failures: a non-zero exit would make the Job retry the shard.
-    return 0
+        reporter.close(done=done)
+    # Findings are results, not failures: a done shard exits 0 whatever it found. A shard
+    # stopped early must not: exit 0 would complete its index for good.
+    return EXIT_DONE if done else STOPPED

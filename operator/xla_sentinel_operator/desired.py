@@ -188,6 +188,23 @@ def processes(spec: CampaignSpec) -> int:
     return max(1, int(cores))
 
 
+# How a failed worker pod counts (exit codes: runners/worker_main.py). First match wins.
+# - DisruptionTarget (eviction, preemption, node drain, spot or TPU maintenance through
+#   graceful node shutdown): not the worker's fault; Ignore, the index simply runs again.
+# - exit 2 (bad spec or arguments): every retry would fail the same way; FailIndex.
+# - everything else counts against backoffLimitPerIndex: 1 (an exception), 134/139 (the
+#   harness itself crashed), 137 (OOM-killed, or past the grace period), and 143 too. A
+#   worker exits 143 only after SIGTERM; the disruptions that deserve a free retry carry
+#   DisruptionTarget, and a 143 without it (a person deleting pods, a crash of the runtime
+#   that sends SIGTERM) must not loop forever. A Job suspended (suspend, Kueue preemption)
+#   deletes its pods without counting them at all.
+POD_FAILURE_POLICY = {"rules": [
+    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    {"action": "FailIndex", "onExitCodes": {"containerName": "runner", "operator": "In",
+                                            "values": [2]}},
+]}
+
+
 def worker_jobs(c: Campaign, *, default_image: str,
                 service_account: str = "xla-sentinel-worker") -> list[dict[str, Any]]:
     """The worker Jobs the campaign should have now (at its current revision)."""
@@ -218,6 +235,7 @@ def worker_jobs(c: Campaign, *, default_image: str,
                 "completions": c.spec.workers,
                 "parallelism": c.spec.workers,
                 "backoffLimitPerIndex": BACKOFF_PER_INDEX,
+                "podFailurePolicy": POD_FAILURE_POLICY,  # needs restartPolicy Never
                 # Kueue admits a queued Job by unsuspending it, so it is created suspended.
                 "suspend": bool(c.spec.suspend or c.spec.queueName),
                 "template": {"metadata": {"labels": template_labels}, "spec": pod},
