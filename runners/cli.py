@@ -80,9 +80,21 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     summary = run_campaign(spec, Path(args.out), name="replay", progress=not args.quiet,
                            inject_passes=args.inject_pass or ())
     for err in summary["trace_errors"]:
-        print(f"xla-sentinel: skipped {err['error']}", file=sys.stderr)
-    print(f"{summary['programs']} modules replayed; findings: {summary['findings'] or 'none'}; "
-          f"summary: {Path(args.out) / 'summary.json'}")
+        # Loader messages name the file; a worker that died loading it does not.
+        message = err.get("error") or "unreadable"
+        where = "" if message.startswith(err["program"]) else f"{err['program']}: "
+        print(f"xla-sentinel: skipped {where}{message}", file=sys.stderr)
+    # Only modules that reached the targets count as replayed (issue 17: a folder whose
+    # module could not be read was counted).
+    status = summary["program_status"]
+    replayed = sum(n for s, n in status.items() if s not in ("trace_error", "harness_error", "plugin_error"))
+    not_replayed = summary["programs"] - replayed
+    if replayed == 0:
+        print(f"xla-sentinel: error: none of the {summary['programs']} modules could be replayed "
+              f"(statuses: {status}); summary: {Path(args.out) / 'summary.json'}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{replayed} modules replayed" + (f", {not_replayed} not (see above)" if not_replayed else "")
+          + f"; findings: {summary['findings'] or 'none'}; summary: {Path(args.out) / 'summary.json'}")
     return EXIT_BUGS if summary["findings"] else EXIT_OK
 
 

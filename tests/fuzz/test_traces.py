@@ -105,3 +105,22 @@ def test_the_interpreter_reference_catches_a_bug_every_target_shares(trace_dir: 
     assert clean["findings"] == {} and clean["executions"] == 4
     faulty = run_campaign(spec, tmp_path / "faulty", inject_passes=[fault_path("fusion_bf16_rounding")])
     assert faulty["findings"] == {"mismatch": 2}
+
+
+def test_replay_counts_only_what_replayed(trace_dir: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 17: a folder whose module could not be read was reported as one module replayed."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "module.mlir").write_text("func.func @main(")
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("targets: [default]\nreferences: [f64_jit]\nbisect: {enabled: false}\n")
+    assert cli(["replay", str(broken), "--out", str(tmp_path / "none"), "--campaign", str(campaign),
+                "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"skipped {broken / 'module.mlir'}: module has no @main" in err
+    assert "error: none of the 1 modules could be replayed" in err
+    assert cli(["replay", str(broken), str(trace_dir / "b.mlir"), "--out", str(tmp_path / "some"),
+                "--campaign", str(campaign), "--quiet"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]  # structlog's warnings come before it
+    assert last.startswith("1 modules replayed, 1 not (see above);"), last
