@@ -6,12 +6,15 @@ operators (restart, two replicas) in one process without module-level state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import kopf
 import structlog
 from xla_sentinel.campaign import SpecError, parse_spec
@@ -27,7 +30,7 @@ from xla_sentinel.k8s_report import (
 
 from . import alerting, desired, rollup, signatures
 from .kube import ApiError, Kube, connection_from_kubeconfig, path
-from .metrics import Metrics, serve
+from .metrics import Liveness, Metrics, serve
 
 GROUP, VERSION = API_VERSION.split("/")
 log = structlog.get_logger("xla_sentinel_operator")
@@ -59,7 +62,7 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)
     kube: Kube | None = None
     metrics_port: int | None = None
-    healthy: bool = False
+    liveness: Liveness = field(default_factory=Liveness)
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     # (namespace, report name) -> `updated` of the report last ingested in full.
     ingested: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -72,6 +75,7 @@ class Runtime:
     parsed: dict[str, tuple[int, desired.Campaign]] = field(default_factory=dict)
     limiter: alerting.Limiter = field(init=False)
     _runner: Any = None
+    _heartbeat: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         self.limiter = alerting.Limiter(rate=self.config.alert_rate, burst=self.config.alert_burst)
@@ -81,6 +85,9 @@ class Runtime:
         if self.kube is None:
             raise RuntimeError("not logged in yet")
         return self.kube
+
+    def healthy(self) -> tuple[bool, str]:
+        return self.liveness.healthy(time.monotonic(), self.config.rollup_interval)
 
     def lock(self, namespace: str, signature: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, signature), asyncio.Lock())
@@ -142,12 +149,17 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         settings.watching.server_timeout = 300
         if cfg.metrics_port is not None:
             rt._runner, rt.metrics_port = await serve(rt.metrics, cfg.metrics_host,
-                                                      cfg.metrics_port, lambda: rt.healthy)
-        rt.healthy = True
+                                                      cfg.metrics_port, rt.healthy)
+        rt._heartbeat = asyncio.create_task(heartbeat(rt))
+        rt.liveness.started = True
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
-        rt.healthy = False
+        rt.liveness.started = False
+        if rt._heartbeat is not None:
+            rt._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rt._heartbeat
         if rt._runner is not None:
             await rt._runner.cleanup()
         if rt.kube is not None:
@@ -160,7 +172,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     def worker_jobs(namespace: str, labels: dict[str, str], body: kopf.Body,
                     **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
         return {(namespace, labels[CAMPAIGN_LABEL]): {
-            "metadata": {"name": body.metadata.name, "labels": dict(labels)},
+            "metadata": {"name": body.metadata.name, "uid": body.metadata.uid,
+                         "labels": dict(labels)},
             "spec": {"completions": body.spec.get("completions"),
                      "suspend": body.spec.get("suspend")},
             "status": dict(body.status)}}
@@ -210,8 +223,16 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         named = list(reports.get(key, []))
         rev = desired.revision(c.spec)
         previous = dict(body.get("status") or {})
+        now = datetime.now(UTC)
         new = rollup.status(c.spec, int(body.metadata.get("generation") or 1), jobs,
-                            [r for _, r in named], rev, previous, datetime.now(UTC))
+                            [r for _, r in named], rev, previous, now)
+        _, due = rollup.retries(previous.get("retries") or {}, jobs, rev, now)
+        for retry in due:
+            if retry.now and new["phase"] != "Completed":
+                # The next roll-up recreates it (converge_workers: a missing Job).
+                await rt.api.delete(path("batch/v1", "jobs", c.namespace, retry.job))
+                log.warning("workers.retry", campaign=c.name, namespace=c.namespace,
+                            job=retry.job, attempt=retry.attempts)
         await converge_workers(rt, c, jobs, new["phase"] == "Completed")
         rt.metrics.programs.labels(c.namespace, c.name).set(new["programs"])
         rt.metrics.findings.labels(c.namespace, c.name).set(new["findingsTotal"])
@@ -220,6 +241,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 patch.status[k] = v
         if "completionTime" in previous and "completionTime" not in new:
             patch.status["completionTime"] = None  # running again after a budget raise
+        rt.liveness.last_rollup = time.monotonic()
 
     @kopf.timer(**fc, interval=cfg.rollup_interval * 5, backoff=cfg.rollup_interval * 5,
                 id="reingest")
@@ -291,6 +313,22 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
             if sig is not None:
                 await maybe_alert(rt, c, sig)
+
+
+async def heartbeat(rt: Runtime) -> None:
+    """Prove the operator works: one cheap API read per roll-up interval (also tells
+    /healthz whether campaigns exist, whose roll-ups must then keep coming)."""
+    namespace = rt.config.namespaces[0] if rt.config.namespaces else None
+    while True:
+        if rt.kube is not None:
+            try:
+                data = await rt.kube.request("GET", path(API_VERSION, "fuzzcampaigns", namespace),
+                                             params={"limit": "1"})
+                rt.liveness.last_api_ok = time.monotonic()
+                rt.liveness.campaigns = bool(data.get("items"))
+            except (TimeoutError, ApiError, OSError, aiohttp.ClientError) as e:
+                log.warning("heartbeat.failed", error=str(e))
+        await asyncio.sleep(rt.config.rollup_interval)
 
 
 async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str, Any]],

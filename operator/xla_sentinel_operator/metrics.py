@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from aiohttp import web
 from prometheus_client import (
@@ -40,8 +41,31 @@ class Metrics:
             ["namespace", "campaign"], registry=self.registry)
 
 
+@dataclass
+class Liveness:
+    """What /healthz judges: the operator's own proof of work, as monotonic seconds."""
+
+    started: bool = False
+    last_api_ok: float | None = None  # the last successful API call of the heartbeat
+    last_rollup: float | None = None  # the last completed roll-up of any campaign
+    campaigns: bool = False  # the heartbeat saw at least one FuzzCampaign
+
+    def healthy(self, now: float, interval: float, intervals: int = 5) -> tuple[bool, str]:
+        """Healthy while the API answered and, where campaigns exist and this replica has
+        been rolling them up, a roll-up finished within `intervals` roll-up intervals. A
+        replica that never rolled up (a paused peer) is judged by the API alone."""
+        limit = interval * intervals
+        if not self.started:
+            return False, "starting"
+        if self.last_api_ok is None or now - self.last_api_ok > limit:
+            return False, "no successful API call recently"
+        if self.campaigns and self.last_rollup is not None and now - self.last_rollup > limit:
+            return False, "roll-ups stopped"
+        return True, "ok"
+
+
 async def serve(metrics: Metrics, host: str, port: int,
-                healthy: Callable[[], bool]) -> tuple[web.AppRunner, int]:
+                healthy: Callable[[], tuple[bool, str]]) -> tuple[web.AppRunner, int]:
     """Start /metrics and /healthz; returns the runner (to clean up) and the bound port."""
 
     async def metrics_view(_: web.Request) -> web.Response:
@@ -49,8 +73,8 @@ async def serve(metrics: Metrics, host: str, port: int,
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def health_view(_: web.Request) -> web.Response:
-        ok = healthy()
-        return web.json_response({"ok": ok}, status=200 if ok else 503)
+        ok, why = healthy()
+        return web.json_response({"ok": ok, "reason": why}, status=200 if ok else 503)
 
     app = web.Application()
     app.router.add_get("/metrics", metrics_view)

@@ -5,14 +5,15 @@ GitOps tools (Flux kstatus) read, each with observedGeneration.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from xla_sentinel.campaign import CampaignSpec
 from xla_sentinel.k8s_report import WorkerReport
 
-from .desired import REVISION_LABEL, worker_groups
+from .desired import GROUP_LABEL, REVISION_LABEL, worker_groups
 
 _CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")
 
@@ -34,6 +35,110 @@ def _job_condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
 def failure_limit(completions: int) -> int:
     """Failed pods in one Job that mean "failing repeatedly" rather than a preemption."""
     return max(3, completions // 10)
+
+
+# Failures older than this no longer make a campaign Stalled, and only failures of the
+# worker Jobs that exist now count: a recreated Job starts clean.
+FAILURE_WINDOW = timedelta(minutes=10)
+# A report written this recently means its worker runs, even if no pod shows as active
+# (a Job's `active` lags, and workers outside a Job report too).
+REPORT_FRESH = timedelta(minutes=2)
+# Backoff of recreating a failed worker Job: 30 s, 1 min, 2 min, ... at most 1 hour.
+RETRY_BASE = timedelta(seconds=30)
+RETRY_MAX = timedelta(hours=1)
+
+
+def _text(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _uid(job: dict[str, Any]) -> str:
+    return str(job["metadata"].get("uid") or job["metadata"]["name"])
+
+
+def recent_failures(previous: dict[str, Any], jobs: list[dict[str, Any]],
+                    now: datetime) -> dict[str, Any]:
+    """Pod failures per worker Job as events in time: `seen` is the failed count last read
+    per Job uid, `recent` the increases ({uid, time, failed}) within FAILURE_WINDOW of Jobs
+    that still exist. Kept in status, so an operator restart loses no history."""
+    uids = {_uid(j): int((j.get("status") or {}).get("failed") or 0) for j in jobs}
+    seen = dict(previous.get("seen") or {})
+    recent = [e for e in previous.get("recent") or []
+              if e.get("uid") in uids and (t := _parse_time(e.get("time"))) is not None
+              and now - t < FAILURE_WINDOW]
+    for uid, failed in sorted(uids.items()):
+        new = failed - int(seen.get(uid, 0))
+        if new > 0:
+            recent.append({"uid": uid, "time": _text(now), "failed": new})
+    return {"seen": uids, "recent": recent}
+
+
+def failures_in_window(failures: dict[str, Any], job: dict[str, Any]) -> int:
+    return sum(int(e.get("failed") or 0) for e in failures.get("recent") or []
+               if e.get("uid") == _uid(job))
+
+
+def retry_delay(attempts: int) -> timedelta:
+    """How long to wait before recreating a worker Job that failed `attempts` times."""
+    return min(RETRY_BASE * 2 ** max(0, attempts - 1), RETRY_MAX)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What to do about one failed worker Job: recreate it now, or wait until `at`."""
+
+    job: str
+    group: str
+    attempts: int
+    at: datetime
+    now: bool
+
+
+def retries(previous: dict[str, Any], jobs: list[dict[str, Any]], rev: str,
+            now: datetime) -> tuple[dict[str, Any], list[Retry]]:
+    """The retry record of failed worker Jobs (status.retries: per group the attempts, the
+    uid of the failed Job counted last and the next retry time), and the Jobs due now.
+    A group whose Job runs again without a failure in the window starts over at 0."""
+    present = {(j["metadata"].get("labels") or {}).get(GROUP_LABEL) for j in jobs}
+    # A group between the deletion of its failed Job and the new one keeps its count.
+    record: dict[str, Any] = {g: e for g, e in previous.items() if g not in present}
+    due: list[Retry] = []
+    for job in jobs:
+        labels = job["metadata"].get("labels") or {}
+        if labels.get(REVISION_LABEL) != rev:
+            continue
+        group = str(labels.get(GROUP_LABEL) or job["metadata"]["name"])
+        before = dict(previous.get(group) or {})
+        if _job_condition(job, "Failed") is None:
+            if before and before.get("failedUid") != _uid(job):
+                record[group] = before  # recreated: keep counting until it proves healthy
+            continue
+        if before.get("failedUid") == _uid(job):
+            entry = before
+        else:
+            attempts = int(before.get("attempts") or 0) + 1
+            entry = {"attempts": attempts, "failedUid": _uid(job),
+                     "nextRetry": _text(now + retry_delay(attempts))}
+        record[group] = entry
+        at = _parse_time(entry.get("nextRetry")) or now
+        due.append(Retry(job["metadata"]["name"], group, int(entry["attempts"]), at, now >= at))
+    return record, due
+
+
+def healthy_again(record: dict[str, Any], jobs: list[dict[str, Any]], rev: str,
+                  failures: dict[str, Any]) -> dict[str, Any]:
+    """Drop the retry record of groups whose current Job has active pods and no failure in
+    the window: the next failure starts the backoff from its base again."""
+    out = dict(record)
+    for job in jobs:
+        labels = job["metadata"].get("labels") or {}
+        group = labels.get(GROUP_LABEL)
+        if (labels.get(REVISION_LABEL) == rev and group in out
+                and out[group].get("failedUid") != _uid(job)
+                and int((job.get("status") or {}).get("active") or 0) > 0
+                and failures_in_window(failures, job) == 0):
+            del out[group]
+    return out
 
 
 def _parse_time(text: str | None) -> datetime | None:
@@ -73,21 +178,41 @@ def budget_spent(spec: CampaignSpec, programs: int, start: datetime | None,
                 and (now - start).total_seconds() >= budget.seconds)
 
 
+def _fresh(report: WorkerReport, now: datetime) -> bool:
+    updated = _parse_time(report.updated)
+    return updated is not None and now - updated < REPORT_FRESH
+
+
+def running_workers(jobs: list[dict[str, Any]], reports: list[WorkerReport],
+                    now: datetime) -> bool:
+    """Some worker runs: a pod is active, or a worker reported recently."""
+    return (any(int((j.get("status") or {}).get("active") or 0) > 0 for j in jobs)
+            or any(_fresh(r, now) for r in reports))
+
+
 def health(spec: CampaignSpec, jobs: list[dict[str, Any]], reports: list[WorkerReport],
-           rev: str, programs: int, start: datetime | None, now: datetime) -> Health:
-    """The phase and why. `jobs` are the campaign's worker Jobs of every revision."""
+           rev: str, programs: int, start: datetime | None, now: datetime,
+           failures: dict[str, Any] | None = None, due: Sequence[Retry] = ()) -> Health:
+    """The phase and why. `jobs` are the campaign's worker Jobs of every revision;
+    `failures` is recent_failures() (default: every failed pod counts as recent)."""
     current = [j for j in jobs if j["metadata"].get("labels", {}).get(REVISION_LABEL) == rev]
+    if failures is None:
+        failures = recent_failures({}, current, now)
+    retry_at = {r.job: r for r in due}
     for job in current:
         failed = _job_condition(job, "Failed")
         if failed:
-            return Health("Stalled", "WorkerJobFailed",
-                          f"Job {job['metadata']['name']}: {failed.get('message') or failed.get('reason') or 'failed'}")
-        n_failed = int((job.get("status") or {}).get("failed") or 0)
+            name = job["metadata"]["name"]
+            why = failed.get("message") or failed.get("reason") or "failed"
+            r = retry_at.get(name)
+            when = f"; recreating it (attempt {r.attempts}) at {_text(r.at)}" if r else ""
+            return Health("Stalled", "WorkerJobFailed", f"Job {name}: {why}{when}")
+        n_failed = failures_in_window(failures, job)
         limit = failure_limit(int(job.get("spec", {}).get("completions") or 1))
         if n_failed >= limit:
             return Health("Stalled", "WorkersFailing",
-                          f"Job {job['metadata']['name']}: {n_failed} worker pods failed "
-                          f"(limit {limit})")
+                          f"Job {job['metadata']['name']}: {n_failed} worker pods failed in the "
+                          f"last {int(FAILURE_WINDOW.total_seconds() // 60)} minutes (limit {limit})")
     n_groups = len(worker_groups(spec))
     all_done = (len(current) == n_groups
                 and all(_job_condition(j, "Complete") for j in current))
@@ -101,8 +226,11 @@ def health(spec: CampaignSpec, jobs: list[dict[str, Any]], reports: list[WorkerR
     if len(current) < len(jobs):
         return Health("Running", "RollingWorkers", "replacing worker Jobs of an older revision")
     active = sum(int((j.get("status") or {}).get("active") or 0) for j in current)
-    if active == 0 and not reports:
-        return Health("Pending", "WaitingForWorkers", "no worker pod is running yet")
+    if not running_workers(current, reports, now):
+        if spec.queueName and any((j.get("spec") or {}).get("suspend") for j in current):
+            return Health("Pending", "Queued", f"waiting for Kueue to admit the workers "
+                                               f"(queue {spec.queueName})")
+        return Health("Pending", "WaitingForWorkers", "no worker pod is running")
     return Health("Running", "Running", f"{active} worker pods active")
 
 
@@ -111,7 +239,8 @@ def conditions(h: Health, generation: int, previous: list[dict[str, Any]],
     """kstatus conditions: Ready while running or done, Reconciling while converging,
     Stalled when it cannot make progress. Transition times survive unchanged statuses."""
     truth = {
-        "Ready": h.phase in ("Running", "Completed", "Suspended") and h.reason != "RollingWorkers",
+        # Ready: workers run (health says Running only then) or the campaign is done.
+        "Ready": h.phase in ("Running", "Completed") and h.reason != "RollingWorkers",
         "Reconciling": h.phase == "Pending" or h.reason == "RollingWorkers",
         "Stalled": h.phase == "Stalled",
     }
@@ -144,11 +273,18 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
            reports: list[WorkerReport], rev: str, previous: dict[str, Any],
            now: datetime) -> dict[str, Any]:
     """The whole status block of a campaign from its children and its previous status."""
-    now_text = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    now_text = _text(now)
     totals = counters(reports)
-    start_text = previous.get("startTime") or now_text
-    h = health(spec, jobs, reports, rev, totals["programs"], _parse_time(start_text), now)
     current = [j for j in jobs if j["metadata"].get("labels", {}).get(REVISION_LABEL) == rev]
+    failures = recent_failures(previous.get("failures") or {}, current, now)
+    record, due = retries(previous.get("retries") or {}, jobs, rev, now)
+    record = healthy_again(record, jobs, rev, failures)
+    # The budget clock starts when a worker first runs, not when the campaign is created:
+    # time queued (Kueue, no capacity, image pulls) is not spent.
+    start_text = previous.get("startTime") or (
+        now_text if running_workers(current, reports, now) or reports else None)
+    h = health(spec, jobs, reports, rev, totals["programs"], _parse_time(start_text), now,
+               failures, due)
     job_status = [j.get("status") or {} for j in current]
     out: dict[str, Any] = {
         "phase": h.phase,
@@ -163,9 +299,12 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
             "reporting": len(reports),
         },
         "workerSummary": worker_summary(reports),
-        "startTime": start_text,
+        "failures": failures,
+        "retries": record,
         "conditions": conditions(h, generation, previous.get("conditions") or [], now_text),
     }
+    if start_text:
+        out["startTime"] = start_text
     if h.phase == "Completed":
         out["completionTime"] = previous.get("completionTime") or now_text
     if previous.get("lastAlertTime"):

@@ -1,0 +1,126 @@
+"""Roll-up over time: Stalled from recent failures only (and cleared when a recreated Job
+runs), failed worker Jobs recreated with exponential backoff, Ready only while workers run
+or the campaign is done, the budget clock started by the first running worker, and the
+operator's /healthz judgement. Pure functions, no API."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from xla_sentinel.campaign import parse_spec
+from xla_sentinel.k8s_report import WorkerReport
+from xla_sentinel_operator import desired, rollup
+from xla_sentinel_operator.metrics import Liveness
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+SPEC = parse_spec({"workers": 4, "budget": {"continuous": True}})
+REV = desired.revision(SPEC)
+
+
+def job(uid: str, *, failed: int = 0, active: int = 0, failed_condition: bool = False) -> dict:
+    status: dict = {"failed": failed, "active": active}
+    if failed_condition:
+        status["conditions"] = [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]
+    return {"metadata": {"name": "nightly-main-r", "uid": uid,
+                         "labels": {desired.REVISION_LABEL: REV, desired.GROUP_LABEL: "main"}},
+            "spec": {"completions": 4}, "status": status}
+
+
+def ready(st: dict) -> str:
+    return next(c["status"] for c in st["conditions"] if c["type"] == "Ready")
+
+
+def test_stalled_needs_recent_failures_and_clears_when_they_age_out():
+    st = rollup.status(SPEC, 1, [job("a", failed=3, active=1)], [], REV, {}, T0)
+    assert (st["phase"], st["conditions"][0]["reason"]) == ("Stalled", "WorkersFailing")
+    later = rollup.status(SPEC, 1, [job("a", failed=3, active=4)], [], REV, st,
+                          T0 + rollup.FAILURE_WINDOW + timedelta(seconds=1))
+    assert later["phase"] == "Running" and ready(later) == "True"
+
+
+def test_failures_spread_over_time_do_not_stall():
+    st: dict = {}
+    for minute in range(0, 60, 15):  # one failed pod every 15 minutes: preemptions
+        st = rollup.status(SPEC, 1, [job("a", failed=minute // 15 + 1, active=4)], [], REV, st,
+                           T0 + timedelta(minutes=minute))
+        assert st["phase"] == "Running", minute
+
+
+def test_a_recreated_job_starts_without_the_old_failures():
+    st = rollup.status(SPEC, 1, [job("a", failed=5)], [], REV, {}, T0)
+    assert st["phase"] == "Stalled"
+    st = rollup.status(SPEC, 1, [job("b", active=4)], [], REV, st, T0 + timedelta(minutes=1))
+    assert st["phase"] == "Running"
+
+
+def test_a_failed_job_is_recreated_with_exponential_backoff():
+    record, (r,) = rollup.retries({}, [job("a", failed_condition=True)], REV, T0)
+    assert (r.attempts, r.now, r.at) == (1, False, T0 + timedelta(seconds=30))
+    # The same failed Job read again counts no new attempt; it is due once the delay passed.
+    record, (r,) = rollup.retries(record, [job("a", failed_condition=True)], REV, T0 + timedelta(seconds=30))
+    assert (r.attempts, r.now) == (1, True)
+    # Deleted and not yet recreated: the count survives the gap.
+    record, due = rollup.retries(record, [], REV, T0 + timedelta(seconds=31))
+    assert due == [] and record["main"]["attempts"] == 1
+    # The recreated Job fails too: attempt 2 waits twice as long.
+    record, (r,) = rollup.retries(record, [job("b", failed_condition=True)], REV, T0 + timedelta(minutes=5))
+    assert (r.attempts, r.at) == (2, T0 + timedelta(minutes=5, seconds=60))
+    assert rollup.retry_delay(30) == rollup.RETRY_MAX
+
+
+def test_retry_count_resets_once_the_recreated_job_runs_cleanly():
+    record = {"main": {"attempts": 3, "failedUid": "a", "nextRetry": "2026-11-29T12:04:00Z"}}
+    running = [job("b", active=4)]
+    failures = rollup.recent_failures({}, running, T0)
+    assert rollup.healthy_again(record, running, REV, failures) == {}
+    failing = [job("b", active=4, failed=1)]
+    assert rollup.healthy_again(record, failing, REV, rollup.recent_failures({}, failing, T0)) == record
+
+
+def test_stalled_message_says_when_the_failed_job_is_recreated():
+    st = rollup.status(SPEC, 1, [job("a", failed_condition=True)], [], REV, {}, T0)
+    stalled = next(c for c in st["conditions"] if c["type"] == "Stalled")
+    assert stalled["status"] == "True" and "attempt 1" in stalled["message"]
+    assert st["retries"]["main"]["attempts"] == 1
+
+
+def test_ready_only_while_workers_run_or_when_done():
+    idle = rollup.status(SPEC, 1, [job("a")], [WorkerReport(worker="main-0", updated="2026-11-29T11:00:00Z")],
+                         REV, {}, T0)
+    assert (idle["phase"], ready(idle)) == ("Pending", "False")
+    fresh = rollup.status(SPEC, 1, [job("a")], [WorkerReport(worker="main-0", updated="2026-11-29T11:59:30Z")],
+                          REV, {}, T0)
+    assert (fresh["phase"], ready(fresh)) == ("Running", "True")
+    done = rollup.status(parse_spec({"workers": 4, "budget": {"programs": 1}}), 1, [job("a")],
+                         [WorkerReport(worker="main-0", programs=1)], desired.revision(parse_spec(
+                             {"workers": 4, "budget": {"programs": 1}})), {}, T0)
+    assert ready(done) == "True"
+    suspended = rollup.health(parse_spec({"suspend": True}), [], [], "r", 0, None, T0)
+    assert suspended.phase == "Suspended"
+    assert ready({"conditions": rollup.conditions(suspended, 1, [], "t")}) == "False"
+
+
+def test_budget_clock_starts_when_a_worker_first_runs():
+    spec = parse_spec({"workers": 4, "budget": {"seconds": 60}})
+    rev = desired.revision(spec)
+    queued = {**job("a"), "metadata": {**job("a")["metadata"], "labels": {
+        desired.REVISION_LABEL: rev, desired.GROUP_LABEL: "main"}}}
+    st = rollup.status(spec, 1, [queued], [], rev, {}, T0)
+    assert "startTime" not in st and st["phase"] == "Pending"
+    # An hour queued later, the first pod runs: the clock starts now, not at creation.
+    running = {**queued, "status": {"active": 4}}
+    st = rollup.status(spec, 1, [running], [], rev, st, T0 + timedelta(hours=1))
+    assert st["startTime"] == "2026-11-29T13:00:00Z" and st["phase"] == "Running"
+    st = rollup.status(spec, 1, [running], [], rev, st, T0 + timedelta(hours=1, seconds=61))
+    assert st["phase"] == "Completed"
+
+
+def test_healthz_follows_api_calls_and_rollups():
+    assert Liveness().healthy(100.0, 10.0) == (False, "starting")
+    live = Liveness(started=True, last_api_ok=95.0)
+    assert live.healthy(100.0, 10.0)[0]
+    assert not live.healthy(151.0, 10.0)[0]  # no API answer for 5 intervals
+    live = Liveness(started=True, last_api_ok=149.0, last_rollup=90.0, campaigns=True)
+    assert live.healthy(139.0, 10.0)[0] and not live.healthy(141.0, 10.0)[0]
+    # A paused peer never rolled up: judged by its API calls alone.
+    assert Liveness(started=True, last_api_ok=149.0, campaigns=True).healthy(150.0, 10.0)[0]
