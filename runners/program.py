@@ -109,14 +109,40 @@ def result_dtypes(module: str) -> list[str]:
 
 
 _FLOAT_TYPE = re.compile(r"(?<=[x<])(bf16|f16|f32)(?=>)|(?<=: )(bf16|f16|f32)\b")
+# A dense literal of a narrow float type, and the hex bit patterns inside it.
+_DENSE_FLOAT = re.compile(r"dense<([^<>]*)>(\s*:\s*tensor<(?:[\d?]+x)*(f32|bf16|f16)>)")
+_HEX = re.compile(r'"0x([0-9A-Fa-f]+)"|0x([0-9A-Fa-f]+)')
+
+
+def _widen_hex(match: re.Match[str], dtype: np.dtype) -> str:
+    quoted, bare = match.groups()
+    if len(quoted or bare) % (2 * dtype.itemsize):  # not this type's data: leave it to XLA
+        return match.group(0)
+    if bare is not None:  # one element, written as its bit pattern
+        bits = np.array([int(bare, 16)], dtype=f"<u{dtype.itemsize}")
+        return f"0x{int(bits.view(dtype).astype(np.float64).view(np.uint64)[0]):016X}"
+    # A quoted blob is the raw little-endian data of every element.
+    wide = np.frombuffer(bytes.fromhex(quoted), dtype=dtype).astype("<f8")
+    return '"0x' + wide.tobytes().hex().upper() + '"'
+
+
+def _widen_dense(match: re.Match[str]) -> str:
+    body, tail, elem = match.groups()
+    dtype = NP_DTYPES[MLIR_TYPES[elem]]
+    return "dense<" + _HEX.sub(lambda m: _widen_hex(m, dtype), body) + ">" + tail
 
 
 def promote_floats(module: str) -> str | None:
     """The module with every f32/bf16/f16 tensor promoted to f64, or None if that would
-    change what it computes (bit casts and explicit precision reductions depend on width)."""
+    change what it computes (bit casts and explicit precision reductions depend on width).
+
+    The one float64 promoter (replayed modules and the bisector's cuts alike). Hex float
+    literals are bit patterns of their type, so they become the f64 bit patterns of the
+    same values: else 0xFF800000 (-inf, the start of every max reduction) would be read
+    as a tiny positive f64."""
     if "bitcast_convert" in module:
         return None
-    return _FLOAT_TYPE.sub("f64", module)
+    return _FLOAT_TYPE.sub("f64", _DENSE_FLOAT.sub(_widen_dense, module))
 
 
 def save_arrays(path: Path, arrays: list[np.ndarray], dtypes: list[str]) -> None:

@@ -13,14 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import ml_dtypes
-import numpy as np
-
 from .elements import MLIR_ELEMENTS
 
 _TENSOR = re.compile(r"^tensor<(?:([\d?]+(?:x[\d?]+)*)x)?([a-z]+\d*)>$")
-# Float element types inside tensor types; promoting them to f64 gives the float64 module.
-_FLOAT_ELEM = re.compile(r"(?<=[<x])(f32|bf16|f16)(?=>)")
 LOCATION_PREFIX = "sentinel.op"
 
 
@@ -35,37 +30,6 @@ def describe_type(t: str) -> dict[str, Any]:
         return {"type": t, "dtype": None, "shape": None}
     dims = [int(d) for d in m.group(1).split("x")] if m.group(1) else []
     return {"type": t, "dtype": MLIR_ELEMENTS[m.group(2)], "shape": dims}
-
-
-_DENSE_FLOAT = re.compile(r"dense<([^<>]*)>(\s*:\s*tensor<(?:[\d?]+x)*(f32|bf16|f16)>)")
-_HEX = re.compile(r'"0x([0-9A-Fa-f]+)"|0x([0-9A-Fa-f]+)')
-_NARROW = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16}
-
-
-def _widen_hex(match: re.Match[str], dtype: np.dtype) -> str:
-    quoted, bare = match.groups()
-    if len(quoted or bare) % (2 * dtype.itemsize):  # not this type's data: leave it to XLA
-        return match.group(0)
-    if bare is not None:  # one element, written as its bit pattern
-        bits = np.array([int(bare, 16)], dtype=f"<u{dtype.itemsize}")
-        return f"0x{int(bits.view(dtype).astype(np.float64).view(np.uint64)[0]):016X}"
-    # A quoted blob is the raw little-endian data of every element.
-    wide = np.frombuffer(bytes.fromhex(quoted), dtype=dtype).astype("<f8")
-    return '"0x' + wide.tobytes().hex().upper() + '"'
-
-
-def _widen_dense(match: re.Match[str]) -> str:
-    body, tail, elem = match.groups()
-    dtype = np.dtype(_NARROW[elem])
-    return "dense<" + _HEX.sub(lambda m: _widen_hex(m, dtype), body) + ">" + tail
-
-
-def promote_f64(text: str) -> str:
-    """The module with every f32/bf16/f16 tensor type widened to f64. Hex float literals
-    are bit patterns of their type, so they are rewritten as the f64 bit patterns of the
-    same values (else 0x7F800000, +inf in f32, would silently become a tiny f64). XLA may
-    still reject the result (bitcasts): callers fall back to own precision."""
-    return _FLOAT_ELEM.sub("f64", _DENSE_FLOAT.sub(_widen_dense, text))
 
 
 def _context() -> Any:

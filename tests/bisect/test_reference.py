@@ -7,8 +7,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 from findings import make_finding
-from xla_sentinel.bisect.module import promote_f64
 from xla_sentinel.bisect.pipeline import open_context
+from xla_sentinel.program import promote_floats
 
 
 def _f64_bits(text: str) -> float:
@@ -16,7 +16,7 @@ def _f64_bits(text: str) -> float:
 
 
 def test_hex_float_constants_keep_their_value_when_widened() -> None:
-    text = promote_f64("%c = stablehlo.constant dense<0x7F800000> : tensor<f32>\n"
+    text = promote_floats("%c = stablehlo.constant dense<0x7F800000> : tensor<f32>\n"
                        "%h = stablehlo.constant dense<[0x3C00, 2.5]> : tensor<2xf16>")
     assert "tensor<f64>" in text and "tensor<2xf64>" in text
     inf_bits = text.split("dense<")[1].split(">")[0]
@@ -26,7 +26,7 @@ def test_hex_float_constants_keep_their_value_when_widened() -> None:
 
 def test_hex_blob_constants_are_widened_element_by_element() -> None:
     values = np.array([1.0, -2.0, 0.15625], ml_dtypes.bfloat16)
-    text = promote_f64(f'dense<"0x{values.tobytes().hex().upper()}"> : tensor<3xbf16>')
+    text = promote_floats(f'dense<"0x{values.tobytes().hex().upper()}"> : tensor<3xbf16>')
     blob = text.split('"0x')[1].split('"')[0]
     assert np.array_equal(np.frombuffer(bytes.fromhex(blob), "<f8"), values.astype(np.float64))
 

@@ -52,3 +52,27 @@ def test_corrupt_folders_name_the_file(tmp_path: Path, damage, needle: str) -> N
     damage(tmp_path / "p")
     with pytest.raises(ProgramError, match=needle):
         Program.load(tmp_path / "p")
+
+
+# jax lowers the start value of every max reduction as the f32 bit pattern of -inf.
+MAX_REDUCE = """module @m {
+  func.func public @main(%arg0: tensor<2x3xf32>) -> tensor<2xf32> {
+    %cst = stablehlo.constant dense<0xFF800000> : tensor<f32>
+    %0 = stablehlo.reduce(%arg0 init: %cst) applies stablehlo.maximum across dimensions = [1] : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
+    return %0 : tensor<2xf32>
+  }
+}"""
+
+
+def test_promotion_keeps_the_value_of_hex_float_constants() -> None:
+    promoted = promote_floats(MAX_REDUCE)
+    assert "dense<0xFFF0000000000000> : tensor<f64>" in promoted
+
+
+def test_float64_reference_of_a_replayed_max_reduction_keeps_minus_inf(x64: None) -> None:
+    from xla_sentinel.handlers import handle
+
+    x = np.array([[-1.0, -2.0, -3.0], [1.0, -5.0, 2.0]], np.float32)
+    reply = handle({"cmd": "reference", "kind": "f64_text", "module": MAX_REDUCE, "inputs": [x]})
+    # An all-negative row reduces to its maximum, not to the f64 read of 0xFF800000 (~2e-314).
+    np.testing.assert_array_equal(reply["outputs"][0], [-1.0, 2.0])
