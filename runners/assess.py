@@ -56,7 +56,7 @@ class Verdict:
 
 @dataclass
 class Assessment:
-    status: str  # judged, reference_failed, references_disagree
+    status: str  # judged, reference_failed, references_disagree, plugin_error
     executions: int
     verdicts: list[Verdict] = field(default_factory=list)
     expected: list[np.ndarray] | None = None
@@ -114,7 +114,9 @@ class Assessor:
                 return Outcome(verdict="hang", error=str(e), busy_s=spent)
             return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}", busy_s=spent)
         if not reply["ok"]:
-            return Outcome(verdict="compile_error", error=reply["error"], busy_s=reply["busy_s"])
+            # A failed injected plugin (plugins.PluginError) is no verdict on XLA.
+            verdict = "plugin_error" if reply["error"].startswith("PluginError:") else "compile_error"
+            return Outcome(verdict=verdict, error=reply["error"], busy_s=reply["busy_s"])
         return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0),
                        skipped=reply.get("skipped", ""), busy_s=reply["busy_s"],
                        hlo=reply.get("hlo"), samples=reply.get("samples"),
@@ -183,6 +185,9 @@ class Assessor:
         outcomes = {t.name: self.call(slot.targets[t.name], {
             "cmd": "run", "module": program.module, "inputs": program.inputs, "options": t.options,
             "want_hlo": i == 0}) for i, t in enumerate(self.targets)}
+        if any(o.verdict == "plugin_error" for o in outcomes.values()):
+            return Assessment("plugin_error", len(outcomes),
+                              worker_s=sum(o.busy_s for o in outcomes.values()))
         refs = self._references(slot, program)
         result = Assessment("judged", len(outcomes) + len(refs),
                             compile_s={n: o.compile_s for n, o in outcomes.items()},

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import hlo
+from . import hlo, plugins
 from .campaign import PRESETS, TargetSpec  # the preset table is part of the schema
 
 
@@ -45,7 +45,15 @@ def compile_module(module: str, options: dict[str, Any], platform: str = "cpu") 
     backend = _backend(platform)
     opts = compiler.get_compile_options(num_replicas=1, num_partitions=1,
                                         env_options_overrides=dict(options))
-    return backend.compile_and_load(module, xc.DeviceList((backend.local_devices()[0],)), opts)
+    plugins.take_failure()  # an earlier compile's plugin failure is that compile's
+    try:
+        return backend.compile_and_load(module, xc.DeviceList((backend.local_devices()[0],)), opts)
+    except Exception:
+        # XLA reports a failed injected plugin as its own INTERNAL error: say whose it was.
+        failure = plugins.take_failure()
+        if failure:
+            raise plugins.PluginError(failure) from None
+        raise
 
 
 def execute(exe: Any, inputs: list[Any]) -> list[Any]:
