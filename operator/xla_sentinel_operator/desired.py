@@ -244,6 +244,47 @@ def worker_jobs(c: Campaign, *, default_image: str,
     return jobs
 
 
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What converging the worker Jobs takes: Jobs to create, to delete, to (un)suspend."""
+
+    create: list[dict[str, Any]]
+    delete: list[str]
+    suspend: dict[str, bool]
+
+
+def _finished(job: dict[str, Any]) -> bool:
+    return any(cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True"
+               for cond in (job.get("status") or {}).get("conditions") or [])
+
+
+def plan_workers(c: Campaign, want: list[dict[str, Any]], have: list[dict[str, Any]],
+                 completed: bool) -> WorkerPlan:
+    """Create missing Jobs, delete those of older revisions, apply suspend.
+
+    With a Kueue queue, Job.spec.suspend belongs to Kueue (it unsuspends what it admits and
+    suspends what it preempts), so the operator never flips it: a suspended or finished
+    campaign deletes its worker Jobs instead, and resuming creates them again, suspended,
+    for Kueue to admit. Nothing is lost: the reports keep every finding and counter."""
+    stop = c.spec.suspend or completed
+    names = {j["metadata"]["name"] for j in have}
+    wanted = {j["metadata"]["name"] for j in want}
+    queued = bool(c.spec.queueName)
+    create = [] if stop else [j for j in want if j["metadata"]["name"] not in names]
+    # A finished Job holds no quota and is kept (deleting it would make the campaign look
+    # unstarted); one still running past the budget, or any of a suspended campaign, goes.
+    delete = sorted(j["metadata"]["name"] for j in have
+                    if j["metadata"]["name"] not in wanted
+                    or (queued and (c.spec.suspend or (completed and not _finished(j)))))
+    suspend: dict[str, bool] = {}
+    if not queued:
+        for job in have:
+            name = job["metadata"]["name"]
+            if name in wanted and bool((job.get("spec") or {}).get("suspend")) != stop:
+                suspend[name] = stop
+    return WorkerPlan(create, delete, suspend)
+
+
 def artifact_path(c: Campaign, worker: str, finding_dir: str) -> str:
     """Where a worker's finding folder lives: on the PVC or under the bucket URI."""
     root = c.spec.artifacts.bucketURI.rstrip("/") if c.spec.artifacts.bucketURI else ARTIFACTS_MOUNT
@@ -256,14 +297,20 @@ def bisector_job(c: Campaign, sample: dict[str, Any], worker: str, *, default_im
     signature = str(sample["signature"])
     path = artifact_path(c, worker, str(sample.get("dir") or ""))
     labels = _labels(c, "bisector", **{SIGNATURE_LABEL: label_value(signature)})
-    labels.pop(QUEUE_LABEL, None)  # short, urgent jobs: not held in the campaign's queue
+    # A CPU-only bisector is short and urgent: not held in the campaign's queue. One that
+    # requests the campaign's TPUs or GPUs must go through Kueue like the workers, or it
+    # would take accelerators outside the queue's quota.
+    queued = QUEUE_LABEL in labels and c.spec.accelerator.type != "cpu"
+    if not queued:
+        labels.pop(QUEUE_LABEL, None)
     pod = _pod_spec(c, c.spec.image or default_image, ["bisect", path], [], service_account)
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job_name(c.name, "bisect", str(sample["id"])[:16]),
                      "namespace": c.namespace, "labels": labels,
                      "ownerReferences": [owner_reference(c)]},
-        "spec": {"backoffLimit": 1,
-                 "template": {"metadata": {"labels": {k: v for k, v in labels.items()}},
+        "spec": {"backoffLimit": 1, "suspend": queued,  # Kueue admits a queued Job
+                 "template": {"metadata": {"labels": {k: v for k, v in labels.items()
+                                                      if k != QUEUE_LABEL}},
                               "spec": pod}},
     }

@@ -333,33 +333,23 @@ async def heartbeat(rt: Runtime) -> None:
 
 async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str, Any]],
                            completed: bool) -> None:
-    """Create missing worker Jobs, delete those of older revisions, apply suspend."""
+    """Apply desired.plan_workers: create, delete, (un)suspend worker Jobs."""
     want = desired.worker_jobs(c, default_image=rt.config.runner_image,
                                service_account=rt.config.service_account)
-    have = {j["metadata"]["name"]: j for j in jobs}
+    plan = desired.plan_workers(c, want, jobs, completed)
     jobs_path = path("batch/v1", "jobs", c.namespace)
-    suspend = c.spec.suspend or completed
-    for job in want:
-        name = job["metadata"]["name"]
-        if name not in have:
-            if completed:
-                continue
-            _, created = await rt.api.create(jobs_path, job)
-            if created:
-                log.info("workers.created", campaign=c.name, namespace=c.namespace, job=name,
-                         workers=c.spec.workers)
-            continue
-        current = bool((have[name].get("spec") or {}).get("suspend"))
-        # With Kueue, unsuspending is Kueue's admission decision, not ours.
-        if current != suspend and (suspend or not c.spec.queueName):
-            await rt.api.patch(f"{jobs_path}/{name}", {"spec": {"suspend": suspend}})
-            log.info("workers.suspend", campaign=c.name, namespace=c.namespace, job=name,
-                     suspend=suspend)
-    wanted = {j["metadata"]["name"] for j in want}
-    for name in have:
-        if name not in wanted:
-            await rt.api.delete(f"{jobs_path}/{name}")
-            log.info("workers.retired", campaign=c.name, namespace=c.namespace, job=name)
+    for job in plan.create:
+        _, created = await rt.api.create(jobs_path, job)
+        if created:
+            log.info("workers.created", campaign=c.name, namespace=c.namespace,
+                     job=job["metadata"]["name"], workers=c.spec.workers)
+    for name, suspend in plan.suspend.items():
+        await rt.api.patch(f"{jobs_path}/{name}", {"spec": {"suspend": suspend}})
+        log.info("workers.suspend", campaign=c.name, namespace=c.namespace, job=name,
+                 suspend=suspend)
+    for name in plan.delete:
+        await rt.api.delete(f"{jobs_path}/{name}")
+        log.info("workers.retired", campaign=c.name, namespace=c.namespace, job=name)
 
 
 async def ingest_missed(rt: Runtime, c: desired.Campaign,

@@ -1,0 +1,83 @@
+"""Kueue owns Job.spec.suspend of queued Jobs: the operator never flips it, suspends a
+queued campaign by deleting its worker Jobs, and sends accelerator bisectors through the
+queue. Time queued is not budget time (test_rollup_pure). Pure functions, no API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xla_sentinel.campaign import parse_spec
+from xla_sentinel_operator import desired, rollup
+
+TPU = {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "2x2", "count": 4}
+
+
+def camp(**spec: Any) -> desired.Campaign:
+    return desired.Campaign(name="nightly", namespace="fuzz", uid="u", spec=parse_spec(spec))
+
+
+def existing(c: desired.Campaign, *, suspend: bool, complete: bool = False) -> list[dict]:
+    jobs = desired.worker_jobs(c, default_image="img")
+    for j in jobs:
+        j["spec"]["suspend"] = suspend
+        if complete:
+            j["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    return jobs
+
+
+def plan(c: desired.Campaign, have: list[dict], completed: bool = False) -> desired.WorkerPlan:
+    return desired.plan_workers(c, desired.worker_jobs(c, default_image="img"), have, completed)
+
+
+def test_queued_jobs_are_created_suspended_and_never_patched():
+    c = camp(queueName="tpu-queue")
+    (job,) = desired.worker_jobs(c, default_image="img")
+    assert job["spec"]["suspend"] is True and job["metadata"]["labels"][desired.QUEUE_LABEL] == "tpu-queue"
+    # Kueue admitted it (unsuspended) or holds it: either way the operator leaves it alone.
+    for suspended in (True, False):
+        p = plan(c, existing(c, suspend=suspended))
+        assert p == desired.WorkerPlan(create=[], delete=[], suspend={})
+
+
+def test_suspending_a_queued_campaign_deletes_its_workers_and_resuming_recreates_them():
+    running = camp(queueName="q")
+    suspended = camp(queueName="q", suspend=True)
+    assert desired.revision(running.spec) == desired.revision(suspended.spec)
+    have = existing(running, suspend=False)
+    p = plan(suspended, have)
+    assert p.delete == [have[0]["metadata"]["name"]] and p.suspend == {} and p.create == []
+    assert plan(suspended, []).create == []  # stays down while suspended
+    (again,) = plan(running, []).create
+    assert again["spec"]["suspend"] is True  # back in the queue for Kueue to admit
+
+
+def test_a_finished_queued_job_is_kept_and_a_running_one_past_the_budget_goes():
+    c = camp(queueName="q")
+    assert plan(c, existing(c, suspend=False, complete=True), completed=True).delete == []
+    assert len(plan(c, existing(c, suspend=False), completed=True).delete) == 1
+
+
+def test_without_a_queue_suspend_is_a_patch():
+    c = camp(suspend=True)
+    have = existing(camp(), suspend=False)
+    p = plan(c, have)
+    assert p.suspend == {have[0]["metadata"]["name"]: True} and p.delete == []
+    assert plan(camp(), existing(camp(), suspend=True)).suspend == {have[0]["metadata"]["name"]: False}
+
+
+def test_accelerator_bisectors_go_through_the_queue_and_cpu_ones_do_not():
+    sample = {"id": "f" * 20, "signature": "0" * 16, "dir": "findings/f"}
+    tpu = desired.bisector_job(camp(queueName="q", accelerator=TPU), sample, "main-0", default_image="img")
+    assert tpu["metadata"]["labels"][desired.QUEUE_LABEL] == "q" and tpu["spec"]["suspend"] is True
+    assert "google.com/tpu" in tpu["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    cpu = desired.bisector_job(camp(queueName="q"), sample, "main-0", default_image="img")
+    assert desired.QUEUE_LABEL not in cpu["metadata"]["labels"] and cpu["spec"]["suspend"] is False
+
+
+def test_a_queued_campaign_waiting_for_admission_is_pending_queued():
+    c = camp(queueName="q")
+    jobs = existing(c, suspend=True)
+    for j in jobs:
+        j["status"] = {}
+    h = rollup.health(c.spec, jobs, [], desired.revision(c.spec), 0, None, rollup._parse_time("2026-11-29T12:00:00Z"))
+    assert (h.phase, h.reason) == ("Pending", "Queued")
