@@ -33,6 +33,12 @@ from .kube import ApiError, Kube, connection_from_kubeconfig, path
 from .metrics import Liveness, Metrics, serve
 
 GROUP, VERSION = API_VERSION.split("/")
+WATCH_SELECTORS: dict[tuple[str, ...], str] = {
+    ("v1", "configmaps"): f"{REPORT_LABEL}=true",
+    ("batch", "v1", "jobs"): f"{desired.ROLE_LABEL}=worker,{CAMPAIGN_LABEL}",
+}
+# Read-modify-write attempts of one object before the conflict is raised to kopf's retry.
+CONFLICT_ATTEMPTS = 5
 log = structlog.get_logger("xla_sentinel_operator")
 
 
@@ -147,6 +153,11 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         settings.peering.priority = (cfg.priority if cfg.priority is not None
                                      else random.randint(1, 2**31))
         settings.watching.server_timeout = 300
+        # kopf's `labels=` filters arrive after the watch: these selectors go to the API
+        # server, so the operator streams only reports and worker Jobs, not every
+        # ConfigMap and Job of the cluster.
+        for resource, selector in WATCH_SELECTORS.items():
+            settings.watching.label_selectors[resource] = selector
         if cfg.metrics_port is not None:
             rt._runner, rt.metrics_port = await serve(rt.metrics, cfg.metrics_host,
                                                       cfg.metrics_port, rt.healthy)
@@ -292,8 +303,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             if sig is None or (sig.get("spec") or {}).get("state") != "fixed":
                 return
             count = int((sig.get("status") or {}).get("count") or 0)
+            # Guarded: a count written in between would otherwise be lost from fixedAtCount
+            # (a 409 makes kopf retry this handler with a fresh read).
             sig = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
-                                     {"status": {"fixedAtCount": count}})
+                                     signatures.guarded(sig, {"status": {"fixedAtCount": count}}))
             c = _routing_campaign(rt, namespace, list(status.get("campaigns") or []), campaigns)
             if c is not None:
                 await maybe_alert(rt, c, sig)  # resolves the alert that fired
@@ -377,25 +390,21 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
     sig_path = path(API_VERSION, "bugsignatures", ns)
     name = signatures.signature_name(signature)
     async with rt.lock(ns, signature):
-        sig = await rt.api.get(f"{sig_path}/{name}")
         created = False
-        if sig is None:
-            sig, created = await rt.api.create(sig_path, signatures.new_signature(
-                c, worker, signature, entry, versions))
-        spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
-        update = signatures.hits_update(status, c.name, worker, entry)
-        regressed = False
-        if update is not None:
-            merged = {**status, **update}
-            if signatures.regressed(spec, merged):
-                regressed = True
-                update["regressions"] = int(status.get("regressions") or 0) + 1
-                update["fixedAtCount"] = None
-                sig = await rt.api.patch(f"{sig_path}/{name}", {"spec": {"state": "regressed"}})
-            bisects = await start_bisectors(rt, c, worker, entry, status)
-            if bisects:
-                update["bisectJobs"] = bisects
-            sig = await rt.api.patch(f"{sig_path}/{name}/status", {"status": update})
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            sig = await rt.api.get(f"{sig_path}/{name}")
+            if sig is None:
+                sig, created = await rt.api.create(sig_path, signatures.new_signature(
+                    c, worker, signature, entry, versions))
+            try:
+                sig, regressed = await count_hits(rt, c, worker, entry, sig)
+                break
+            except ApiError as e:
+                # Someone (a person setting state, another handler) wrote in between:
+                # read again and recompute rather than overwrite their change.
+                if e.status != 409 or attempt == CONFLICT_ATTEMPTS:
+                    raise
+                log.info("signature.conflict", signature=signature, namespace=ns, attempt=attempt)
         if created or regressed:
             reason = "regressed" if regressed else "new"
             rt.metrics.signatures.labels(ns, entry.verdict, reason).inc()
@@ -411,6 +420,29 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
                         signature=signature, verdict=entry.verdict, worker=worker)
         await maybe_alert(rt, c, sig)
         rt.hits_seen[seen_key] = entry.count
+
+
+async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: SignatureEntry,
+                     sig: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """Write `worker`'s count into the signature read as `sig` (guarded by its
+    resourceVersion), record a regression; (the signature written, whether it regressed)."""
+    meta = sig["metadata"]
+    sig_path = path(API_VERSION, "bugsignatures", meta["namespace"], meta["name"])
+    spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
+    update = signatures.hits_update(status, c.name, worker, entry)
+    if update is None:
+        return sig, False
+    regressed = signatures.regressed(spec, {**status, **update})
+    if regressed:
+        update["regressions"] = int(status.get("regressions") or 0) + 1
+        update["fixedAtCount"] = None
+        if spec.get("state") != "regressed":
+            sig = await rt.api.patch(sig_path, signatures.guarded(sig, {"spec": {"state": "regressed"}}))
+    bisects = await start_bisectors(rt, c, worker, entry, status)
+    if bisects:
+        update["bisectJobs"] = bisects
+    sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}))
+    return sig, regressed
 
 
 async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: SignatureEntry,

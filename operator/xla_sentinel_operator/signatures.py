@@ -76,8 +76,17 @@ def hits_update(status: dict[str, Any], campaign: str, worker: str,
 def regressed(spec: dict[str, Any], status: dict[str, Any]) -> bool:
     """A fixed bug that has been seen again since it was marked fixed."""
     fixed_at = status.get("fixedAtCount")
-    return (spec.get("state") == "fixed" and fixed_at is not None
+    # `regressed` with fixedAtCount still set: the state was written, then the status write
+    # lost a conflict; the regression is still to be recorded.
+    return (spec.get("state") in ("fixed", "regressed") and fixed_at is not None
             and int(status.get("count") or 0) > int(fixed_at))
+
+
+def guarded(obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """`patch` with the resourceVersion of `obj` it was computed from: the API server
+    refuses it (409) if the object changed since, instead of losing that change."""
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    return {**patch, "metadata": {"resourceVersion": rv}} if rv else dict(patch)
 
 
 def due_alert(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
