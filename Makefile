@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT ?= out/smoke
 
-.PHONY: install demo test lint bench chart chart-sync chart-check images
+.PHONY: install demo test lint bench chart chart-sync chart-check images control-plane \
+	system-deps dev-cluster
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +19,30 @@ install: $(STAMP)
 demo: install
 	$(BIN)/xla-sentinel run examples/smoke.yaml --out $(OUT)
 
-test: install
+test: install control-plane system-deps
 	$(BIN)/pytest -n 2 -q
+
+# The real Kubernetes control plane the operator tests run against (tests/controlplane):
+# kube-apiserver, kube-controller-manager and etcd built from their Go modules, once, into a
+# cache folder outside the tree (`tests/controlplane/build.sh --dir` prints it).
+control-plane:
+	tests/controlplane/build.sh
+
+# Debian packages the tests run for real: Alertmanager (alerts), promtool (the chart's
+# rules). Installed with apt-get when missing (CI and the dev machines run as root).
+SYSTEM_BINS := prometheus-alertmanager promtool
+system-deps:
+	@missing=""; for b in $(SYSTEM_BINS); do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "system-deps: installing prometheus-alertmanager and prometheus (missing:$$missing)"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "system-deps: run as root, or apt-get install prometheus-alertmanager prometheus" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager prometheus >/dev/null; \
+	fi
+
+# A control plane and the operator for a person: prints KUBECONFIG=... once the API
+# answers, then `kubectl apply -f examples/k8s-quickstart.yaml` and watch. Ctrl-C stops it.
+dev-cluster: install control-plane
+	$(BIN)/python tests/controlplane/dev_cluster.py
 
 lint: install chart-check
 	$(BIN)/ruff check runners operator tests bench

@@ -5,11 +5,13 @@ the operator's own calls (Jobs, Secrets, BugSignatures) share kopf's connection 
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import kopf
+import yaml
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -33,6 +35,38 @@ def path(api_version: str, plural: str, namespace: str | None = None, name: str 
     if subresource:
         base += f"/{subresource}"
     return base
+
+
+def connection_from_kubeconfig(kubeconfig: str | Path) -> kopf.ConnectionInfo:
+    """The current context of one kubeconfig file as kopf's connection info: server, CA,
+    and a bearer token or a client certificate (paths relative to the file, as kubectl
+    resolves them). kopf's own login reads only $KUBECONFIG or ~/.kube/config."""
+    file = Path(kubeconfig)
+    try:
+        config = yaml.safe_load(file.read_text()) or {}
+        context_name = config.get("current-context")
+        context = _named(config, "contexts", context_name)["context"]
+        cluster = _named(config, "clusters", context["cluster"])["cluster"]
+        user = _named(config, "users", context["user"]).get("user") or {}
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
+        raise kopf.LoginError(f"{file}: not a usable kubeconfig ({e})") from None
+
+    def local(key: str) -> str | None:
+        value = cluster.get(key) if key == "certificate-authority" else user.get(key)
+        return str(file.parent / value) if value else None
+
+    return kopf.ConnectionInfo(
+        server=cluster["server"], ca_path=local("certificate-authority"),
+        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        token=user.get("token"), certificate_path=local("client-certificate"),
+        private_key_path=local("client-key"), default_namespace=context.get("namespace"))
+
+
+def _named(config: dict[str, Any], section: str, name: str | None) -> dict[str, Any]:
+    for entry in config.get(section) or []:
+        if entry.get("name") == name:
+            return entry
+    raise KeyError(f"no {section[:-1]} named {name!r}")
 
 
 def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | bool:

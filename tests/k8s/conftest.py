@@ -1,43 +1,96 @@
-"""Fixtures: the extended kmock API server on a free loopback port, the real kopf operator
-running in a thread against it over HTTP, and a webhook receiver."""
+"""Fixtures: a real control plane (etcd, kube-apiserver, kube-controller-manager; one per
+pytest-xdist worker, shared by its tests), a fresh namespace per test with the chart's RBAC
+applied by kubectl from `helm template`, the real kopf operator running in a thread as the
+chart's operator ServiceAccount, and a webhook receiver.
+
+Nothing here emulates the API: reads and writes go to kube-apiserver over TLS; the Job and
+garbage-collector controllers are the real ones. No scheduler or kubelet runs, so pods stay
+Pending unless a test starts the fake node of `kubelet.py`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
 from aiohttp import web
+from controlplane.cluster import ControlPlane
+from controlplane.kit import (
+    NOT_APPLIED,
+    OPERATOR_SA,
+    RELEASE_NS,
+    Api,
+    apply,
+    helm_template,
+    kubectl,
+)
+from tools import REPO_ROOT
 from xla_sentinel_operator import handlers
-from xla_sentinel_operator.kube import Kube, path
+from xla_sentinel_operator.kube import Kube, connection_from_kubeconfig, path
 from xla_sentinel_operator.main import operate
 
-from .apiserver import ApiServer
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 CRDS = ROOT / "crds"
-NS = "fuzz"
 API = "xlasentinel.dev/v1alpha1"
+WORKER_SA = "xla-sentinel-worker"
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    cp = ControlPlane(tmp_path_factory.mktemp("controlplane")).start()
+    try:
+        kubectl(cp, "create", "namespace", RELEASE_NS)
+        # The chart's CRDs and cluster-scoped objects, once: as `helm install` would.
+        base = [o for o in helm_template() if o["kind"] == "CustomResourceDefinition"
+                or (o["kind"] == "ServiceAccount" and o["metadata"].get("name") == OPERATOR_SA)]
+        apply(cp, base)
+        for crd in (o["metadata"]["name"] for o in base if o["kind"] == "CustomResourceDefinition"):
+            done = kubectl(cp, "wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+            assert done.returncode == 0, done.stderr
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def api(control_plane: ControlPlane) -> Api:
+    return Api(control_plane)
 
 
 @pytest.fixture
-async def api() -> AsyncIterator[ApiServer]:
-    server = ApiServer(crd_dir=str(CRDS), namespaces={"default", NS})
-    async with server, kmock.Server(server):
-        yield server
+def ns(control_plane: ControlPlane, api: Api) -> Iterator[str]:
+    """A fresh namespace holding what the chart renders for it (Roles, bindings, the worker
+    ServiceAccount, the peering object) when the operator is told to watch it."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    api.create("v1/namespaces", None, {"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": name}})
+    objs = [o for o in helm_template(f"operator.watchNamespaces={{{name}}}")
+            if o["kind"] not in NOT_APPLIED and o["kind"] != "CustomResourceDefinition"]
+    apply(control_plane, objs)
+    yield name
+    # Let go of what the operator's finalizer holds, so the namespace can really go.
+    for fc in api.all(f"{API}/fuzzcampaigns", name):
+        api.patch(f"{API}/fuzzcampaigns", name, fc["metadata"]["name"],
+                  {"metadata": {"finalizers": None}})
+    api.delete("v1/namespaces", None, name)
 
 
 @pytest.fixture
-async def client(api: ApiServer) -> AsyncIterator[Kube]:
-    import kopf
-
-    kube = Kube(kopf.ConnectionInfo(server=str(api.url)))
+async def client(control_plane: ControlPlane) -> AsyncIterator[Kube]:
+    kube = Kube(connection_from_kubeconfig(control_plane.kubeconfig_path))
     yield kube
     await kube.close()
+
+
+def as_service_account(cp: ControlPlane, api: Api, ns: str, sa: str) -> Path:
+    """A kubeconfig that authenticates as a ServiceAccount by a bound token."""
+    return cp.write_kubeconfig(f"system:serviceaccount:{ns}:{sa}", token=api.token(ns, sa),
+                               namespace=ns)
 
 
 async def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.1) -> Any:
@@ -58,8 +111,7 @@ async def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: 
 class RunningOperator:
     """One kopf operator (own registry, runtime and event loop) in a thread, as in a pod.
 
-    Not a task of the test's loop: at exit kopf cancels every task started after it, which
-    would include the API server's connection handlers."""
+    Not a task of the test's loop: at exit kopf cancels every task started after it."""
 
     def __init__(self, config: handlers.Config) -> None:
         self.config = config
@@ -96,12 +148,18 @@ class RunningOperator:
 
 
 @pytest.fixture
-def operator_config(api: ApiServer) -> Callable[..., handlers.Config]:
+def operator_kubeconfig(control_plane: ControlPlane, api: Api) -> Path:
+    """The chart's operator ServiceAccount: the operator has exactly the chart's RBAC."""
+    return as_service_account(control_plane, api, RELEASE_NS, OPERATOR_SA)
+
+
+@pytest.fixture
+def operator_config(ns: str, operator_kubeconfig: Path) -> Callable[..., handlers.Config]:
     def make(**overrides: Any) -> handlers.Config:
-        base = dict(namespaces=[NS], server=str(api.url), runner_image="runner:test",
-                    rollup_interval=0.3, alert_retry_interval=0.5, alert_attempts=3,
-                    alert_backoff=0.05, metrics_host="127.0.0.1", metrics_port=0,
-                    peering_name="xla-sentinel", standalone=True)
+        base = dict(namespaces=[ns], kubeconfig=str(operator_kubeconfig),
+                    runner_image="runner:test", rollup_interval=0.3, alert_retry_interval=0.5,
+                    alert_attempts=3, alert_backoff=0.05, metrics_host="127.0.0.1",
+                    metrics_port=0, peering_name="xla-sentinel", standalone=True)
         base.update(overrides)
         return handlers.Config(**base)
     return make
@@ -123,10 +181,10 @@ async def start_operator(operator_config: Callable[..., handlers.Config]
 
 
 class Receiver:
-    """A local Alertmanager-style webhook receiver; `fail_first` answers 503 that many times."""
+    """A local webhook receiver; `fail_first` answers 503 that many times."""
 
     def __init__(self, fail_first: int = 0) -> None:
-        self.posts: list[dict[str, Any]] = []
+        self.posts: list[Any] = []
         self.attempts = 0
         self.fail_first = fail_first
         self.url = ""
@@ -141,13 +199,13 @@ class Receiver:
 
     async def start(self) -> Receiver:
         app = web.Application()
-        app.router.add_post("/alerts", self._handle)
+        app.router.add_post("/api/v2/alerts", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/alerts"
+        self.url = f"http://127.0.0.1:{port}/api/v2/alerts"
         return self
 
     async def close(self) -> None:
@@ -162,15 +220,14 @@ async def receiver() -> AsyncIterator[Receiver]:
     await r.close()
 
 
-def campaign(name: str = "nightly", **spec: Any) -> dict[str, Any]:
+def campaign(ns: str, name: str = "nightly", **spec: Any) -> dict[str, Any]:
     return {"apiVersion": API, "kind": "FuzzCampaign",
-            "metadata": {"name": name, "namespace": NS}, "spec": spec}
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
 
 
 async def create(client: Kube, obj: dict[str, Any]) -> dict[str, Any]:
     api_version, kind = obj["apiVersion"], obj["kind"]
     plural = {"FuzzCampaign": "fuzzcampaigns", "BugSignature": "bugsignatures",
               "Secret": "secrets", "ConfigMap": "configmaps"}[kind]
-    created, _ = await client.create(path(api_version, plural, obj["metadata"].get("namespace", NS)), obj)
+    created, _ = await client.create(path(api_version, plural, obj["metadata"]["namespace"]), obj)
     return created
-

@@ -1,0 +1,65 @@
+"""`make dev-cluster`: the test control plane, the chart's CRDs and RBAC (cluster-wide), a
+fake node that runs worker pods as local processes, and the operator as the chart's
+ServiceAccount, for a person to try campaigns with kubectl. Ctrl-C stops everything."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: tools, controlplane
+
+from tools import REPO_ROOT  # noqa: E402
+
+from controlplane.cluster import ControlPlane  # noqa: E402
+from controlplane.kit import (  # noqa: E402
+    NOT_APPLIED,
+    OPERATOR_SA,
+    RELEASE_NS,
+    Api,
+    apply,
+    helm_template,
+    kubectl,
+)
+from controlplane.kubelet import FakeNode  # noqa: E402
+
+RUNNER = str(REPO_ROOT / ".venv" / "bin" / "xla-sentinel")
+
+
+def main() -> int:
+    with ControlPlane() as cp:
+        api = Api(cp)
+        kubectl(cp, "create", "namespace", RELEASE_NS)
+        objs = helm_template("operator.clusterWide=true")
+        apply(cp, [o for o in objs if o["kind"] == "CustomResourceDefinition"])
+        kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        apply(cp, [o for o in objs if o["kind"] not in NOT_APPLIED
+                   and o["kind"] != "CustomResourceDefinition"])
+        # Campaigns without spec.image run on the operator's --runner-image, which the fake
+        # node runs as this checkout's engine.
+        node = FakeNode(api, images={"runner:dev": [RUNNER]}).start()
+        op_config = cp.write_kubeconfig(f"system:serviceaccount:{RELEASE_NS}:{OPERATOR_SA}",
+                                        token=api.token(RELEASE_NS, OPERATOR_SA, 48 * 3600))
+        operator = subprocess.Popen(
+            [RUNNER, "operator", "--kubeconfig", str(op_config), "--runner-image", "runner:dev",
+             "--standalone", "--metrics-host", "127.0.0.1", "--metrics-port", "0"],
+            stdout=open(cp.root / "logs" / "operator.log", "ab"), stderr=subprocess.STDOUT)
+        print(f"KUBECONFIG={cp.kubeconfig_path}", flush=True)
+        print(f"# operator, control-plane and pod logs: {cp.root / 'logs'}, {node.root}",
+              flush=True)
+        print("# try: kubectl apply -f examples/k8s-quickstart.yaml; kubectl get fuzzcampaigns -w",
+              flush=True)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        finally:
+            operator.terminate()
+            operator.wait(30)
+            node.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""A fake node for the test control plane: it plays scheduler and kubelet for one Node.
+
+What it does as the real ones do: registers a Ready Node with its labels and capacity,
+binds Pending pods whose nodeSelector it matches (pods/binding), runs each container's
+command, writes phase, container states, exit codes and conditions to pods/status, and on
+deletion (or eviction) sends SIGTERM, waits the grace period, SIGKILLs, reports, and
+finishes the deletion. The service-account volume is projected as a kubelet does: a bound
+token (TokenRequest), ca.crt and namespace, mounted at the usual path, with
+KUBERNETES_SERVICE_HOST/PORT set, so the worker's in-cluster login is the real one.
+
+What it mocks, since neither exists here: the container image and the node. An image is a
+table entry naming a local command that stands for its entrypoint (the runner image is
+`.venv/bin/xla-sentinel`); a container runs as a process in its own mount namespace
+(`unshare`), where each volume is a bind mount of a per-pod folder at its mountPath.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Container:
+    pod: str
+    namespace: str
+    proc: subprocess.Popen[bytes]
+    started: str
+    log: Path
+    kill_at: float | None = None
+
+
+@dataclass
+class FakeNode:
+    api: Any  # conftest.Api: admin access (the Node authorizer's own identity is not modelled)
+    images: dict[str, list[str]]  # image -> the local command that stands for its entrypoint
+    name: str = "node-0"
+    labels: dict[str, str] = field(default_factory=dict)
+    capacity: dict[str, str] = field(default_factory=lambda: {"cpu": "16", "memory": "64Gi",
+                                                               "pods": "110"})
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="xs-node-")))
+    interval: float = 0.2
+    running: dict[str, Container] = field(default_factory=dict)  # pod uid -> container
+    done: set[str] = field(default_factory=set)  # pod uids whose container has ended
+    errors: list[str] = field(default_factory=list)
+    log_paths: dict[tuple[str, str], Path] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # Node registration -------------------------------------------------------------
+    def start(self) -> FakeNode:
+        labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux", **self.labels}
+        if self.api.get("v1/nodes", None, self.name) is None:
+            self.api.create("v1/nodes", None, {"apiVersion": "v1", "kind": "Node",
+                                               "metadata": {"name": self.name, "labels": labels}})
+        self.api.patch("v1/nodes", None, self.name, {"status": {
+            "capacity": self.capacity, "allocatable": self.capacity,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "fake node of the test suite",
+                            "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}]}}, sub="status")
+        self._thread = threading.Thread(target=self._loop, name=f"kubelet-{self.name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        for c in list(self.running.values()):
+            self._signal(c, signal.SIGKILL)
+            c.proc.wait(10)
+        self.running.clear()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sync()
+            except Exception as e:  # keep serving; a test reads `errors`
+                self.errors.append(repr(e))
+            self._stop.wait(self.interval)
+
+    # One sync pass -------------------------------------------------------------------
+    def sync(self) -> None:
+        for pod in self._pods("spec.nodeName="):
+            if pod["status"].get("phase") == "Pending" and self._fits(pod):
+                self._bind(pod)
+        for pod in self._pods(f"spec.nodeName={self.name}"):
+            uid = pod["metadata"]["uid"]
+            deleting = pod["metadata"].get("deletionTimestamp") is not None
+            if uid in self.running:
+                self._watch_container(pod, self.running[uid], deleting)
+            elif uid in self.done:
+                if deleting:
+                    self._finish_deletion(pod)
+            elif deleting:
+                self._finish_deletion(pod)
+            elif pod["status"].get("phase") == "Pending":
+                self._start_container(pod)
+
+    def _pods(self, selector: str) -> list[dict[str, Any]]:
+        code, out = self.api.request("GET", f"/api/v1/pods?fieldSelector={selector}")
+        if code != 200:
+            raise RuntimeError(f"list pods: HTTP {code}: {out}")
+        return out.get("items") or []
+
+    def _fits(self, pod: dict[str, Any]) -> bool:
+        node_labels = {"kubernetes.io/hostname": self.name, "kubernetes.io/os": "linux",
+                       **self.labels}
+        wanted = pod["spec"].get("nodeSelector") or {}
+        return all(node_labels.get(k) == v for k, v in wanted.items())
+
+    def _bind(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        self.api.request("POST", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding",
+                         {"apiVersion": "v1", "kind": "Binding",
+                          "metadata": {"name": meta["name"]},
+                          "target": {"apiVersion": "v1", "kind": "Node", "name": self.name}})
+
+    # Containers ------------------------------------------------------------------------
+    def _env(self, pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+        meta = pod["metadata"]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp",
+               "HOSTNAME": meta["name"],
+               "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+               "KUBERNETES_SERVICE_PORT": self.api.url.rsplit(":", 1)[1]}
+        for var in container.get("env") or []:
+            if "value" in var:
+                env[var["name"]] = str(var["value"])
+            elif "fieldRef" in (var.get("valueFrom") or {}):
+                env[var["name"]] = self._field(pod, var["valueFrom"]["fieldRef"]["fieldPath"])
+        return env
+
+    @staticmethod
+    def _field(pod: dict[str, Any], field_path: str) -> str:
+        meta = pod["metadata"]
+        for prefix, source in (("metadata.annotations", meta.get("annotations") or {}),
+                               ("metadata.labels", meta.get("labels") or {})):
+            if field_path.startswith(prefix + "['"):
+                return str(source.get(field_path[len(prefix) + 2:-2], ""))
+        simple = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
+                  "metadata.uid": meta["uid"], "spec.nodeName": pod["spec"].get("nodeName", ""),
+                  "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
+                  "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
+        return simple.get(field_path, "")
+
+    def _start_container(self, pod: dict[str, Any]) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        container = spec["containers"][0]
+        pod_dir = self.root / meta["uid"]
+        volumes: dict[str, Path] = {}
+        for vol in spec.get("volumes") or []:
+            volumes[vol["name"]] = pod_dir / "volumes" / vol["name"]
+            volumes[vol["name"]].mkdir(parents=True, exist_ok=True)
+        mounts = [(volumes[m["name"]], m["mountPath"]) for m in container.get("volumeMounts") or []
+                  if m["name"] in volumes]
+        sa_dir = pod_dir / "serviceaccount"
+        sa_dir.mkdir(parents=True, exist_ok=True)
+        sa = spec.get("serviceAccountName") or "default"
+        (sa_dir / "token").write_text(self.api.token(meta["namespace"], sa))
+        (sa_dir / "ca.crt").write_bytes(Path(self.api.cp.pki.ca).read_bytes())
+        (sa_dir / "namespace").write_text(meta["namespace"])
+        mounts.append((sa_dir, SA_MOUNT))
+        image = container["image"]
+        entry = self.images.get(image)
+        if entry is None:
+            self._report_waiting(pod, "ErrImagePull", f"image {image!r} is not known to the fake node")
+            return
+        argv = list(container.get("command") or entry) + list(container.get("args") or [])
+        script = " && ".join(f"mkdir -p {shlex.quote(t)} && mount --bind {shlex.quote(str(s))} "
+                             f"{shlex.quote(t)}" for s, t in mounts)
+        log = pod_dir / "container.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                 f'{script} && exec "$@"', "container", *argv],
+                env=self._env(pod, container), stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+        c = Container(meta["name"], meta["namespace"], proc, _now(), log)
+        self.log_paths[(meta["namespace"], meta["name"])] = log
+        self.running[meta["uid"]] = c
+        self._patch_status(pod, {
+            "phase": "Running", "hostIP": "127.0.0.1", "podIP": "127.0.0.1", "startTime": c.started,
+            "conditions": self._conditions(pod, ready=True),
+            "containerStatuses": [{"name": container["name"], "image": image, "imageID": image,
+                                   "ready": True, "restartCount": 0, "started": True,
+                                   "state": {"running": {"startedAt": c.started}}}]})
+
+    def _watch_container(self, pod: dict[str, Any], c: Container, deleting: bool) -> None:
+        code = c.proc.poll()
+        if code is None and deleting:
+            if c.kill_at is None:
+                grace = pod["metadata"].get("deletionGracePeriodSeconds")
+                grace = 30 if grace is None else int(grace)
+                self._signal(c, signal.SIGTERM)
+                c.kill_at = time.monotonic() + grace
+            elif time.monotonic() >= c.kill_at:
+                self._signal(c, signal.SIGKILL)
+            return
+        if code is None:
+            return
+        self._report_exit(pod, c, code)
+        del self.running[pod["metadata"]["uid"]]
+        self.done.add(pod["metadata"]["uid"])
+        if deleting:
+            self._finish_deletion(pod)
+
+    @staticmethod
+    def _signal(c: Container, sig: int) -> None:
+        try:
+            os.killpg(c.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def _report_exit(self, pod: dict[str, Any], c: Container, code: int) -> None:
+        # A process killed by signal N exits as 128 + N in a container runtime.
+        exit_code = 128 - code if code < 0 else code
+        container = pod["spec"]["containers"][0]
+        finished = _now()
+        self._patch_status(pod, {
+            "phase": "Succeeded" if exit_code == 0 else "Failed",
+            "conditions": self._conditions(pod, ready=False),
+            "containerStatuses": [{"name": container["name"], "image": container["image"],
+                                   "imageID": container["image"], "ready": False,
+                                   "restartCount": 0, "started": False,
+                                   "state": {"terminated": {
+                                       "exitCode": exit_code,
+                                       "reason": "Completed" if exit_code == 0 else "Error",
+                                       "startedAt": c.started, "finishedAt": finished}}}]})
+
+    def _report_waiting(self, pod: dict[str, Any], reason: str, message: str) -> None:
+        container = pod["spec"]["containers"][0]
+        self._patch_status(pod, {"containerStatuses": [{
+            "name": container["name"], "image": container["image"], "imageID": "",
+            "ready": False, "restartCount": 0,
+            "state": {"waiting": {"reason": reason, "message": message}}}]})
+        self.errors.append(message)
+
+    def _conditions(self, pod: dict[str, Any], ready: bool) -> list[dict[str, Any]]:
+        # Keep conditions others set (DisruptionTarget from an eviction, PodScheduled).
+        keep = [c for c in pod["status"].get("conditions") or []
+                if c["type"] not in ("Ready", "ContainersReady", "Initialized")]
+        now, status = _now(), "True" if ready else "False"
+        return keep + [{"type": t, "status": s, "lastTransitionTime": now}
+                       for t, s in (("Initialized", "True"), ("Ready", status),
+                                    ("ContainersReady", status))]
+
+    def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        self.api.request("PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                         {"status": status}, "application/merge-patch+json")
+
+    def _finish_deletion(self, pod: dict[str, Any]) -> None:
+        """The kubelet's last word: delete with grace 0 once the containers are gone."""
+        meta = pod["metadata"]
+        self.api.request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                         {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
+
+    def logs(self, namespace: str, pod_name: str) -> str:
+        """What the pod's container printed (its log file), or '' if it never ran here."""
+        log = self.log_paths.get((namespace, pod_name))
+        return log.read_text(errors="replace") if log and log.exists() else ""

@@ -1,0 +1,78 @@
+"""A real Alertmanager (Debian's prometheus-alertmanager) on loopback, for tests that follow
+an alert from the operator to where people read it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+CONFIG = """\
+route:
+  receiver: team
+  group_by: [signature]
+  group_wait: 1s
+receivers:
+  - name: team
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Alertmanager:
+    def __init__(self) -> None:
+        binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+        if binary is None:
+            raise RuntimeError("prometheus-alertmanager is not installed: run `make system-deps`")
+        self.root = Path(tempfile.mkdtemp(prefix="xs-alertmanager-"))
+        (self.root / "alertmanager.yml").write_text(CONFIG)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = self.root / "alertmanager.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [binary, f"--config.file={self.root / 'alertmanager.yml'}",
+                 f"--storage.path={self.root / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}",
+                 "--cluster.listen-address="],  # no HA gossip: one instance
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"alertmanager exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("alertmanager not ready within 30 s")
+
+    @property
+    def alerts_url(self) -> str:
+        """Where clients post alerts: the v2 API."""
+        return f"{self.url}/api/v2/alerts"
+
+    def alerts(self, active: bool = True) -> list[dict[str, Any]]:
+        """The alerts Alertmanager holds, as its API reports them."""
+        query = "" if active else "?active=false&inhibited=true&silenced=true&unprocessed=true"
+        with urllib.request.urlopen(self.alerts_url + query, timeout=5) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
