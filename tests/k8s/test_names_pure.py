@@ -79,3 +79,17 @@ def test_team_labels_are_legal_keys():
     legal_labels(body["metadata"]["labels"])
     assert body["metadata"]["labels"]["xlasentinel.dev/team-xla"] == "true"
     assert CAMPAIGN_LABEL not in body["metadata"]["labels"]  # signatures outlive campaigns
+
+
+def test_the_crd_admits_only_queue_names_that_are_legal_label_values():
+    import yaml
+    from tools import REPO_ROOT
+
+    crd = yaml.safe_load((REPO_ROOT / "crds" / "fuzzcampaign.yaml").read_text())
+    queue = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["queueName"]
+    assert queue["maxLength"] <= 63 and queue["minLength"] == 1
+    pattern = re.compile(queue["pattern"])
+    for name in ("tpu-queue", "q", "a" * 63):
+        assert pattern.search(name) and LABEL_VALUE.fullmatch(name)
+    for bad in ("-q", "Team A", "q_1", ""):
+        assert not pattern.search(bad)
