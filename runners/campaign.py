@@ -160,8 +160,9 @@ class GeneratorSpec:
     guided: bool = False
 
     def check(self, path: str) -> None:
+        # maxOps first: `maxOps: 0` is the field at fault, not minOps.
+        _require(1 <= self.maxOps <= 2000, f"{path}.maxOps", "must be >= 1 and <= 2000")
         _require(1 <= self.minOps <= self.maxOps, f"{path}.minOps", "must be >= 1 and <= maxOps")
-        _require(self.maxOps <= 2000, f"{path}.maxOps", "must be <= 2000")
         _require(0 <= self.maxRank <= 5, f"{path}.maxRank", "must be between 0 and 5")
         _require(1 <= self.maxDimSize <= 4096, f"{path}.maxDimSize", "must be between 1 and 4096")
         _require(0.0 <= self.specialValues <= 1.0, f"{path}.specialValues", "must be in [0, 1]")
@@ -364,9 +365,11 @@ class CampaignSpec:
                      unknown_name(t.name, list(PRESETS), "target preset")
                      + " (a custom target needs options, an image or another platform)")
         for d, tol in self.tolerances.items():
+            # s32 is a dtype, just not a float one: a suggestion only for what is no dtype.
+            guess = None if d in DTYPES else closest(d, FLOAT_DTYPES)
             _require(d in FLOAT_DTYPES, key_path(f"{path}.tolerances", d),
                      f"tolerances are per float dtype: {', '.join(FLOAT_DTYPES)}"
-                     + (f"; did you mean {closest(d, FLOAT_DTYPES)!r}?" if closest(d, FLOAT_DTYPES) else ""))
+                     + (f"; did you mean {guess!r}?" if guess else ""))
             tol.check(f"{path}.tolerances.{d}")
         self.budget.check(f"{path}.budget")
         _require(1 <= self.workers <= 4096, f"{path}.workers", "must be between 1 and 4096")
