@@ -1,8 +1,9 @@
 """How a worker pod reports findings and counters to the cluster, and the report format the
 operator reads back.
 
-Channel: one ConfigMap per worker (campaign x worker group x shard index), written only by
-that worker, holding its *cumulative* report as JSON. Cumulative state, not deltas, is what
+Channel: one WorkerReport object (crds/workerreport.yaml) per worker (campaign x worker
+group x shard index), written only by that worker, holding its *cumulative* report as JSON
+in `spec.report`. Cumulative state, not deltas, is what
 makes ingestion idempotent: the operator recomputes totals from the latest reports, so a
 restarted operator cannot count anything twice. Findings are keyed by their stable id, so a
 worker pod that is killed and restarted (same shard, same seeds) re-finds the same ids and
@@ -24,8 +25,9 @@ from typing import Any
 CAMPAIGN_LABEL = "xlasentinel.dev/campaign"
 WORKER_LABEL = "xlasentinel.dev/worker"
 REPORT_LABEL = "xlasentinel.dev/report"
-REPORT_KEY = "report.json"
 API_VERSION = "xlasentinel.dev/v1alpha1"
+GROUP, VERSION = API_VERSION.split("/")
+REPORT_PLURAL = "workerreports"
 
 # Fields of a finding record kept in the report; evidence stays in the artifact store.
 _SAMPLE_FIELDS = ("id", "program", "target", "verdict", "signature", "culprit_op",
@@ -129,9 +131,9 @@ class WorkerReport:
         return cls(signatures=sigs, **data)
 
 
-def report_from_configmap(body: dict[str, Any]) -> WorkerReport | None:
-    """The report in a worker's ConfigMap, or None when it holds none or garbage."""
-    text = (body.get("data") or {}).get(REPORT_KEY)
+def report_from_object(body: dict[str, Any]) -> WorkerReport | None:
+    """The report in a WorkerReport object, or None when it holds none or garbage."""
+    text = (body.get("spec") or {}).get("report")
     if not text:
         return None
     try:
@@ -141,16 +143,17 @@ def report_from_configmap(body: dict[str, Any]) -> WorkerReport | None:
 
 
 class K8sReporter:
-    """The engine's reporter in a worker pod: writes the worker's report ConfigMap.
+    """The engine's reporter in a worker pod: writes the worker's WorkerReport object
+    through `api`, a kubernetes.client.CustomObjectsApi.
 
     `finding()` writes through (a finding is durable in the API before the engine goes on);
     `progress()` writes at most every `progress_interval` seconds; `close()` flushes.
     """
 
-    def __init__(self, core_api: Any, *, namespace: str, campaign: str, campaign_uid: str,
+    def __init__(self, api: Any, *, namespace: str, campaign: str, campaign_uid: str,
                  worker: str, samples: int = 1, progress_interval: float = 5.0,
                  retries: int = 6, versions: dict[str, str] | None = None) -> None:
-        self.api = core_api
+        self.api = api
         self.namespace = namespace
         self.campaign = campaign
         self.campaign_uid = campaign_uid
@@ -171,20 +174,21 @@ class K8sReporter:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            body = self.api.read_namespaced_config_map(self.name, self.namespace)
+            body = self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace,
+                                                         REPORT_PLURAL, self.name)
         except ApiException as e:
             if e.status != 404:
                 raise
             body = None
         if body is not None:
             data = body.to_dict() if hasattr(body, "to_dict") else body
-            previous = report_from_configmap(data)
+            previous = report_from_object(data)
             if previous is not None:
                 self.report = previous
         else:
             try:
-                self._call(self.api.create_namespaced_config_map, self.namespace,
-                           self._configmap())
+                self._call(self.api.create_namespaced_custom_object, GROUP, VERSION,
+                           self.namespace, REPORT_PLURAL, self._object())
             except ApiException as e:
                 if e.status != 409:  # 409: an earlier attempt created it just now
                     raise
@@ -214,11 +218,11 @@ class K8sReporter:
         if self._dirty or done:
             self._write()
 
-    def _configmap(self) -> dict[str, Any]:
+    def _object(self) -> dict[str, Any]:
         owner = {"apiVersion": API_VERSION, "kind": "FuzzCampaign", "name": self.campaign,
                  "uid": self.campaign_uid, "blockOwnerDeletion": False, "controller": False}
         return {
-            "apiVersion": "v1", "kind": "ConfigMap",
+            "apiVersion": API_VERSION, "kind": "WorkerReport",
             "metadata": {
                 "name": self.name, "namespace": self.namespace,
                 "labels": {CAMPAIGN_LABEL: label_value(self.campaign),
@@ -226,13 +230,15 @@ class K8sReporter:
                            REPORT_LABEL: "true"},
                 "ownerReferences": [owner] if self.campaign_uid else [],
             },
-            "data": {REPORT_KEY: self.report.to_json()},
+            "spec": {"campaign": self.campaign, "worker": self.report.worker,
+                     "report": self.report.to_json()},
         }
 
     def _write(self) -> None:
         self.report.updated = now_iso()
-        patch = {"data": {REPORT_KEY: self.report.to_json()}}
-        self._call(self.api.patch_namespaced_config_map, self.name, self.namespace, patch,
+        patch = {"spec": {"report": self.report.to_json()}}
+        self._call(self.api.patch_namespaced_custom_object, GROUP, VERSION, self.namespace,
+                   REPORT_PLURAL, self.name, patch,
                    _content_type="application/merge-patch+json")
         self._last_write = time.monotonic()
         self._dirty = False

@@ -2,7 +2,7 @@
 
 The operator puts the campaign spec (JSON) in the environment, Kubernetes gives the shard
 index (JOB_COMPLETION_INDEX of the Indexed Job); the worker runs its shard with the engine
-and reports findings and counters to its report ConfigMap (see k8s_report). jax is
+and reports findings and counters to its WorkerReport object (see k8s_report). jax is
 imported only when the engine runs, so argument and spec errors cost no jax import.
 """
 
@@ -124,7 +124,7 @@ def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> 
         client = kubernetes.client.ApiClient()
     namespace = args.namespace or (_SA_NAMESPACE.read_text().strip()
                                    if _SA_NAMESPACE.exists() else "default")
-    reporter = K8sReporter(kubernetes.client.CoreV1Api(client), namespace=namespace,
+    reporter = K8sReporter(kubernetes.client.CustomObjectsApi(client), namespace=namespace,
                            campaign=args.campaign, campaign_uid=args.campaign_uid,
                            worker=worker, samples=spec.bisect.perSignature,
                            progress_interval=args.progress_interval, versions=package_versions())

@@ -21,11 +21,11 @@ from xla_sentinel.campaign import SpecError, parse_spec
 from xla_sentinel.k8s_report import (
     API_VERSION,
     CAMPAIGN_LABEL,
-    REPORT_LABEL,
+    REPORT_PLURAL,
     SignatureEntry,
     WorkerReport,
     label_value,
-    report_from_configmap,
+    report_from_object,
 )
 
 from . import alerting, desired, rollup, signatures
@@ -34,7 +34,6 @@ from .metrics import Liveness, Metrics, serve
 
 GROUP, VERSION = API_VERSION.split("/")
 WATCH_SELECTORS: dict[tuple[str, ...], str] = {
-    ("v1", "configmaps"): f"{REPORT_LABEL}=true",
     ("batch", "v1", "jobs"): f"{desired.ROLE_LABEL}=worker,{CAMPAIGN_LABEL}",
 }
 # Read-modify-write attempts of one object before the conflict is raised to kopf's retry.
@@ -153,9 +152,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         settings.peering.priority = (cfg.priority if cfg.priority is not None
                                      else random.randint(1, 2**31))
         settings.watching.server_timeout = 300
-        # kopf's `labels=` filters arrive after the watch: these selectors go to the API
-        # server, so the operator streams only reports and worker Jobs, not every
-        # ConfigMap and Job of the cluster.
+        # kopf's `labels=` filters apply after the watch: this selector goes to the API
+        # server, so the operator streams worker Jobs, not every Job of the cluster.
+        # Reports are a kind of their own (WorkerReport) and need no selector.
         for resource, selector in WATCH_SELECTORS.items():
             settings.watching.label_selectors[resource] = selector
         if cfg.metrics_port is not None:
@@ -189,11 +188,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                      "suspend": body.spec.get("suspend")},
             "status": dict(body.status)}}
 
-    @kopf.index("", "v1", "configmaps", labels={REPORT_LABEL: "true"}, registry=registry,
-                id="reports")
+    @kopf.index(GROUP, VERSION, REPORT_PLURAL, registry=registry, id="reports")
     def reports(namespace: str, labels: dict[str, str], body: kopf.Body,
                 **_: Any) -> dict[tuple[str, str], tuple[str, WorkerReport]] | None:
-        report = report_from_configmap(dict(body))
+        report = report_from_object(dict(body))
         if report is None or CAMPAIGN_LABEL not in labels:
             return None
         return {(namespace, labels[CAMPAIGN_LABEL]): (body.metadata.name, report)}
@@ -267,9 +265,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         selector = desired.campaign_selector(name)
         for obj in await rt.api.list(path("batch/v1", "jobs", namespace), selector):
             await rt.api.delete(path("batch/v1", "jobs", namespace, obj["metadata"]["name"]))
-        for obj in await rt.api.list(path("v1", "configmaps", namespace),
-                                     {**selector, REPORT_LABEL: "true"}):
-            await rt.api.delete(path("v1", "configmaps", namespace, obj["metadata"]["name"]))
+        for obj in await rt.api.list(path(API_VERSION, REPORT_PLURAL, namespace), selector):
+            await rt.api.delete(path(API_VERSION, REPORT_PLURAL, namespace, obj["metadata"]["name"]))
         for gauge in (rt.metrics.programs, rt.metrics.findings):
             try:
                 gauge.remove(namespace, name)
@@ -278,13 +275,13 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         log.info("campaign.deleted", campaign=name, namespace=namespace)
 
     # Worker reports -> BugSignatures.
-    @kopf.on.event("", "v1", "configmaps", labels={REPORT_LABEL: "true"}, registry=registry)
+    @kopf.on.event(GROUP, VERSION, REPORT_PLURAL, registry=registry)
     async def report_changed(type: str | None, body: kopf.Body, namespace: str,
                              campaigns: kopf.Index, **_: Any) -> None:
         if type == "DELETED":
             return
         campaign_name = body.metadata.labels.get(CAMPAIGN_LABEL)
-        report = report_from_configmap(dict(body))
+        report = report_from_object(dict(body))
         found = list(campaigns.get((namespace, campaign_name), []))
         if report is None or not found:
             return

@@ -89,9 +89,14 @@ def test_webhook_secrets_of_routes_get_exactly_one_rule_per_namespace() -> None:
     assert namespaces == ["xla-fuzz", "xla-fuzz-nightly"]  # not the unwatched release namespace
 
 
-def test_workers_may_only_write_their_report_configmaps(rendered: tuple[dict, ...]) -> None:
+def test_workers_may_only_write_worker_reports(rendered: tuple[dict, ...]) -> None:
+    # Not ConfigMaps or Secrets: a worker's token reaches its report kind and nothing else.
     worker_roles = [o for o in by_kind(rendered, "Role") if o["metadata"]["name"].endswith("-worker")]
     assert worker_roles
     for role in worker_roles:
-        assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+        assert role["rules"] == [{"apiGroups": ["xlasentinel.dev"], "resources": ["workerreports"],
                                   "verbs": ["get", "create", "patch"]}]
+
+
+def test_the_operator_reads_no_configmaps(rendered: tuple[dict, ...]) -> None:
+    assert not [w for w, r in _rules(rendered) if "configmaps" in r["resources"]]

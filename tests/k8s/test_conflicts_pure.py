@@ -102,19 +102,20 @@ def _matches(selector: str, labels: dict[str, str]) -> bool:
     return True
 
 
-def test_watches_select_reports_and_worker_jobs_on_the_server():
+def test_watches_select_worker_jobs_on_the_server_and_reports_are_their_own_kind():
     settings = kopf.OperatorSettings()
     for resource, selector in handlers.WATCH_SELECTORS.items():
         settings.watching.label_selectors[resource] = selector
-    configmaps = Resource(group="", version="v1", plural="configmaps")
     jobs = Resource(group="batch", version="v1", plural="jobs")
-    (cm_selector,) = settings.watching.label_selectors.collect(configmaps)
     (job_selector,) = settings.watching.label_selectors.collect(jobs)
     c = desired.Campaign(name="nightly", namespace="fuzz", uid="u", spec=parse_spec({}))
     (worker,) = desired.worker_jobs(c, default_image="img")
     bisector = desired.bisector_job(c, {"id": "f1", "signature": "0" * 16}, "main-0", default_image="img")
-    report = K8sReporter(None, namespace="fuzz", campaign="nightly", campaign_uid="u", worker="main-0")
-    assert _matches(cm_selector, report._configmap()["metadata"]["labels"])
-    assert not _matches(cm_selector, {"app": "someone-elses-config"})
     assert _matches(job_selector, worker["metadata"]["labels"])
     assert not _matches(job_selector, bisector["metadata"]["labels"])
+    assert not _matches(job_selector, {"app": "someone-elses-job"})
+    # No ConfigMap is watched at all: reports are WorkerReport objects.
+    configmaps = Resource(group="", version="v1", plural="configmaps")
+    assert settings.watching.label_selectors.collect(configmaps) == []
+    report = K8sReporter(None, namespace="fuzz", campaign="nightly", campaign_uid="u", worker="main-0")
+    assert report._object()["kind"] == "WorkerReport"

@@ -51,7 +51,7 @@ def test_children_carry_the_label_their_campaign_selects_by():
     selector = desired.campaign_selector(LONG)
     assert selector.items() <= job["metadata"]["labels"].items()
     reporter = K8sReporter(None, namespace="fuzz", campaign=LONG, campaign_uid="u-1", worker="main-0")
-    assert selector.items() <= reporter._configmap()["metadata"]["labels"].items()
+    assert selector.items() <= reporter._object()["metadata"]["labels"].items()
 
 
 def test_long_names_that_share_a_prefix_get_different_labels_and_names():

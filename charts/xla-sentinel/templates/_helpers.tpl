@@ -130,8 +130,8 @@ calls of operator/xla_sentinel_operator/handlers.py and kopf's own bookkeeping, 
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
 # Worker reports (runners/k8s_report.py): indexed, and removed with their campaign.
-- apiGroups: [""]
-  resources: [configmaps]
+- apiGroups: [xlasentinel.dev]
+  resources: [workerreports]
   verbs: [get, list, watch, delete]
 - apiGroups: ["", events.k8s.io]
   resources: [events]

@@ -1,0 +1,73 @@
+"""The worker channel is a WorkerReport object of its own kind (crds/workerreport.yaml):
+the reporter writes it through the custom objects API with the unchanged JSON payload, and
+the operator reads it back. A fake API in memory, no HTTP."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+from tools import REPO_ROOT
+from xla_sentinel.k8s_report import (
+    API_VERSION,
+    REPORT_PLURAL,
+    K8sReporter,
+    WorkerReport,
+    report_from_object,
+)
+
+
+class FakeCustomObjects:
+    """The three CustomObjectsApi calls the reporter makes, over a dict."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
+        from kubernetes.client.exceptions import ApiException
+
+        self.calls.append(("get", f"{group}/{version}/{plural}"))
+        if (namespace, name) not in self.objects:
+            raise ApiException(status=404)
+        return copy.deepcopy(self.objects[(namespace, name)])
+
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
+        self.calls.append(("create", f"{group}/{version}/{plural}"))
+        self.objects[(namespace, body["metadata"]["name"])] = copy.deepcopy(body)
+
+    def patch_namespaced_custom_object(self, group, version, namespace, plural, name, body, **kw):
+        self.calls.append(("patch", f"{group}/{version}/{plural}"))
+        self.objects[(namespace, name)]["spec"].update(body["spec"])
+
+
+def test_reporter_writes_a_workerreport_that_the_operator_reads_back():
+    api = FakeCustomObjects()
+    r = K8sReporter(api, namespace="fuzz", campaign="nightly", campaign_uid="u-1", worker="main-0")
+    r.start()
+    r.finding({"id": "f1", "signature": "00aa", "verdict": "crash"})
+    r.close(done=False)
+    assert {kind for _, kind in api.calls} == {f"{API_VERSION}/{REPORT_PLURAL}"}
+    (obj,) = api.objects.values()
+    assert obj["kind"] == "WorkerReport" and obj["spec"]["campaign"] == "nightly"
+    report = report_from_object(obj)
+    assert report is not None and report.findings == {"f1": "00aa"} and report.attempts == 1
+    # The payload is the same JSON as before the move off ConfigMaps.
+    assert WorkerReport.from_json(obj["spec"]["report"]) == report
+    # A restarted pod reads it back and counts a second attempt.
+    K8sReporter(api, namespace="fuzz", campaign="nightly", campaign_uid="u-1", worker="main-0").start()
+    assert report_from_object(api.objects[("fuzz", "nightly-report-main-0")]).attempts == 2
+
+
+def test_garbage_reports_are_ignored():
+    assert report_from_object({"spec": {"report": "{not json"}}) is None
+    assert report_from_object({"spec": {}}) is None
+
+
+def test_workerreport_crd_pins_campaign_and_worker():
+    crd = yaml.safe_load((REPO_ROOT / "crds" / "workerreport.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["campaign", "worker", "report"]
+    assert any("oldSelf.campaign" in r["rule"] for r in spec["x-kubernetes-validations"])
+    assert crd["spec"]["names"]["plural"] == REPORT_PLURAL
