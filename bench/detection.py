@@ -196,8 +196,8 @@ def clean(args: argparse.Namespace) -> int:
     store = Store(out / "campaign.sqlite")
     findings = store.findings()
     store.close()
-    rows = [{"id": f["id"], "program": f["program"], "target": f["target"], "verdict": f["verdict"],
-             "signature": f["signature"], "known_bug": f["known_bug"], "dir": f["dir"]}
+    rows = [{"id": f.id, "program": f.program, "target": f.target, "verdict": f.verdict,
+             "signature": f.signature, "known_bug": f.known_bug, "dir": f.dir}
             for f in findings]
     result = {"programs": summary["programs"], "elapsed_s": summary["elapsed_s"],
               "program_status": summary["program_status"], "findings": rows, **versions()}

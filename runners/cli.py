@@ -120,7 +120,7 @@ def _cmd_triage(args: argparse.Namespace) -> int:
         return EXIT_OK
     cols = ("id", "verdict", "target", "culprit_op", "culprit_pass", "count", "first_seen",
             "last_seen", "known_bug", "repro")
-    rows = [[str(s.get(c) if s.get(c) is not None else "-") for c in cols] for s in sigs]
+    rows = [[str(v if (v := getattr(s, c)) is not None else "-") for c in cols] for s in sigs]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for r in rows:

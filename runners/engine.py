@@ -29,9 +29,10 @@ from .bisect.refine import refine_finding
 from .campaign import CampaignSpec, SpecError, parse_spec
 from .dtypes import name_of
 from .guide import Guide
+from .model import Finding, Verdict
 from .plugins import check_ref, split_ref
 from .program import Program, save_arrays
-from .signature import signature_id
+from .signature import signature_of
 from .store import Store
 from .targets import Target, resolve
 from .versions import package_versions
@@ -288,7 +289,7 @@ class CampaignRun:
 
     # --- recording -----------------------------------------------------------------------
 
-    def _record(self, program: Program, target: Target, verdict: str, evidence: dict[str, Any],
+    def _record(self, program: Program, target: Target, verdict: Verdict, evidence: dict[str, Any],
                 expected: list[np.ndarray] | None, actual: list[np.ndarray] | None,
                 output: int | None = None) -> None:
         assert self.store is not None
@@ -301,26 +302,24 @@ class CampaignRun:
             for name, arrays in (("expected.npz", expected), ("actual.npz", actual)):
                 arrays = [np.asarray(a) for a in arrays]
                 save_arrays(folder / name, arrays, [name_of(a.dtype) for a in arrays])
-        record = {
-            "id": fid, "campaign": self.name, "program": program.id, "target": target.name,
-            "verdict": verdict, "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
-            "dtype": dtype, "evidence": {**evidence, "output": output, "target_options": target.options,
-                                         "plugins": self.plugins},
-            "dir": str(folder.relative_to(self.out)), "time": now(),
-        }
-        record["signature"] = signature_id({**record, "error": evidence.get("error")})
-        record["known_bug"] = known_bugs.match(record)
-        (folder / "finding.json").write_text(json.dumps(record, indent=1, default=_json_default))
-        if self.store.add_finding(record):
+        finding = Finding(
+            id=fid, campaign=self.name, program=program.id, target=target.name, verdict=verdict,
+            dtype=dtype, evidence={**evidence, "output": output, "target_options": target.options,
+                                   "plugins": self.plugins},
+            dir=str(folder.relative_to(self.out)), time=now())
+        finding.signature = signature_of(finding)
+        finding.known_bug = known_bugs.match(finding)
+        (folder / "finding.json").write_text(json.dumps(finding.to_json(), indent=1, default=_json_default))
+        if self.store.add_finding(finding):
             with self.lock:
                 self.counters.findings[verdict] += 1
             log.info("finding", verdict=verdict, target=target.name, program=program.id,
-                     signature=record["signature"], known_bug=record["known_bug"])
+                     signature=finding.signature, known_bug=finding.known_bug)
             # Bisection (issue 4): the first findings of a candidate signature get localized.
-            record = refine_finding(self.store, self.out, record, self.spec.bisect,
-                                    self.spec.timeouts.programSeconds)
+            finding = refine_finding(self.store, self.out, finding, self.spec.bisect,
+                                     self.spec.timeouts.programSeconds)
             if self.reporter:
-                self.reporter.finding(record)
+                self.reporter.finding(finding.to_json())
 
     def _finish_program(self, idx: int, pid: str, ops: int, status: str, executions: int,
                         t0: float, stats: dict[str, Any]) -> None:
@@ -438,7 +437,7 @@ class CampaignRun:
         sigs = self.store.signatures()
         findings = self.store.findings()
         worker_s = self.counters.worker_s
-        known = sum(1 for f in findings if f["known_bug"])
+        known = sum(1 for f in findings if f.known_bug)
         summary = {
             "campaign": self.name,
             "programs": totals["programs"],
@@ -457,11 +456,7 @@ class CampaignRun:
             "findings": totals["findings"],
             "findings_new": len(findings) - known,
             "findings_known": known,
-            "signatures": [{"id": s["id"], "verdict": s["verdict"], "target": s["target"],
-                            "culprit_op": s["culprit_op"], "culprit_pass": s["culprit_pass"],
-                            "fusion_kind": s["fusion_kind"], "count": s["count"],
-                            "first_seen": s["first_seen"], "last_seen": s["last_seen"],
-                            "repro": s["repro"], "known_bug": s["known_bug"]} for s in sigs],
+            "signatures": [s.to_summary() for s in sigs],
             "targets": [{"name": t.name, "options": t.options} for t in self.targets],
             "references": list(self.spec.references),
             "injected_passes": self.plugins,

@@ -12,8 +12,12 @@ from typing import Any
 
 import yaml
 
+from .model import FINDING_FIELDS, Finding
+
 KNOWN_BUGS_FILE = Path(__file__).with_name("known_bugs.yaml")
-MATCH_FIELDS = ("verdict", "target", "culprit_op", "dtype", "signature", "fusion_kind")
+# The Finding fields a rule may name: what describes the bug, not the program or the time.
+MATCH_FIELDS = tuple(f for f in FINDING_FIELDS
+                     if f in ("verdict", "target", "culprit_op", "dtype", "signature", "fusion_kind"))
 
 
 @cache
@@ -27,9 +31,9 @@ def entries(path: Path = KNOWN_BUGS_FILE) -> list[dict[str, Any]]:
     return bugs
 
 
-def match(record: dict[str, Any], path: Path = KNOWN_BUGS_FILE) -> str | None:
+def match(finding: Finding, path: Path = KNOWN_BUGS_FILE) -> str | None:
     """The id of the known bug this finding is, or None if it is new."""
     for bug in entries(path):
-        if all(record.get(k) == v for k, v in bug["match"].items()):
+        if all(getattr(finding, k) == v for k, v in bug["match"].items()):
             return str(bug["id"])
     return None

@@ -14,6 +14,9 @@ import json
 import re
 from typing import Any
 
+from .model import COMPILER_FAILURES, Finding
+
+# Finding fields (and the error text) that tell one bug from another.
 FIELDS = ("verdict", "target", "culprit_op", "dtype", "fusion_kind", "culprit_pass", "error")
 
 
@@ -29,10 +32,17 @@ def canonical_error(text: str | None) -> str | None:
 
 
 def signature_id(fields: dict[str, Any]) -> str:
+    """The signature of a finding given as its fields (`error` the evidence's error text)."""
     key = {f: fields.get(f) for f in FIELDS}
-    if key["verdict"] in ("crash", "compile_error", "hang"):
+    if key["verdict"] in COMPILER_FAILURES:
         key["error"] = canonical_error(fields.get("error"))
     else:
         key["error"] = None
     blob = json.dumps(key, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def signature_of(finding: Finding) -> str:
+    """The finding's signature from its current fields: the candidate signature until
+    bisection fills in the culprit, the refined one after."""
+    return signature_id({**finding.to_json(), "error": finding.error})

@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .model import FINDING_FIELDS, SIGNATURE_FIELDS, Finding, Signature
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS programs (
@@ -26,6 +28,11 @@ CREATE TABLE IF NOT EXISTS signatures (
     fusion_kind TEXT, dtype TEXT, count INTEGER NOT NULL, first_seen TEXT NOT NULL,
     last_seen TEXT NOT NULL, repro TEXT, known_bug TEXT, bisected INTEGER NOT NULL DEFAULT 0);
 """
+# The findings table holds every Finding field but the campaign (one store, one campaign:
+# its name is in meta).
+FINDING_COLUMNS = tuple(f for f in FINDING_FIELDS if f != "campaign")
+_INSERT_FINDING = (f"INSERT OR IGNORE INTO findings ({', '.join(FINDING_COLUMNS)}) "
+                   f"VALUES ({', '.join('?' * len(FINDING_COLUMNS))})")
 
 
 class StoreError(RuntimeError):
@@ -63,16 +70,13 @@ class Store:
             self.db.execute("INSERT OR REPLACE INTO programs VALUES (?,?,?,?,?,?,?)",
                             (idx, pid, ops, status, executions, seconds, json.dumps(stats)))
 
-    def add_finding(self, f: dict[str, Any]) -> bool:
+    def add_finding(self, f: Finding) -> bool:
         """Insert a finding and bump its signature; False if this finding was already stored."""
+        row = {**f.to_json(), "evidence": json.dumps(f.evidence)}
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                cur = self.db.execute(
-                    "INSERT OR IGNORE INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (f["id"], f["program"], f["target"], f["verdict"], f["signature"], f.get("dtype"),
-                     f.get("culprit_op"), f.get("culprit_pass"), f.get("fusion_kind"),
-                     json.dumps(f.get("evidence", {})), f["dir"], f.get("known_bug"), f["time"]))
+                cur = self.db.execute(_INSERT_FINDING, [row[c] for c in FINDING_COLUMNS])
                 new = cur.rowcount == 1
                 if new:
                     self.db.execute(
@@ -80,9 +84,8 @@ class Store:
                            fusion_kind, dtype, count, first_seen, last_seen, repro, known_bug)
                            VALUES (?,?,?,?,?,?,?,1,?,?,?,?)
                            ON CONFLICT(id) DO UPDATE SET count=count+1, last_seen=excluded.last_seen""",
-                        (f["signature"], f["verdict"], f["target"], f.get("culprit_op"),
-                         f.get("culprit_pass"), f.get("fusion_kind"), f.get("dtype"), f["time"],
-                         f["time"], f["dir"], f.get("known_bug")))
+                        (f.signature, f.verdict, f.target, f.culprit_op, f.culprit_pass,
+                         f.fusion_kind, f.dtype, f.time, f.time, f.dir, f.known_bug))
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
@@ -108,16 +111,16 @@ class Store:
             self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, str(done + 1)))
             return True
 
-    def resign_finding(self, finding_id: str, old_sig: str, f: dict[str, Any]) -> None:
-        """Move a stored finding from its candidate signature to the refined one in `f`
-        (culprit fields and repro filled in); a signature left with no findings goes."""
+    def resign_finding(self, old_sig: str, f: Finding, repro: str | None) -> None:
+        """Move a stored finding from its candidate signature `old_sig` to the refined one
+        `f` carries (culprit fields filled in; `repro` its bundle); a signature left with no
+        findings goes."""
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 self.db.execute(
                     "UPDATE findings SET signature=?, culprit_op=?, culprit_pass=?, fusion_kind=? "
-                    "WHERE id=?", (f["signature"], f.get("culprit_op"), f.get("culprit_pass"),
-                                  f.get("fusion_kind"), finding_id))
+                    "WHERE id=?", (f.signature, f.culprit_op, f.culprit_pass, f.fusion_kind, f.id))
                 self.db.execute("UPDATE signatures SET count=count-1 WHERE id=?", (old_sig,))
                 self.db.execute("DELETE FROM signatures WHERE id=? AND count<=0", (old_sig,))
                 self.db.execute(
@@ -126,9 +129,8 @@ class Store:
                        VALUES (?,?,?,?,?,?,?,1,?,?,?,?,1)
                        ON CONFLICT(id) DO UPDATE SET count=count+1, last_seen=excluded.last_seen,
                        bisected=bisected+1""",
-                    (f["signature"], f["verdict"], f["target"], f.get("culprit_op"),
-                     f.get("culprit_pass"), f.get("fusion_kind"), f.get("dtype"), f["time"],
-                     f["time"], f.get("repro"), f.get("known_bug")))
+                    (f.signature, f.verdict, f.target, f.culprit_op, f.culprit_pass, f.fusion_kind,
+                     f.dtype, f.time, f.time, repro, f.known_bug))
                 self.db.execute("COMMIT")
             except BaseException:
                 self.db.execute("ROLLBACK")
@@ -138,20 +140,16 @@ class Store:
         row = self.db.execute("SELECT count FROM signatures WHERE id=?", (sig_id,)).fetchone()
         return row[0] if row else 0
 
-    def findings(self) -> list[dict[str, Any]]:
-        cur = self.db.execute("SELECT * FROM findings ORDER BY time")
-        cols = [c[0] for c in cur.description]
-        out = []
-        for row in cur:
-            d = dict(zip(cols, row, strict=True))
-            d["evidence"] = json.loads(d["evidence"])
-            out.append(d)
-        return out
+    def findings(self) -> list[Finding]:
+        campaign = self.get_meta("name") or ""
+        cur = self.db.execute(f"SELECT {', '.join(FINDING_COLUMNS)} FROM findings ORDER BY time")
+        return [Finding(**{**dict(zip(FINDING_COLUMNS, row, strict=True)),
+                           "evidence": json.loads(row[FINDING_COLUMNS.index("evidence")]),
+                           "campaign": campaign}) for row in cur]
 
-    def signatures(self) -> list[dict[str, Any]]:
-        cur = self.db.execute("SELECT * FROM signatures ORDER BY first_seen")
-        cols = [c[0] for c in cur.description]
-        return [dict(zip(cols, row, strict=True)) for row in cur]
+    def signatures(self) -> list[Signature]:
+        cur = self.db.execute(f"SELECT {', '.join(SIGNATURE_FIELDS)} FROM signatures ORDER BY first_seen")
+        return [Signature(**dict(zip(SIGNATURE_FIELDS, row, strict=True))) for row in cur]
 
     def programs_with_status(self, status: str) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT id, stats FROM programs WHERE status=? ORDER BY idx", (status,))

@@ -14,8 +14,9 @@ import numpy as np
 
 from .. import exact, oracle
 from ..dtypes import FLOATS
+from ..model import COMPILER_FAILURES
 from ..program import Program
-from .lab import COMPILER_FAILURES, DISCRETE_OPS, Case, Check, Lab, own_dtype
+from .lab import DISCRETE_OPS, Case, Check, Lab, own_dtype
 
 # The bitwise rule's tags (exact.py, ops.py) for the StableHLO ops generated programs
 # lower to; an op not listed is not bitwise. A reduce selects when its body is a max or min.

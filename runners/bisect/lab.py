@@ -64,9 +64,6 @@ class Check:
     hlo: str | None = None
 
 
-COMPILER_FAILURES = frozenset({"crash", "hang", "compile_error"})
-
-
 class Lab:
     def __init__(self, options: dict[str, Any], plugins: Sequence[str], timeout: float,
                  log_dir: Path | None = None) -> None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model import COMPILER_FAILURES
 from ..worker import WorkerDied, WorkerHung
 from .context import Context
-from .lab import COMPILER_FAILURES, Case, LabError
+from .lab import Case, LabError
 from .options import CURING_FLAGS
 
 NAME = "passes"

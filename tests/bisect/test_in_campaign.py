@@ -12,6 +12,7 @@ from shared import once
 from xla_sentinel.campaign import parse_spec
 from xla_sentinel.engine import run_campaign
 from xla_sentinel.faults import fault_path
+from xla_sentinel.model import Finding
 from xla_sentinel.store import Store
 
 BISECTED = 3
@@ -36,7 +37,7 @@ def campaign(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> tuple[
     return Path(done["out"]), done["summary"]
 
 
-def _findings(out: Path) -> list[dict[str, Any]]:
+def _findings(out: Path) -> list[Finding]:
     store = Store(out / "campaign.sqlite")
     try:
         return store.findings()
@@ -47,17 +48,17 @@ def _findings(out: Path) -> list[dict[str, Any]]:
 def test_first_findings_of_the_candidate_signature_are_bisected(campaign: tuple) -> None:
     out, _ = campaign
     findings = _findings(out)
-    bisected = [f for f in findings if f["culprit_op"] is not None]
+    bisected = [f for f in findings if f.culprit_op is not None]
     assert len(findings) > BISECTED
     assert len(bisected) == BISECTED
 
 
 def test_same_fault_from_different_programs_shares_one_signature(campaign: tuple) -> None:
     out, _ = campaign
-    bisected = [f for f in _findings(out) if f["culprit_op"] is not None]
-    assert len({f["program"] for f in bisected}) == BISECTED
-    assert {(f["signature"], f["culprit_op"], f["fusion_kind"], f["culprit_pass"]) for f in bisected} \
-        == {(bisected[0]["signature"], "exponential (f32->f32)", "kLoop", "apply-xla-transforms")}
+    bisected = [f for f in _findings(out) if f.culprit_op is not None]
+    assert len({f.program for f in bisected}) == BISECTED
+    assert {(f.signature, f.culprit_op, f.fusion_kind, f.culprit_pass) for f in bisected} \
+        == {(bisected[0].signature, "exponential (f32->f32)", "kLoop", "apply-xla-transforms")}
 
 
 def test_summary_lists_the_refined_signature_with_its_bundle(campaign: tuple) -> None:
@@ -71,6 +72,6 @@ def test_summary_lists_the_refined_signature_with_its_bundle(campaign: tuple) ->
 
 def test_finding_json_keeps_the_candidate_signature(campaign: tuple) -> None:
     out, _ = campaign
-    f = next(f for f in _findings(out) if f["culprit_op"] is not None)
-    on_disk = json.loads((out / f["dir"] / "finding.json").read_text())
-    assert on_disk["signature"] == f["signature"] != on_disk["candidate_signature"]
+    f = next(f for f in _findings(out) if f.culprit_op is not None)
+    on_disk = json.loads((out / f.dir / "finding.json").read_text())
+    assert on_disk["signature"] == f.signature != on_disk["candidate_signature"]

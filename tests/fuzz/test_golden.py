@@ -70,11 +70,9 @@ SUMMARY_SIGNATURE_FIELDS = ["count", "culprit_op", "culprit_pass", "first_seen",
 def _observed(out: Path) -> dict[str, Any]:
     store = Store(out / "campaign.sqlite")
     try:
-        findings = {(f["program"], f["target"], f["verdict"], f["signature"], f["culprit_op"],
-                     f["fusion_kind"], f["culprit_pass"], f["known_bug"], f["id"])
-                    for f in store.findings()}
-        signatures = {(s["id"], s["verdict"], s["target"], s["count"], s["culprit_op"])
-                      for s in store.signatures()}
+        findings = {(f.program, f.target, f.verdict, f.signature, f.culprit_op, f.fusion_kind,
+                     f.culprit_pass, f.known_bug, f.id) for f in store.findings()}
+        signatures = {(s.id, s.verdict, s.target, s.count, s.culprit_op) for s in store.signatures()}
     finally:
         store.close()
     on_disk = {p.name: json.loads((p / "finding.json").read_text())

@@ -6,6 +6,12 @@ from pathlib import Path
 
 import pytest
 from xla_sentinel import known_bugs
+from xla_sentinel.model import Finding
+
+
+def _finding(**fields: object) -> Finding:
+    return Finding(**{"id": "f1", "campaign": "c", "program": "s1-i3", "target": "default",
+                      "verdict": "mismatch", "dir": "findings/f1", "time": "t", **fields})
 
 
 def test_shipped_list_is_well_formed() -> None:
@@ -18,12 +24,12 @@ def test_match_needs_every_field_of_the_rule(tmp_path: Path) -> None:
     f = tmp_path / "bugs.yaml"
     f.write_text("bugs:\n- id: xla-1\n  match: {verdict: nan_mismatch, target: O0, dtype: f32}\n")
     record = {"verdict": "nan_mismatch", "target": "O0", "dtype": "f32", "signature": "abc"}
-    assert known_bugs.match(record, f) == "xla-1"
-    assert known_bugs.match({**record, "target": "default"}, f) is None
+    assert known_bugs.match(_finding(**record), f) == "xla-1"
+    assert known_bugs.match(_finding(**{**record, "target": "default"}), f) is None
 
 
 def test_a_rule_on_an_unknown_field_is_refused(tmp_path: Path) -> None:
     f = tmp_path / "bugs.yaml"
     f.write_text("bugs:\n- id: xla-2\n  match: {program: s1-i3}\n")
     with pytest.raises(ValueError, match="bad match rule"):
-        known_bugs.match({"program": "s1-i3"}, f)
+        known_bugs.match(_finding(), f)

@@ -1,0 +1,105 @@
+"""The domain records every part shares: a Verdict, a Finding and a Signature, each once.
+
+The store's columns, finding.json, the summary's signature list and `triage` derive their
+field lists from these classes (docs/architecture.md). The bottom layer: no imports from
+the rest of xla_sentinel, no jax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Verdict(StrEnum):
+    """The oracle's judgement of one target on one program. A StrEnum: it is stored, sent
+    to the operator and written to JSON as its plain value."""
+
+    PASS = "pass"
+    MISMATCH = "mismatch"
+    NAN_MISMATCH = "nan_mismatch"
+    CRASH = "crash"
+    HANG = "hang"
+    COMPILE_ERROR = "compile_error"
+    NONDETERMINISTIC = "nondeterministic"
+
+
+# The target never produced numbers: "still fails" means the same verdict, and the error
+# text (canonicalized) is part of the signature.
+COMPILER_FAILURES = frozenset({Verdict.CRASH, Verdict.HANG, Verdict.COMPILE_ERROR})
+# Hangs are not bisected: every probe would wait out the timeout.
+BISECTABLE = frozenset(Verdict) - {Verdict.PASS, Verdict.HANG}
+# What bisection fills in; None until then (the candidate signature).
+CULPRIT_FIELDS = ("culprit_op", "fusion_kind", "culprit_pass")
+
+
+@dataclass(kw_only=True)
+class Finding:
+    """One target judged wrong on one program; finding.json is `to_json()`."""
+
+    id: str
+    campaign: str
+    program: str
+    target: str
+    verdict: Verdict
+    culprit_op: str | None = None
+    culprit_pass: str | None = None
+    fusion_kind: str | None = None
+    dtype: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    dir: str
+    time: str
+    signature: str = ""
+    known_bug: str | None = None
+
+    def __post_init__(self) -> None:
+        self.verdict = Verdict(self.verdict)
+
+    @property
+    def error(self) -> str | None:
+        """The error text a crash, hang or compile error left in the evidence."""
+        return self.evidence.get("error")
+
+    def to_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in FINDING_FIELDS}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        """A Finding from finding.json or a store row; keys it does not know (the bisector's
+        repro, candidate_signature) are left out."""
+        return cls(**{k: v for k, v in data.items() if k in FINDING_FIELDS})
+
+
+FINDING_FIELDS = tuple(f.name for f in dataclasses.fields(Finding))
+
+
+@dataclass(kw_only=True)
+class Signature:
+    """A distinct bug: the findings that share a signature id, counted."""
+
+    id: str
+    verdict: Verdict
+    target: str | None = None
+    culprit_op: str | None = None
+    culprit_pass: str | None = None
+    fusion_kind: str | None = None
+    dtype: str | None = None
+    count: int
+    first_seen: str
+    last_seen: str
+    repro: str | None = None
+    known_bug: str | None = None
+    bisected: int = 0
+
+    def __post_init__(self) -> None:
+        self.verdict = Verdict(self.verdict)
+
+    def to_summary(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in SUMMARY_SIGNATURE_FIELDS}
+
+
+SIGNATURE_FIELDS = tuple(f.name for f in dataclasses.fields(Signature))
+# summary.json lists a signature without its dtype (part of its id) and bisection count.
+SUMMARY_SIGNATURE_FIELDS = tuple(f for f in SIGNATURE_FIELDS if f not in ("dtype", "bisected"))
