@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
+import scipy.special
 from jax import lax
 
 from .dtypes import FLOATS, INTS, NP_DTYPES
@@ -82,6 +84,9 @@ class OpDef:
     # operand elements moved, chosen or negated, so it commutes with rounding (movement,
     # select, max, min, abs); "rounded": one correctly rounded operation on floats (+ - *).
     tags: frozenset[str] = field(default_factory=frozenset)
+    # numpy(attrs, *args): what `build` computes, in float64 numpy with lax semantics (the
+    # numpy reference section below); None where the op has no numpy form.
+    numpy: Callable[..., Any] | None = None
 
 
 OPS: dict[str, OpDef] = {}
@@ -121,6 +126,387 @@ def int_nonzero(x: Any) -> Any:
     return lax.max(x, jnp.asarray(1, x.dtype))
 
 
+# --- numpy reference column: float64 numpy with lax semantics ------------------------------
+#
+# `OpDef.numpy(attrs, *args)` computes what `build(attrs, *args)` computes, in numpy: float
+# operands arrive as float64 (the float64 reference promotes them) except for `own_dtypes`
+# ops, and the result has build's dtype. It shares no code with XLA, so a bug that XLA has
+# in every configuration (and so in every XLA-based reference) still shows against it.
+# Where numpy's own semantics differ from lax's, the kernels below spell lax's out.
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def np_is_float(x: Any) -> bool:
+    dt = np.asarray(x).dtype
+    return dt.kind == "f" or dt == BF16
+
+
+def flush_subnormals(x: np.ndarray) -> np.ndarray:
+    """XLA:CPU runs with denormals flushed (FTZ and DAZ): a subnormal operand reads as a
+    zero of its sign and a subnormal result is one. Measured: ceil(1e-310) is 0 and
+    1e-310 == 0 is true under jit and eager, f32 and f64 alike."""
+    # f16 is not a hardware format here: XLA widens it to f32, where its subnormals are
+    # normal numbers. bf16 subnormals are f32 subnormals.
+    if not np_is_float(x) or x.dtype == np.float16:
+        return x
+    tiny = ml_dtypes.finfo(x.dtype).tiny
+    return np.where(np.abs(x) < tiny, np.copysign(np.zeros((), x.dtype), x), x).astype(x.dtype)
+
+
+def _unsigned(dt: np.dtype) -> np.dtype:
+    return np.dtype(f"u{dt.itemsize}")
+
+
+def _signed(dt: np.dtype) -> np.dtype:
+    return np.dtype(f"i{dt.itemsize}")
+
+
+def np_guard(kind: str | None, x: np.ndarray) -> np.ndarray:
+    """`guard` in numpy."""
+    if kind is None or not np_is_float(x):
+        return x
+    if kind == "pos":
+        return np.abs(x) + x.dtype.type(0.5)
+    if kind == "unit":
+        return np.tanh(x) * x.dtype.type(0.9)
+    if kind == "bounded":
+        return np_clamp(x.dtype.type(-8.0), x, x.dtype.type(8.0))
+    if kind == "near1":
+        return x.dtype.type(1.0) + np.tanh(x) * x.dtype.type(0.2)
+    raise ValueError(f"unknown guard {kind!r}")
+
+
+def np_int_nonzero(x: np.ndarray) -> np.ndarray:
+    """`int_nonzero` in numpy (abs wraps at INT_MIN, rem truncates, as in lax)."""
+    if x.dtype.kind == "i":
+        return (np.fmod(np.abs(x), x.dtype.type(7)) + x.dtype.type(1)).astype(x.dtype)
+    return np.maximum(x, x.dtype.type(1))
+
+
+def np_sign(x: np.ndarray) -> np.ndarray:
+    # lax.sign keeps the zero's sign and NaN.
+    if not np_is_float(x):
+        return np.sign(x)
+    return np.where(x > 0, 1.0, np.where(x < 0, -1.0, x)).astype(x.dtype)
+
+
+def np_round_away(x: np.ndarray) -> np.ndarray:
+    # Half away from zero; x - trunc(x) is exact, unlike floor(x + 0.5).
+    t = np.trunc(x)
+    r = np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
+    return np.copysign(r, x).astype(x.dtype)
+
+
+def np_logistic(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def np_popcount(x: np.ndarray) -> np.ndarray:
+    # numpy counts the bits of |x| for signed types; lax counts the two's complement bits.
+    return np.bitwise_count(x.view(_unsigned(x.dtype))).astype(x.dtype)
+
+
+def np_clz(x: np.ndarray) -> np.ndarray:
+    u = x.view(_unsigned(x.dtype)).astype(np.float64)  # exact: at most 32 bits
+    bit_length = np.where(u == 0, 0, np.frexp(u)[1])
+    return (x.dtype.itemsize * 8 - bit_length).astype(x.dtype)
+
+
+def np_not(x: np.ndarray) -> np.ndarray:
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def np_max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.maximum(x, y)  # NaN-propagating, as lax.max
+
+
+def np_min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.minimum(x, y)
+
+
+def np_clamp(lo: Any, x: np.ndarray, hi: Any) -> np.ndarray:
+    """lax.clamp: min(max(x, lo), hi), NaN-propagating."""
+    return np.minimum(np.maximum(x, lo), hi).astype(np.asarray(x).dtype)
+
+
+def _int_division(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Truncated quotient and remainder where defined; masks of division by zero and of
+    INT_MIN / -1 (the two cases lax defines apart from C)."""
+    zero = y == 0
+    overflow = np.zeros_like(zero)
+    if x.dtype.kind == "i":
+        overflow = (x == np.iinfo(x.dtype).min) & (y == -1)
+    safe = np.where(zero | overflow, 1, y).astype(x.dtype)
+    q = np.trunc(x.astype(np.float64) / safe.astype(np.float64))  # exact below 2**53
+    r = x.astype(np.int64) - q.astype(np.int64) * safe.astype(np.int64)
+    return q.astype(np.int64), r, zero, overflow
+
+
+def np_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """lax.div: IEEE for floats; for integers truncated toward zero, x / 0 = -1 (all bits
+    set) and INT_MIN / -1 = INT_MIN."""
+    if np_is_float(x):
+        return (x / y).astype(x.dtype)
+    q, _, zero, overflow = _int_division(x, y)
+    q = np.where(zero, -1, np.where(overflow, np.iinfo(x.dtype).min, q))
+    return q.astype(x.dtype) if x.dtype.kind == "i" else q.astype(np.int64).astype(_signed(x.dtype)).view(x.dtype)
+
+
+def np_rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """lax.rem: the sign of the dividend (C fmod); x % 0 = x and INT_MIN % -1 = 0."""
+    if np_is_float(x):
+        return np.fmod(x, y)
+    _, r, zero, overflow = _int_division(x, y)
+    return np.where(zero, x, np.where(overflow, 0, r)).astype(x.dtype)
+
+
+def _shift_amount(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Shift amounts read as unsigned, and where they reach the bit width (lax defines
+    those: 0 for left and logical shifts, the sign fill for arithmetic ones)."""
+    amount = np.asarray(y).view(_unsigned(np.asarray(y).dtype))
+    past = amount >= x.dtype.itemsize * 8
+    return np.where(past, 0, amount).astype(_unsigned(x.dtype)), past
+
+
+def np_shift_left(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    s, past = _shift_amount(x, y)
+    u = np.left_shift(x.view(_unsigned(x.dtype)), s)
+    return np.where(past, 0, u).astype(_unsigned(x.dtype)).view(x.dtype)
+
+
+def np_shift_right_logical(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    s, past = _shift_amount(x, y)
+    u = np.right_shift(x.view(_unsigned(x.dtype)), s)
+    return np.where(past, 0, u).astype(_unsigned(x.dtype)).view(x.dtype)
+
+
+def np_shift_right_arithmetic(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    s, past = _shift_amount(x, y)
+    v = x.view(_signed(x.dtype))
+    shifted = np.right_shift(v, s.astype(v.dtype))
+    fill = np.where(v < 0, -1, 0).astype(v.dtype)
+    return np.where(past, fill, shifted).astype(v.dtype).view(x.dtype)
+
+
+def np_digamma(x: np.ndarray) -> np.ndarray:
+    # lax.digamma is NaN at its poles (0, -1, -2, ...), where scipy gives +-inf or NaN.
+    return np.where((x <= 0) & (x == np.floor(x)), np.nan, scipy.special.psi(x))
+
+
+def np_nextafter(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.nextafter(x, y)
+
+
+def np_convert(x: np.ndarray, dtype: str) -> np.ndarray:
+    """lax.convert_element_type: floats round to nearest even (ml_dtypes for bf16), a
+    float to an integer truncates, saturates at the integer's range and maps NaN to 0;
+    anything to bool is `!= 0` (NaN is true); integers wrap."""
+    dt = NP_DTYPES[dtype]
+    x = np.asarray(x)
+    if dt == np.bool_:
+        return x != 0
+    if np_is_float(x) and dt.kind in "iu":
+        info = np.iinfo(dt)
+        v = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0, posinf=info.max, neginf=info.min)
+        return np.clip(v, info.min, info.max).astype(dt)
+    if x.dtype == BF16 or x.dtype.kind in "iub":
+        x = x.astype(np.float64) if dt.kind == "f" or dt == BF16 else x
+    with np.errstate(over="ignore"):
+        return x.astype(dt)
+
+
+def np_bitcast(x: np.ndarray, dtype: str) -> np.ndarray:
+    return np.asarray(x).view(NP_DTYPES[dtype])
+
+
+def np_reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
+    """lax.reduce_precision on float64 bits, XLA's algorithm: round the mantissa to nearest
+    even, then send exponents above the format's range to inf and those at or below its
+    smallest normal exponent to zero (no subnormals); NaN stays NaN."""
+    x = np.asarray(x, np.float64)
+    bits = x.view(np.uint64).copy()
+    if mantissa_bits < 52:
+        last = np.uint64(1 << (52 - mantissa_bits))
+        bias = (bits & last) >> np.uint64(52 - mantissa_bits)
+        bits = (bits + bias + np.uint64((int(last) >> 1) - 1)) & ~np.uint64(int(last) - 1)
+    if exponent_bits < 11:
+        exp_mask = np.uint64(0x7FF << 52)
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exp_mask
+        sign = bits & np.uint64(1 << 63)
+        bits = np.where(exponent > np.uint64((1023 + reduced_bias) << 52), sign | exp_mask,
+                        np.where(exponent <= np.uint64((1023 - reduced_bias) << 52), sign, bits))
+    out = np.asarray(bits, np.uint64).view(np.float64)
+    return np.where(np.isnan(x), x, out)
+
+
+def total_order_key(x: np.ndarray) -> np.ndarray:
+    """An int64 key whose order is IEEE 754 totalOrder on float64 (-NaN < -inf < -0 < 0
+    < inf < NaN); integers keep their own order."""
+    if not np_is_float(x):
+        return x.astype(np.int64)
+    b = np.asarray(x, np.float64).view(np.int64)
+    return np.where(b < 0, b ^ np.int64(0x7FFFFFFFFFFFFFFF), b)
+
+
+def np_sort(x: np.ndarray, axis: int) -> np.ndarray:
+    """lax.sort: ascending and stable; -0 and 0 are equal (they keep their order) and every
+    NaN sorts last."""
+    key = x
+    if np_is_float(x):
+        key = np.where(np.isnan(x), np.nan, np.where(x == 0, 0.0, x))
+    order = np.argsort(total_order_key(key), axis=axis, kind="stable")
+    return np.take_along_axis(x, order, axis)
+
+
+def np_top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """lax.top_k along the last axis: the k largest, descending, ties to the lower index;
+    NaN ranks above inf."""
+    key = total_order_key(np.where(np.isnan(x), np.nan, x) if np_is_float(x) else x)
+    order = np.argsort(-key, axis=-1, kind="stable")[..., :k]
+    return np.take_along_axis(x, order, -1), order.astype(np.int32)
+
+
+def np_pad(x: np.ndarray, value: Any, config: Sequence[Sequence[int]]) -> np.ndarray:
+    """lax.pad: low, high (negative crops) and interior padding per dimension."""
+    out = x
+    for d, (lo, hi, interior) in enumerate(config):
+        n = out.shape[d]
+        if interior and n > 1:
+            shape = list(out.shape)
+            shape[d] = n + (n - 1) * interior
+            spread = np.full(shape, value, x.dtype)
+            idx = [slice(None)] * out.ndim
+            idx[d] = slice(None, None, interior + 1)
+            spread[tuple(idx)] = out
+            out = spread
+        widths = [(0, 0)] * out.ndim
+        widths[d] = (max(lo, 0), max(hi, 0))
+        out = np.pad(out, widths, constant_values=np.asarray(value, x.dtype))
+        idx = [slice(None)] * out.ndim
+        idx[d] = slice(max(-lo, 0), out.shape[d] - max(-hi, 0))
+        out = out[tuple(idx)]
+    return out
+
+
+def same_pads(sizes: Sequence[int], window: Sequence[int], strides: Sequence[int],
+              padding: str) -> list[tuple[int, int]]:
+    """lax.padtype_to_pads: VALID is none; SAME pads to ceil(n / stride) outputs, the odd
+    element at the end."""
+    if padding == "VALID":
+        return [(0, 0)] * len(sizes)
+    pads = []
+    for n, w, s in zip(sizes, window, strides, strict=True):
+        total = max((-(-n // s) - 1) * s + w - n, 0)
+        pads.append((total // 2, total - total // 2))
+    return pads
+
+
+REDUCERS: dict[str, Any] = {"add": np.add, "max": np.maximum, "min": np.minimum,
+                            "mul": np.multiply, "and": np.logical_and, "or": np.logical_or}
+
+
+def np_reduce(x: np.ndarray, kind: str, axes: Sequence[int]) -> np.ndarray:
+    """A reduction with one of REDUCERS (max and min propagate NaN, integers wrap)."""
+    with np.errstate(over="ignore"):
+        return REDUCERS[kind].reduce(x, axis=tuple(axes), dtype=x.dtype) if kind in (
+            "add", "mul") else REDUCERS[kind].reduce(x, axis=tuple(axes))
+
+
+def np_reduce_window(x: np.ndarray, init: Any, kind: str, window: Sequence[int],
+                     strides: Sequence[int], pads: Sequence[Sequence[int]],
+                     base_dilation: Sequence[int] | None = None,
+                     window_dilation: Sequence[int] | None = None) -> np.ndarray:
+    """lax.reduce_window with one of REDUCERS: the operand padded (and base-dilated) with
+    `init`, windows strided and window-dilated."""
+    base_dilation = base_dilation or [1] * x.ndim
+    window_dilation = window_dilation or [1] * x.ndim
+    padded = np_pad(x, init, [(lo, hi, b - 1) for (lo, hi), b in zip(pads, base_dilation, strict=True)])
+    span = [(w - 1) * d + 1 for w, d in zip(window, window_dilation, strict=True)]
+    if any(s > n for s, n in zip(span, padded.shape, strict=True)):
+        shape = [max((n - s) // st + 1, 0) for n, s, st in zip(padded.shape, span, strides, strict=True)]
+        return np.full(shape, init, x.dtype)
+    views = np.lib.stride_tricks.sliding_window_view(padded, span)
+    views = views[tuple(slice(None, None, s) for s in strides)]
+    views = views[(Ellipsis, *(slice(None, None, d) for d in window_dilation))]
+    axes = tuple(range(x.ndim, 2 * x.ndim))
+    out = np_reduce(np.ascontiguousarray(views), kind, axes)
+    return REDUCERS[kind](out, np.asarray(init, x.dtype)).astype(x.dtype)
+
+
+def np_dot_general(x: np.ndarray, y: np.ndarray, lhs_contract: Sequence[int],
+                   rhs_contract: Sequence[int], lhs_batch: Sequence[int],
+                   rhs_batch: Sequence[int]) -> np.ndarray:
+    """lax.dot_general: result dims are batch, lhs free, rhs free; integers wrap."""
+    lf = [d for d in range(x.ndim) if d not in lhs_contract and d not in lhs_batch]
+    rf = [d for d in range(y.ndim) if d not in rhs_contract and d not in rhs_batch]
+    bshape = [x.shape[d] for d in lhs_batch]
+    lhs = x.transpose([*lhs_batch, *lf, *lhs_contract]).reshape(
+        math.prod(bshape), math.prod(x.shape[d] for d in lf), -1)
+    rhs = y.transpose([*rhs_batch, *rhs_contract, *rf]).reshape(
+        math.prod(bshape), lhs.shape[2], -1)
+    out = np.matmul(lhs, rhs)
+    return out.reshape(*bshape, *(x.shape[d] for d in lf), *(y.shape[d] for d in rf)).astype(x.dtype)
+
+
+def np_conv(x: np.ndarray, w: np.ndarray, strides: Sequence[int], pads: Sequence[Sequence[int]],
+            lhs_dilation: Sequence[int], rhs_dilation: Sequence[int]) -> np.ndarray:
+    """lax.conv_general_dilated on NC(spatial) inputs and OI(spatial) kernels, one feature
+    group: a correlation (no kernel flip), lhs dilation as interior zeros."""
+    zero = np.zeros((), x.dtype)
+    xp = np_pad(x, zero, [(0, 0, 0), (0, 0, 0),
+                          *((lo, hi, d - 1) for (lo, hi), d in zip(pads, lhs_dilation, strict=True))])
+    spatial = xp.shape[2:]
+    ksize = w.shape[2:]
+    span = [(k - 1) * d + 1 for k, d in zip(ksize, rhs_dilation, strict=True)]
+    out_sp = [max((n - s) // st + 1, 0) for n, s, st in zip(spatial, span, strides, strict=True)]
+    # XLA skips padding and dilation holes rather than multiplying zeros by the kernel:
+    # an inf in the kernel over padding adds nothing (0 * inf would be NaN).
+    real = np_pad(np.ones(x.shape[2:], bool), False,
+                  [(lo, hi, d - 1) for (lo, hi), d in zip(pads, lhs_dilation, strict=True)])
+    out = np.zeros((x.shape[0], w.shape[0], *out_sp), np.result_type(x, w))
+    for pos in np.ndindex(*ksize):
+        idx = tuple(slice(p * d, p * d + (o - 1) * st + 1, st)
+                    for p, d, o, st in zip(pos, rhs_dilation, out_sp, strides, strict=True))
+        window = xp[(slice(None), slice(None), *idx)]
+        term = np.einsum("nc...,oc->no...", window, w[(slice(None), slice(None), *pos)])
+        out += np.where(real[idx], term, np.zeros((), out.dtype))
+    return out.astype(x.dtype)
+
+
+def np_dynamic_slice(x: np.ndarray, starts: Sequence[Any], sizes: Sequence[int]) -> np.ndarray:
+    """lax.dynamic_slice: each start index clamped into [0, dim - size]."""
+    s = [int(np.clip(int(i), 0, d - n)) for i, d, n in zip(starts, x.shape, sizes, strict=True)]
+    return x[tuple(slice(a, a + n) for a, n in zip(s, sizes, strict=True))].copy()
+
+
+def np_dynamic_update_slice(x: np.ndarray, u: np.ndarray, starts: Sequence[Any]) -> np.ndarray:
+    """lax.dynamic_update_slice: start indices clamped so the update fits."""
+    s = [int(np.clip(int(i), 0, d - n)) for i, d, n in zip(starts, x.shape, u.shape, strict=True)]
+    out = x.copy()
+    out[tuple(slice(a, a + n) for a, n in zip(s, u.shape, strict=True))] = u
+    return out
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """The numpy column of an elementwise entry. `kernel` is the op alone, on operands
+    already in its domain: what the StableHLO evaluator applies; calling the column applies
+    the entry's guards (and its nonzero integer divisor) first, as `build` does."""
+
+    kernel: Callable[..., Any]
+    guards: tuple[str | None, ...] = (None, None)
+    int_rhs: bool = False
+
+    def __call__(self, attrs: dict, *args: np.ndarray) -> np.ndarray:
+        xs = [np_guard(g, x) for g, x in zip(self.guards, args, strict=False)]
+        if self.int_rhs and not np_is_float(xs[1]):
+            xs[1] = np_int_nonzero(xs[1])
+        with np.errstate(all="ignore"):
+            return self.kernel(*xs)
+
+
 # --- planners ------------------------------------------------------------------------------
 
 def same(n: int) -> Callable[[Ctx, Val], Plan]:
@@ -143,64 +529,80 @@ def _needs_rank(k: int, plan: Callable[[Ctx, Val], Plan | None]) -> Callable[[Ct
 # --- elementwise ---------------------------------------------------------------------------
 
 def unary(name: str, fn: Callable[[Any], Any], dtypes: tuple[str, ...], guard_kind: str | None = None,
-          discrete: bool = False, own_dtypes: bool = False, tags: frozenset[str] = frozenset()) -> None:
+          discrete: bool = False, own_dtypes: bool = False, tags: frozenset[str] = frozenset(),
+          ref: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
     def build(attrs: dict, x: Any) -> Any:
         return fn(guard(guard_kind, x))
-    _reg(OpDef(name, "elementwise", dtypes, same(1), build, guard_kind, discrete, own_dtypes, tags))
+    _reg(OpDef(name, "elementwise", dtypes, same(1), build, guard_kind, discrete, own_dtypes, tags,
+               Elementwise(ref, (guard_kind,)) if ref is not None else None))
 
 
 def binary(name: str, fn: Callable[[Any, Any], Any], dtypes: tuple[str, ...],
            lhs_guard: str | None = None, rhs_guard: str | None = None, discrete: bool = False,
            own_dtypes: bool = False, int_rhs: Callable[[Any], Any] | None = None,
-           tags: frozenset[str] = frozenset()) -> None:
+           tags: frozenset[str] = frozenset(),
+           ref: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> None:
     def build(attrs: dict, x: Any, y: Any) -> Any:
         if int_rhs is not None and not jnp.issubdtype(y.dtype, jnp.floating):
             y = int_rhs(y)
         return fn(guard(lhs_guard, x), guard(rhs_guard, y))
+    column = Elementwise(ref, (lhs_guard, rhs_guard), int_rhs is not None) if ref is not None else None
     _reg(OpDef(name, "elementwise", dtypes, same(2), build, lhs_guard or rhs_guard, discrete,
-               own_dtypes, tags))
+               own_dtypes, tags, column))
 
 
-for _name, _fn, _g in [
-    ("exp", lax.exp, "bounded"), ("log", lax.log, "pos"), ("log1p", lax.log1p, "pos"),
-    ("expm1", lax.expm1, "bounded"), ("tanh", lax.tanh, None), ("logistic", lax.logistic, None),
-    ("sqrt", lax.sqrt, "pos"), ("rsqrt", lax.rsqrt, "pos"), ("cbrt", lax.cbrt, None),
-    ("sin", lax.sin, "bounded"), ("cos", lax.cos, "bounded"), ("tan", lax.tan, "unit"),
-    ("erf", lax.erf, None), ("erf_inv", lax.erf_inv, "unit"), ("lgamma", lax.lgamma, "pos"),
-    ("digamma", lax.digamma, "pos"), ("atanh", lax.atanh, "unit"), ("sinh", lax.sinh, "bounded"),
+for _name, _fn, _g, _ref in [
+    ("exp", lax.exp, "bounded", np.exp), ("log", lax.log, "pos", np.log),
+    ("log1p", lax.log1p, "pos", np.log1p), ("expm1", lax.expm1, "bounded", np.expm1),
+    ("tanh", lax.tanh, None, np.tanh), ("logistic", lax.logistic, None, np_logistic),
+    ("sqrt", lax.sqrt, "pos", np.sqrt), ("rsqrt", lax.rsqrt, "pos", lambda x: 1.0 / np.sqrt(x)),
+    ("cbrt", lax.cbrt, None, np.cbrt), ("sin", lax.sin, "bounded", np.sin),
+    ("cos", lax.cos, "bounded", np.cos), ("tan", lax.tan, "unit", np.tan),
+    ("erf", lax.erf, None, scipy.special.erf), ("erf_inv", lax.erf_inv, "unit", scipy.special.erfinv),
+    ("lgamma", lax.lgamma, "pos", scipy.special.gammaln),
+    ("digamma", lax.digamma, "pos", lambda x: np_digamma(x)),
+    ("atanh", lax.atanh, "unit", np.arctanh), ("sinh", lax.sinh, "bounded", np.sinh),
 ]:
     # Only sqrt is correctly rounded by IEEE 754; the others may err by an ulp ("approx").
-    unary(_name, _fn, FLOATS, _g, tags=frozenset() if _name == "sqrt" else frozenset({"approx"}))
+    unary(_name, _fn, FLOATS, _g, tags=frozenset() if _name == "sqrt" else frozenset({"approx"}),
+          ref=_ref)
 EXACT, SELECTS, ROUNDED = frozenset({"exact"}), frozenset({"selects"}), frozenset({"rounded"})
-for _name, _fn in [("floor", lax.floor), ("ceil", lax.ceil), ("sign", lax.sign)]:
-    unary(_name, _fn, FLOATS, discrete=True, tags=EXACT)
+for _name, _fn, _ref in [("floor", lax.floor, np.floor), ("ceil", lax.ceil, np.ceil),
+                         ("sign", lax.sign, np_sign)]:
+    unary(_name, _fn, FLOATS, discrete=True, tags=EXACT, ref=_ref)
 unary("round", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), FLOATS, discrete=True,
-      tags=EXACT)
+      tags=EXACT, ref=np.rint)
 unary("round_away", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), FLOATS,
-      discrete=True, tags=EXACT)
-unary("is_finite", lax.is_finite, FLOATS, discrete=True, tags=EXACT)
-unary("abs", lax.abs, FLOATS + SIGNED, tags=SELECTS)
-unary("neg", lax.neg, FLOATS + SIGNED, tags=SELECTS)
-unary("not", lax.bitwise_not, INTS + ("bool",))
-unary("population_count", lax.population_count, INTS)
-unary("clz", lax.clz, INTS)
+      discrete=True, tags=EXACT, ref=np_round_away)
+unary("is_finite", lax.is_finite, FLOATS, discrete=True, tags=EXACT, ref=np.isfinite)
+unary("abs", lax.abs, FLOATS + SIGNED, tags=SELECTS, ref=np.abs)
+unary("neg", lax.neg, FLOATS + SIGNED, tags=SELECTS, ref=np.negative)
+unary("not", lax.bitwise_not, INTS + ("bool",), ref=np_not)
+unary("population_count", lax.population_count, INTS, ref=np_popcount)
+unary("clz", lax.clz, INTS, ref=np_clz)
 
-for _name, _fn, _tags in [("add", lax.add, ROUNDED), ("sub", lax.sub, ROUNDED),
-                          ("mul", lax.mul, ROUNDED), ("max", lax.max, SELECTS),
-                          ("min", lax.min, SELECTS)]:
-    binary(_name, _fn, NUMERIC, tags=_tags)
-binary("div", lax.div, NUMERIC, rhs_guard="pos", int_rhs=int_nonzero)
-binary("rem", lax.rem, NUMERIC, rhs_guard="pos", discrete=True, int_rhs=int_nonzero)
-binary("pow", lax.pow, FLOATS, lhs_guard="pos", rhs_guard="bounded", tags=frozenset({"approx"}))
-binary("atan2", lax.atan2, FLOATS, tags=frozenset({"approx"}))
-binary("nextafter", lax.nextafter, ("f32", "f64"), own_dtypes=True, tags=EXACT)
-for _name, _fn in [("and", lax.bitwise_and), ("or", lax.bitwise_or), ("xor", lax.bitwise_xor)]:
-    binary(_name, _fn, INTS + ("bool",))
-for _name, _fn in [("shift_left", lax.shift_left), ("shift_right_logical", lax.shift_right_logical),
-                   ("shift_right_arithmetic", lax.shift_right_arithmetic)]:
-    binary(_name, _fn, INTS)
+for _name, _fn, _tags, _ref in [("add", lax.add, ROUNDED, np.add), ("sub", lax.sub, ROUNDED, np.subtract),
+                                ("mul", lax.mul, ROUNDED, np.multiply), ("max", lax.max, SELECTS, np_max),
+                                ("min", lax.min, SELECTS, np_min)]:
+    binary(_name, _fn, NUMERIC, tags=_tags, ref=_ref)
+binary("div", lax.div, NUMERIC, rhs_guard="pos", int_rhs=int_nonzero, ref=np_div)
+binary("rem", lax.rem, NUMERIC, rhs_guard="pos", discrete=True, int_rhs=int_nonzero, ref=np_rem)
+binary("pow", lax.pow, FLOATS, lhs_guard="pos", rhs_guard="bounded", tags=frozenset({"approx"}),
+       ref=np.power)
+binary("atan2", lax.atan2, FLOATS, tags=frozenset({"approx"}), ref=np.arctan2)
+binary("nextafter", lax.nextafter, ("f32", "f64"), own_dtypes=True, tags=EXACT, ref=np_nextafter)
+for _name, _fn, _ref in [("and", lax.bitwise_and, np.bitwise_and), ("or", lax.bitwise_or, np.bitwise_or),
+                         ("xor", lax.bitwise_xor, np.bitwise_xor)]:
+    binary(_name, _fn, INTS + ("bool",), ref=_ref)
+for _name, _fn, _ref in [("shift_left", lax.shift_left, np_shift_left),
+                         ("shift_right_logical", lax.shift_right_logical, np_shift_right_logical),
+                         ("shift_right_arithmetic", lax.shift_right_arithmetic, np_shift_right_arithmetic)]:
+    binary(_name, _fn, INTS, ref=_ref)
+COMPARES = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+            "gt": np.greater, "ge": np.greater_equal}
 for _dir in ("eq", "ne", "lt", "le", "gt", "ge"):
-    binary(f"compare_{_dir}", getattr(lax, _dir), NUMERIC, discrete=True, tags=EXACT)
+    # numpy compares NaN as IEEE does (false, except ne), like lax.
+    binary(f"compare_{_dir}", getattr(lax, _dir), NUMERIC, discrete=True, tags=EXACT, ref=COMPARES[_dir])
 
 
 def _plan_clamp(ctx: Ctx, x: Val) -> Plan:
@@ -217,7 +619,17 @@ def _build_clamp(attrs: dict, x: Any) -> Any:
     return lax.clamp(jnp.asarray(lo, x.dtype), x, jnp.asarray(hi, x.dtype))
 
 
-_reg(OpDef("clamp", "elementwise", NUMERIC, _plan_clamp, _build_clamp, tags=SELECTS))
+def _np_clamp_entry(attrs: dict, x: np.ndarray) -> np.ndarray:
+    lo, hi = attrs["lo"], attrs["hi"]
+    if not np_is_float(x):
+        lo, hi = math.floor(lo * 4), math.ceil(hi * 4)
+        if x.dtype.kind == "u":
+            lo, hi = abs(lo), abs(lo) + abs(hi)
+    return np_clamp(np.asarray(lo, x.dtype), x, np.asarray(hi, x.dtype))
+
+
+_reg(OpDef("clamp", "elementwise", NUMERIC, _plan_clamp, _build_clamp, tags=SELECTS,
+           numpy=_np_clamp_entry))
 
 
 def _plan_select(ctx: Ctx, x: Val) -> Plan:
@@ -225,7 +637,7 @@ def _plan_select(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("select", "elementwise", ALL, _plan_select, lambda a, p, x, y: lax.select(p, x, y),
-           tags=SELECTS))
+           tags=SELECTS, numpy=lambda a, p, x, y: np.where(p, x, y)))
 
 COMPARE_DIRECTIONS = ("ge", "le", "gt", "lt", "eq", "ne")
 
@@ -243,8 +655,13 @@ def _build_select_compare(attrs: dict, x: Any, y: Any) -> Any:
     return lax.select(pred, y, x) if attrs["swap"] else lax.select(pred, x, y)
 
 
+def _np_select_compare(attrs: dict, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    pred = COMPARES[attrs["dir"]](x, y)
+    return np.where(pred, y, x) if attrs["swap"] else np.where(pred, x, y)
+
+
 _reg(OpDef("select_compare", "elementwise", NUMERIC, _plan_select_compare, _build_select_compare,
-           discrete=True, tags=SELECTS))
+           discrete=True, tags=SELECTS, numpy=_np_select_compare))
 
 
 def _plan_select_extremum(ctx: Ctx, x: Val) -> Plan:
@@ -269,8 +686,15 @@ def _build_select_extremum(attrs: dict, x: Any, y: Any, z: Any) -> Any:
     return lax.select(compare(x, extremum), y, z)
 
 
+def _np_select_extremum(attrs: dict, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    axis = attrs["axis"]
+    kind, compare = ("max", np.greater_equal) if attrs["kind"] == "max" else ("min", np.less_equal)
+    extremum = np.expand_dims(np_reduce(x, kind, (axis,)), axis)
+    return np.where(compare(x, extremum), y, z)
+
+
 _reg(OpDef("select_extremum", "elementwise", NUMERIC, _needs_rank(1, _plan_select_extremum),
-           _build_select_extremum, discrete=True, tags=EXACT))
+           _build_select_extremum, discrete=True, tags=EXACT, numpy=_np_select_extremum))
 
 
 # --- conversion ----------------------------------------------------------------------------
@@ -283,7 +707,8 @@ def _build_convert(attrs: dict, x: Any) -> Any:
     return lax.convert_element_type(x, _jdt(attrs["dtype"]))
 
 
-_reg(OpDef("convert", "conversion", ALL, _plan_convert, _build_convert, discrete=True, tags=EXACT))
+_reg(OpDef("convert", "conversion", ALL, _plan_convert, _build_convert, discrete=True, tags=EXACT,
+           numpy=lambda a, x: np_convert(x, a["dtype"])))
 
 BITCAST_PAIRS = {"f32": ("s32", "u32"), "s32": ("f32", "u32"), "u32": ("f32", "s32"),
                  "s8": ("u8",), "u8": ("s8",), "f16": ("bf16",), "bf16": ("f16",)}
@@ -298,7 +723,7 @@ def _build_bitcast(attrs: dict, x: Any) -> Any:
 
 
 _reg(OpDef("bitcast_convert", "conversion", tuple(BITCAST_PAIRS), _plan_bitcast, _build_bitcast,
-           discrete=True, own_dtypes=True, tags=EXACT))
+           discrete=True, own_dtypes=True, tags=EXACT, numpy=lambda a, x: np_bitcast(x, a["dtype"])))
 
 
 def _plan_reduce_precision(ctx: Ctx, x: Val) -> Plan:
@@ -310,7 +735,8 @@ def _plan_reduce_precision(ctx: Ctx, x: Val) -> Plan:
 # (f16 rounding vs excess precision) into a whole quantization step, like `round` does.
 _reg(OpDef("reduce_precision", "conversion", FLOATS, _plan_reduce_precision,
            lambda a, x: lax.reduce_precision(x, a["exponent_bits"], a["mantissa_bits"]),
-           discrete=True, tags=EXACT))
+           discrete=True, tags=EXACT,
+           numpy=lambda a, x: np_reduce_precision(x, a["exponent_bits"], a["mantissa_bits"]).astype(x.dtype)))
 
 
 # --- reductions ----------------------------------------------------------------------------
@@ -321,38 +747,53 @@ def _plan_reduce(ctx: Ctx, x: Val) -> Plan:
     return [x], {"axes": axes}
 
 
-for _name, _fn, _dt, _g in [
-    ("reduce_sum", lax.reduce_sum, NUMERIC, None), ("reduce_max", lax.reduce_max, NUMERIC, None),
-    ("reduce_min", lax.reduce_min, NUMERIC, None), ("reduce_prod", lax.reduce_prod, NUMERIC, "near1"),
-    ("reduce_and", lax.reduce_and, ("bool",), None), ("reduce_or", lax.reduce_or, ("bool",), None),
+for _name, _fn, _dt, _g, _kind in [
+    ("reduce_sum", lax.reduce_sum, NUMERIC, None, "add"), ("reduce_max", lax.reduce_max, NUMERIC, None, "max"),
+    ("reduce_min", lax.reduce_min, NUMERIC, None, "min"),
+    ("reduce_prod", lax.reduce_prod, NUMERIC, "near1", "mul"),
+    ("reduce_and", lax.reduce_and, ("bool",), None, "and"), ("reduce_or", lax.reduce_or, ("bool",), None, "or"),
 ]:
     _reg(OpDef(_name, "reduction", _dt, _needs_rank(1, _plan_reduce),
                (lambda fn, g: lambda a, x: fn(guard(g, x), tuple(a["axes"])))(_fn, _g), _g,
                tags=frozenset({"sums"}) if _name == "reduce_sum"
                else frozenset({"products"}) if _name == "reduce_prod"
-               else SELECTS if _name in ("reduce_max", "reduce_min") else frozenset()))
+               else SELECTS if _name in ("reduce_max", "reduce_min") else frozenset(),
+               numpy=(lambda k, g: lambda a, x: np_reduce(np_guard(g, x), k, a["axes"]))(_kind, _g)))
 
 
 def _plan_arg(ctx: Ctx, x: Val) -> Plan:
     return [x], {"axis": _axis(ctx, x)}
 
 
+# numpy's argmax and argmin, like lax's, take the first NaN, else the first extremum.
 _reg(OpDef("argmax", "reduction", NUMERIC, _needs_rank(1, _plan_arg),
-           lambda a, x: lax.argmax(x, a["axis"], jnp.int32), discrete=True, tags=EXACT))
+           lambda a, x: lax.argmax(x, a["axis"], jnp.int32), discrete=True, tags=EXACT,
+           numpy=lambda a, x: np.argmax(x, a["axis"]).astype(np.int32)))
 _reg(OpDef("argmin", "reduction", NUMERIC, _needs_rank(1, _plan_arg),
-           lambda a, x: lax.argmin(x, a["axis"], jnp.int32), discrete=True, tags=EXACT))
+           lambda a, x: lax.argmin(x, a["axis"], jnp.int32), discrete=True, tags=EXACT,
+           numpy=lambda a, x: np.argmin(x, a["axis"]).astype(np.int32)))
 
 
 def _plan_cumulative(ctx: Ctx, x: Val) -> Plan:
     return [x], {"axis": _axis(ctx, x), "reverse": bool(ctx.rng.integers(2))}
 
 
-for _name, _fn, _g in [("cumsum", lax.cumsum, None), ("cumprod", lax.cumprod, "near1"),
-                       ("cummax", lax.cummax, None), ("cummin", lax.cummin, None)]:
+def _np_cumulative(kind: str, guard_kind: str | None) -> Callable[..., np.ndarray]:
+    def column(attrs: dict, x: np.ndarray) -> np.ndarray:
+        x, axis = np_guard(guard_kind, x), attrs["axis"]
+        flip = (lambda v: np.flip(v, axis)) if attrs["reverse"] else (lambda v: v)
+        with np.errstate(over="ignore"):
+            return flip(REDUCERS[kind].accumulate(flip(x), axis=axis, dtype=x.dtype))
+    return column
+
+
+for _name, _fn, _g, _kind in [("cumsum", lax.cumsum, None, "add"), ("cumprod", lax.cumprod, "near1", "mul"),
+                              ("cummax", lax.cummax, None, "max"), ("cummin", lax.cummin, None, "min")]:
     _reg(OpDef(_name, "reduction", NUMERIC, _needs_rank(1, _plan_cumulative),
                (lambda fn, g: lambda a, x: fn(guard(g, x), a["axis"], a["reverse"]))(_fn, _g), _g,
                tags=frozenset({"sums"}) if _name == "cumsum"
-               else frozenset({"products"}) if _name == "cumprod" else SELECTS))
+               else frozenset({"products"}) if _name == "cumprod" else SELECTS,
+               numpy=_np_cumulative(_kind, _g)))
 
 
 def _plan_reduce_window(ctx: Ctx, x: Val) -> Plan:
@@ -375,8 +816,21 @@ def _build_reduce_window(attrs: dict, x: Any) -> Any:
                              attrs["padding"])
 
 
+def _np_reduce_window_entry(attrs: dict, x: np.ndarray) -> np.ndarray:
+    kind = attrs["kind"]
+    if kind == "add":
+        init = 0
+    elif np_is_float(x):
+        init = -np.inf if kind == "max" else np.inf
+    else:
+        init = np.iinfo(x.dtype).min if kind == "max" else np.iinfo(x.dtype).max
+    pads = same_pads(x.shape, attrs["window"], attrs["strides"], attrs["padding"])
+    return np_reduce_window(x, np.asarray(init, x.dtype), kind, attrs["window"], attrs["strides"], pads)
+
+
 _reg(OpDef("reduce_window", "reduction", NUMERIC, _needs_rank(1, _plan_reduce_window),
-           _build_reduce_window, tags=frozenset({"sums"}) | SELECTS))  # by its kind
+           _build_reduce_window, tags=frozenset({"sums"}) | SELECTS,  # by its kind
+           numpy=_np_reduce_window_entry))
 
 
 # --- linear algebra ------------------------------------------------------------------------
@@ -404,7 +858,9 @@ def _build_dot(attrs: dict, x: Any, y: Any) -> Any:
 
 
 _reg(OpDef("dot_general", "linalg", FLOATS + ("s32",), _needs_rank(1, _plan_dot), _build_dot,
-           tags=frozenset({"sums"})))
+           tags=frozenset({"sums"}),
+           numpy=lambda a, x, y: np_dot_general(x, y, a["lhs_contract"], a["rhs_contract"],
+                                                a["lhs_batch"], a["rhs_batch"])))
 
 
 def _plan_conv(ctx: Ctx, x: Val) -> Plan | None:
@@ -433,8 +889,18 @@ def _build_conv(attrs: dict, x: Any, w: Any) -> Any:
                                     tuple(attrs["lhs_dilation"]), tuple(attrs["rhs_dilation"]))
 
 
+def _np_conv_entry(attrs: dict, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    strides, lhs_d, rhs_d = attrs["strides"], attrs["lhs_dilation"], attrs["rhs_dilation"]
+    if any(d > 1 for d in lhs_d):
+        pads = [(0, 0)] * len(strides)
+    else:
+        span = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], rhs_d, strict=True)]
+        pads = same_pads(x.shape[2:], span, strides, attrs["padding"])
+    return np_conv(x, w, strides, pads, lhs_d, rhs_d)
+
+
 _reg(OpDef("conv_general_dilated", "linalg", FLOATS, _plan_conv, _build_conv,
-           tags=frozenset({"sums"})))
+           tags=frozenset({"sums"}), numpy=_np_conv_entry))
 
 
 # --- shape manipulation --------------------------------------------------------------------
@@ -461,7 +927,7 @@ def _plan_reshape(ctx: Ctx, x: Val) -> Plan | None:
 
 
 _reg(OpDef("reshape", "shape", ALL, _plan_reshape, lambda a, x: lax.reshape(x, tuple(a["shape"])),
-           tags=SELECTS))
+           tags=SELECTS, numpy=lambda a, x: np.reshape(x, a["shape"])))
 
 
 def _plan_transpose(ctx: Ctx, x: Val) -> Plan:
@@ -474,7 +940,7 @@ def _plan_transpose(ctx: Ctx, x: Val) -> Plan:
 
 _reg(OpDef("transpose", "shape", ALL, _needs_rank(2, _plan_transpose),
            lambda a, x: lax.transpose(x, tuple(a["perm"])),
-           tags=SELECTS))
+           tags=SELECTS, numpy=lambda a, x: np.transpose(x, a["perm"])))
 
 
 def _plan_broadcast(ctx: Ctx, x: Val) -> Plan | None:
@@ -487,9 +953,17 @@ def _plan_broadcast(ctx: Ctx, x: Val) -> Plan | None:
     return [x], {"shape": shape, "dims": dims}
 
 
+def np_broadcast_in_dim(x: np.ndarray, shape: Sequence[int], dims: Sequence[int]) -> np.ndarray:
+    """lax.broadcast_in_dim: operand dimension i becomes result dimension dims[i]."""
+    expanded = [1] * len(shape)
+    for i, d in enumerate(dims):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(np.reshape(x, expanded), tuple(shape))
+
+
 _reg(OpDef("broadcast_in_dim", "shape", ALL, _plan_broadcast,
            lambda a, x: lax.broadcast_in_dim(x, tuple(a["shape"]), tuple(a["dims"])),
-           tags=SELECTS))
+           tags=SELECTS, numpy=lambda a, x: np_broadcast_in_dim(x, a["shape"], a["dims"])))
 
 
 def _plan_squeeze(ctx: Ctx, x: Val) -> Plan | None:
@@ -498,7 +972,7 @@ def _plan_squeeze(ctx: Ctx, x: Val) -> Plan | None:
 
 
 _reg(OpDef("squeeze", "shape", ALL, _plan_squeeze, lambda a, x: lax.squeeze(x, tuple(a["dims"])),
-           tags=SELECTS))
+           tags=SELECTS, numpy=lambda a, x: np.squeeze(x, tuple(a["dims"]))))
 
 
 def _plan_expand(ctx: Ctx, x: Val) -> Plan | None:
@@ -509,7 +983,7 @@ def _plan_expand(ctx: Ctx, x: Val) -> Plan | None:
 
 _reg(OpDef("expand_dims", "shape", ALL, _plan_expand,
            lambda a, x: lax.expand_dims(x, tuple(a["dims"])),
-           tags=SELECTS))
+           tags=SELECTS, numpy=lambda a, x: np.expand_dims(x, tuple(a["dims"]))))
 
 
 def _plan_rev(ctx: Ctx, x: Val) -> Plan:
@@ -518,7 +992,7 @@ def _plan_rev(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("rev", "shape", ALL, _needs_rank(1, _plan_rev), lambda a, x: lax.rev(x, tuple(a["dims"])),
-           tags=SELECTS))
+           tags=SELECTS, numpy=lambda a, x: np.flip(x, tuple(a["dims"]))))
 
 
 def _plan_pad(ctx: Ctx, x: Val) -> Plan:
@@ -542,7 +1016,16 @@ def _build_pad(attrs: dict, x: Any) -> Any:
     return lax.pad(x, jnp.asarray(value, x.dtype), [tuple(c) for c in attrs["config"]])
 
 
-_reg(OpDef("pad", "shape", ALL, _plan_pad, _build_pad, tags=SELECTS))
+def _np_pad_entry(attrs: dict, x: np.ndarray) -> np.ndarray:
+    value = attrs["value"]
+    if x.dtype == np.bool_:
+        value = bool(value)
+    elif not np_is_float(x):
+        value = int(abs(value))
+    return np_pad(x, np.asarray(value, x.dtype), attrs["config"])
+
+
+_reg(OpDef("pad", "shape", ALL, _plan_pad, _build_pad, tags=SELECTS, numpy=_np_pad_entry))
 
 
 def _plan_concat(ctx: Ctx, x: Val) -> Plan:
@@ -556,7 +1039,8 @@ def _plan_concat(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("concatenate", "shape", ALL, _needs_rank(1, _plan_concat),
-           lambda a, *xs: lax.concatenate(xs, a["axis"]), tags=SELECTS))
+           lambda a, *xs: lax.concatenate(xs, a["axis"]), tags=SELECTS,
+           numpy=lambda a, *xs: np.concatenate(xs, a["axis"])))
 
 
 def _plan_slice(ctx: Ctx, x: Val) -> Plan:
@@ -571,11 +1055,18 @@ def _plan_slice(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("slice", "shape", ALL, _needs_rank(1, _plan_slice),
-           lambda a, x: lax.slice(x, a["start"], a["limit"], a["stride"]), tags=SELECTS))
+           lambda a, x: lax.slice(x, a["start"], a["limit"], a["stride"]), tags=SELECTS,
+           numpy=lambda a, x: x[tuple(slice(*t) for t in zip(a["start"], a["limit"], a["stride"], strict=True))]))
 
 
 def _index_operands(ctx: Ctx, n: int) -> list[Val]:
     return [ctx.operand((), "s32") for _ in range(n)]
+
+
+def _wrap_negative(x: np.ndarray, idx: Sequence[Any]) -> list[int]:
+    # jax, before the (clamping) StableHLO op: a negative start counts from the end, in
+    # int32 arithmetic (INT_MIN + dim stays negative and is clamped to 0 afterwards).
+    return [int(i) + d if int(i) < 0 else int(i) for i, d in zip(idx, x.shape, strict=True)]
 
 
 def _plan_dynamic_slice(ctx: Ctx, x: Val) -> Plan:
@@ -585,7 +1076,8 @@ def _plan_dynamic_slice(ctx: Ctx, x: Val) -> Plan:
 
 _reg(OpDef("dynamic_slice", "indexing", ALL, _needs_rank(1, _plan_dynamic_slice),
            lambda a, x, *idx: lax.dynamic_slice(x, idx, a["sizes"]),
-           tags=frozenset({"index"}) | SELECTS))
+           tags=frozenset({"index"}) | SELECTS,
+           numpy=lambda a, x, *idx: np_dynamic_slice(x, _wrap_negative(x, idx), a["sizes"])))
 
 
 def _plan_dus(ctx: Ctx, x: Val) -> Plan:
@@ -595,7 +1087,8 @@ def _plan_dus(ctx: Ctx, x: Val) -> Plan:
 
 _reg(OpDef("dynamic_update_slice", "indexing", ALL, _needs_rank(1, _plan_dus),
            lambda a, x, u, *idx: lax.dynamic_update_slice(x, u, idx),
-           tags=frozenset({"index"}) | SELECTS))
+           tags=frozenset({"index"}) | SELECTS,
+           numpy=lambda a, x, u, *idx: np_dynamic_update_slice(x, u, _wrap_negative(x, idx))))
 
 
 def _plan_gather(ctx: Ctx, x: Val) -> Plan:
@@ -615,8 +1108,18 @@ def _build_gather(attrs: dict, x: Any, idx: Any) -> Any:
     return lax.gather(x, idx, dn, (1, *x.shape[1:]), mode=mode, fill_value=0)
 
 
+def _np_gather_entry(attrs: dict, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    # Rows of x: `clip` clamps each index into range, `fill` gives 0 for an index out of it.
+    rows = idx[:, 0].astype(np.int64)
+    out = x[np.clip(rows, 0, x.shape[0] - 1)]
+    if attrs["mode"] == "fill":
+        bad = (rows < 0) | (rows >= x.shape[0])
+        out = np.where(bad.reshape(-1, *[1] * (x.ndim - 1)), np.zeros((), x.dtype), out)
+    return out
+
+
 _reg(OpDef("gather", "indexing", ALL, _needs_rank(1, _plan_gather), _build_gather,
-           tags=frozenset({"index"}) | SELECTS))
+           tags=frozenset({"index"}) | SELECTS, numpy=_np_gather_entry))
 
 
 def _plan_scatter(ctx: Ctx, x: Val) -> Plan:
@@ -637,8 +1140,19 @@ def _build_scatter(attrs: dict, x: Any, u: Any) -> Any:
     return lax.scatter(x, idx, u, dn, unique_indices=True)
 
 
+def _np_scatter_entry(attrs: dict, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    out = x.copy()
+    if attrs["kind"] == "add" and x.dtype != np.bool_:
+        with np.errstate(over="ignore"):
+            np.add.at(out, np.asarray(attrs["rows"]), u)
+    else:
+        out[np.asarray(attrs["rows"])] = u
+    return out
+
+
 _reg(OpDef("scatter", "indexing", ALL, _needs_rank(1, _plan_scatter), _build_scatter,
-           tags=SELECTS))  # by its kind: replace selects, add does not
+           tags=SELECTS,  # by its kind: replace selects, add does not
+           numpy=_np_scatter_entry))
 
 
 def _plan_iota(ctx: Ctx, x: Val) -> Plan:
@@ -651,7 +1165,16 @@ def _build_iota(attrs: dict, x: Any) -> Any:
     return lax.add(x, it) if x.dtype != jnp.bool_ else lax.ne(it, jnp.asarray(0, it.dtype))
 
 
-_reg(OpDef("iota", "shape", ALL, _needs_rank(1, _plan_iota), _build_iota, tags=ROUNDED))
+def _np_iota_entry(attrs: dict, x: np.ndarray) -> np.ndarray:
+    dt = x.dtype if x.dtype != np.bool_ else np.dtype(np.int32)
+    it = np.broadcast_to(np.expand_dims(np.arange(x.shape[attrs["dim"]]),
+                                        [d for d in range(x.ndim) if d != attrs["dim"]]), x.shape).astype(dt)
+    with np.errstate(over="ignore"):
+        return (x + it).astype(x.dtype) if x.dtype != np.bool_ else it != 0
+
+
+_reg(OpDef("iota", "shape", ALL, _needs_rank(1, _plan_iota), _build_iota, tags=ROUNDED,
+           numpy=_np_iota_entry))
 
 
 def _plan_sort(ctx: Ctx, x: Val) -> Plan:
@@ -663,7 +1186,13 @@ def _build_sort(attrs: dict, x: Any) -> Any:
     return lax.rev(out, (attrs["axis"],)) if attrs["descending"] else out
 
 
-_reg(OpDef("sort", "sort", NUMERIC, _needs_rank(1, _plan_sort), _build_sort, tags=SELECTS))
+def _np_sort_entry(attrs: dict, x: np.ndarray) -> np.ndarray:
+    out = np_sort(x, attrs["axis"])
+    return np.flip(out, attrs["axis"]) if attrs["descending"] else out
+
+
+_reg(OpDef("sort", "sort", NUMERIC, _needs_rank(1, _plan_sort), _build_sort, tags=SELECTS,
+           numpy=_np_sort_entry))
 
 
 def _plan_top_k(ctx: Ctx, x: Val) -> Plan:
@@ -671,7 +1200,8 @@ def _plan_top_k(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("top_k", "sort", NUMERIC, _needs_rank(1, _plan_top_k),
-           lambda a, x: lax.top_k(x, a["k"])[a["output"]], discrete=True, tags=SELECTS))
+           lambda a, x: lax.top_k(x, a["k"])[a["output"]], discrete=True, tags=SELECTS,
+           numpy=lambda a, x: np_top_k(x, a["k"])[a["output"]]))
 
 
 # --- control flow --------------------------------------------------------------------------
@@ -682,6 +1212,10 @@ BODIES: dict[str, Callable[[Any], Any]] = {
     "neg": lax.neg, "abs": lax.abs, "logistic": lax.logistic, "square": lambda v: lax.mul(v, v),
 }
 INT_BODIES = ("neg", "abs", "square")
+NP_BODIES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": np.tanh, "sin": np.sin, "halve": lambda v: v * v.dtype.type(0.5), "neg": np.negative,
+    "abs": np.abs, "logistic": np_logistic, "square": lambda v: v * v,
+}
 
 
 def _body(name: str, v: Any) -> Any:
@@ -694,6 +1228,18 @@ def _body(name: str, v: Any) -> Any:
     return BODIES[name](v)
 
 
+def _np_body(name: str, v: np.ndarray) -> np.ndarray:
+    """`_body` in numpy."""
+    if v.dtype == np.bool_:
+        return np.logical_not(v)
+    if not np_is_float(v) and name not in INT_BODIES:
+        name = "neg" if v.dtype.kind == "i" else "square"
+    if name == "neg" and v.dtype.kind == "u":
+        name = "square"
+    with np.errstate(all="ignore"):
+        return NP_BODIES[name](v).astype(v.dtype)
+
+
 def _plan_bodies(ctx: Ctx, k: int) -> list[str]:
     return [str(b) for b in ctx.rng.choice(list(BODIES), size=k)]
 
@@ -702,9 +1248,11 @@ def _plan_cond(ctx: Ctx, x: Val) -> Plan:
     return [ctx.operand((), "bool"), x], {"branches": _plan_bodies(ctx, 2)}
 
 
+# lax.cond(p, true_fn, false_fn): the first branch where p holds.
 _reg(OpDef("cond", "control", ALL, _plan_cond,
            lambda a, p, x: lax.cond(p, lambda v: _body(a["branches"][0], v),
-                                    lambda v: _body(a["branches"][1], v), x)))
+                                    lambda v: _body(a["branches"][1], v), x),
+           numpy=lambda a, p, x: _np_body(a["branches"][0 if p else 1], x)))
 
 
 def _plan_loop(ctx: Ctx, x: Val) -> Plan:
@@ -717,9 +1265,16 @@ def _build_while(attrs: dict, x: Any) -> Any:
     return lax.while_loop(lambda c: c[0] < attrs["trips"], body, (jnp.int32(0), x))[1]
 
 
-_reg(OpDef("while_loop", "control", ALL, _plan_loop, _build_while))
+def _np_loop(attrs: dict, x: np.ndarray) -> np.ndarray:
+    for _ in range(attrs["trips"]):
+        x = _np_body(attrs["body"], x)
+    return x
+
+
+_reg(OpDef("while_loop", "control", ALL, _plan_loop, _build_while, numpy=_np_loop))
 _reg(OpDef("fori_loop", "control", ALL, _plan_loop,
-           lambda a, x: lax.fori_loop(0, a["trips"], lambda i, v: _body(a["body"], v), x)))
+           lambda a, x: lax.fori_loop(0, a["trips"], lambda i, v: _body(a["body"], v), x),
+           numpy=_np_loop))
 
 
 def _build_scan(attrs: dict, x: Any) -> Any:
@@ -730,7 +1285,17 @@ def _build_scan(attrs: dict, x: Any) -> Any:
     return lax.scan(step, x[0], x)[1]
 
 
-_reg(OpDef("scan", "control", ALL, _needs_rank(1, _plan_loop), _build_scan))
+def _np_scan(attrs: dict, x: np.ndarray) -> np.ndarray:
+    carry, out = x[0], []
+    for xt in x:
+        new = _np_body(attrs["body"], carry)
+        with np.errstate(over="ignore"):
+            carry = np.logical_xor(new, xt) if x.dtype == np.bool_ else (new + xt).astype(x.dtype)
+        out.append(carry)
+    return np.stack(out)
+
+
+_reg(OpDef("scan", "control", ALL, _needs_rank(1, _plan_loop), _build_scan, numpy=_np_scan))
 
 
 def ops_for(dtype: str, allow: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[OpDef]:
