@@ -35,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="worker group (one per runner image)")
     p.add_argument("--targets", default=env("XLA_SENTINEL_TARGETS", ""),
                    help="comma-separated target names this group runs (default: all)")
-    p.add_argument("--shard-index", type=int, default=int(env("JOB_COMPLETION_INDEX", "0")))
+    # On a multi-host TPU slice the Job's index is the host; the operator names the shard.
+    p.add_argument("--shard-index", type=int,
+                   default=int(env("XLA_SENTINEL_SHARD_INDEX") or env("JOB_COMPLETION_INDEX", "0")))
     p.add_argument("--shard-count", type=int, default=None,
                    help="number of shards (default: spec.workers)")
     p.add_argument("--out", default=None,
@@ -109,8 +111,9 @@ def shard_done(budget: BudgetSpec | None, summary: dict[str, Any]) -> bool:
 
 
 def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> Any:
-    """A started K8sReporter for this worker, or None when reporting is off."""
-    if args.report == "none":
+    """A started K8sReporter for this worker, or None when reporting is off. The hosts of a
+    multi-host TPU slice run one shard together; host 0 alone reports it (one writer)."""
+    if args.report == "none" or os.environ.get("TPU_WORKER_ID", "0") != "0":
         return None
     import kubernetes
     from xla_sentinel.k8s_report import K8sReporter

@@ -20,6 +20,8 @@ from xla_sentinel.k8s_report import (
     label_value,
 )
 
+from . import tpu
+
 ROLE_LABEL = "xlasentinel.dev/role"
 GROUP_LABEL = "xlasentinel.dev/group"
 REVISION_LABEL = "xlasentinel.dev/revision"
@@ -205,42 +207,133 @@ POD_FAILURE_POLICY = {"rules": [
 ]}
 
 
+# JAX_PLATFORMS of worker pods by accelerator type: jax must not fall back to the CPU
+# silently when the accelerator is missing.
+JAX_PLATFORMS = {"tpu": "tpu", "gpu": "cuda"}
+SLICE_LABEL = "xlasentinel.dev/slice"
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+
+
+def tpu_slice(spec: CampaignSpec) -> tpu.Slice | None:
+    """The campaign's TPU slice (None without TPUs); TopologyError when GKE cannot run it."""
+    acc = spec.accelerator
+    if acc.type != "tpu":
+        return None
+    s = tpu.slice_of(str(acc.tpuAccelerator), str(acc.tpuTopology))
+    tpu.check_count(s, acc.count, str(acc.tpuTopology))
+    return s
+
+
+def _multi_host(spec: CampaignSpec) -> tpu.Slice | None:
+    try:
+        s = tpu_slice(spec)
+    except tpu.TopologyError:
+        return None  # refused before any Job is made (handlers.campaign_of)
+    return s if s is not None and s.multi_host else None
+
+
+def job_count(spec: CampaignSpec) -> int:
+    """Worker Jobs of a campaign: one per group, or one per group and slice (multi-host)."""
+    return len(worker_groups(spec)) * (spec.workers if _multi_host(spec) else 1)
+
+
+def pod_count(spec: CampaignSpec) -> int:
+    s = _multi_host(spec)
+    return spec.workers * len(worker_groups(spec)) * (s.hosts if s else 1)
+
+
+def service_name(c: Campaign, group: str, index: int) -> str:
+    """The headless Service of one multi-host slice (independent of the revision)."""
+    return dns_label(c.name, group, f"s{index}")
+
+
+def worker_services(c: Campaign) -> list[dict[str, Any]]:
+    """Headless Services giving the hosts of each multi-host slice their DNS names."""
+    if _multi_host(c.spec) is None:
+        return []
+    out = []
+    for group in worker_groups(c.spec):
+        for i in range(c.spec.workers):
+            selector = {**campaign_selector(c.name), GROUP_LABEL: group.name, SLICE_LABEL: str(i)}
+            out.append({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": service_name(c, group.name, i), "namespace": c.namespace,
+                             "labels": {**campaign_selector(c.name), ROLE_LABEL: "worker"},
+                             "ownerReferences": [owner_reference(c)]},
+                # Hosts find each other before they are ready: libtpu starts on DNS alone.
+                "spec": {"clusterIP": "None", "selector": selector,
+                         "publishNotReadyAddresses": True},
+            })
+    return out
+
+
+def _worker_env(c: Campaign, group: WorkerGroup, spec_json: str) -> list[dict[str, Any]]:
+    env = [
+        {"name": "XLA_SENTINEL_SPEC", "value": spec_json},
+        {"name": "XLA_SENTINEL_CAMPAIGN", "value": c.name},
+        {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
+        {"name": "XLA_SENTINEL_WORKER_GROUP", "value": group.name},
+        {"name": "XLA_SENTINEL_TARGETS", "value": ",".join(group.targets)},
+        {"name": "XLA_SENTINEL_PROCESSES", "value": str(processes(c.spec))},
+        {"name": "XLA_SENTINEL_NAMESPACE",
+         "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+    platform = JAX_PLATFORMS.get(c.spec.accelerator.type)
+    if platform:
+        env.append({"name": "JAX_PLATFORMS", "value": platform})
+    return env
+
+
+def _job(c: Campaign, name: str, labels: dict[str, str], pod: dict[str, Any],
+         completions: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": c.namespace, "labels": labels,
+                     "ownerReferences": [owner_reference(c)]},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": completions,
+            "parallelism": completions,
+            "backoffLimitPerIndex": BACKOFF_PER_INDEX,
+            "podFailurePolicy": POD_FAILURE_POLICY,  # needs restartPolicy Never
+            # Kueue admits a queued Job by unsuspending it, so it is created suspended.
+            "suspend": bool(c.spec.suspend or c.spec.queueName),
+            "template": {"metadata": {"labels": {k: v for k, v in labels.items()
+                                                 if k != QUEUE_LABEL}},
+                         "spec": pod},
+        },
+    }
+
+
 def worker_jobs(c: Campaign, *, default_image: str,
                 service_account: str = "xla-sentinel-worker") -> list[dict[str, Any]]:
-    """The worker Jobs the campaign should have now (at its current revision)."""
+    """The worker Jobs the campaign should have now (at its current revision): per group,
+    one Indexed Job whose indices are the shards, or, on a multi-host TPU slice, one
+    Indexed Job per slice (shard) whose indices are the slice's hosts."""
     rev = revision(c.spec)
     spec_json = json.dumps(c.spec.to_dict(), sort_keys=True)
+    multi = _multi_host(c.spec)
     jobs = []
     for group in worker_groups(c.spec):
         labels = _labels(c, "worker", **{GROUP_LABEL: group.name, REVISION_LABEL: rev})
-        env = [
-            {"name": "XLA_SENTINEL_SPEC", "value": spec_json},
-            {"name": "XLA_SENTINEL_CAMPAIGN", "value": c.name},
-            {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
-            {"name": "XLA_SENTINEL_WORKER_GROUP", "value": group.name},
-            {"name": "XLA_SENTINEL_TARGETS", "value": ",".join(group.targets)},
-            {"name": "XLA_SENTINEL_PROCESSES", "value": str(processes(c.spec))},
-            {"name": "XLA_SENTINEL_NAMESPACE",
-             "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        ]
+        env = _worker_env(c, group, spec_json)
         image = group.image or c.spec.image or default_image
-        pod = _pod_spec(c, image, ["worker"], env, service_account)
-        template_labels = {k: v for k, v in labels.items() if k != QUEUE_LABEL}
-        jobs.append({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": job_name(c.name, group.name, rev), "namespace": c.namespace,
-                         "labels": labels, "ownerReferences": [owner_reference(c)]},
-            "spec": {
-                "completionMode": "Indexed",
-                "completions": c.spec.workers,
-                "parallelism": c.spec.workers,
-                "backoffLimitPerIndex": BACKOFF_PER_INDEX,
-                "podFailurePolicy": POD_FAILURE_POLICY,  # needs restartPolicy Never
-                # Kueue admits a queued Job by unsuspending it, so it is created suspended.
-                "suspend": bool(c.spec.suspend or c.spec.queueName),
-                "template": {"metadata": {"labels": template_labels}, "spec": pod},
-            },
-        })
+        if multi is None:
+            pod = _pod_spec(c, image, ["worker"], env, service_account)
+            jobs.append(_job(c, job_name(c.name, group.name, rev), labels, pod, c.spec.workers))
+            continue
+        for i in range(c.spec.workers):
+            name = job_name(c.name, group.name, rev, f"s{i}")
+            service = service_name(c, group.name, i)
+            hosts = ",".join(f"{name}-{h}.{service}" for h in range(multi.hosts))
+            slice_env = env + [
+                {"name": "XLA_SENTINEL_SHARD_INDEX", "value": str(i)},
+                {"name": "TPU_WORKER_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+                {"name": "TPU_WORKER_HOSTNAMES", "value": hosts},
+            ]
+            pod = _pod_spec(c, image, ["worker"], slice_env, service_account)
+            pod["subdomain"] = service  # pods are <job>-<host index>.<service>
+            jobs.append(_job(c, name, {**labels, SLICE_LABEL: str(i)}, pod, multi.hosts))
     return jobs
 
 

@@ -28,7 +28,7 @@ from xla_sentinel.k8s_report import (
     report_from_object,
 )
 
-from . import alerting, desired, rollup, signatures
+from . import alerting, desired, rollup, signatures, tpu
 from .kube import ApiError, Kube, connection_from_kubeconfig, path
 from .metrics import Liveness, Metrics, serve
 
@@ -115,7 +115,8 @@ def campaign_of(body: kopf.Body | dict[str, Any]) -> desired.Campaign:
     meta = body["metadata"]
     try:
         spec = parse_spec(dict(body.get("spec") or {}))
-    except SpecError as e:
+        desired.tpu_slice(spec)  # a TPU slice GKE cannot run is refused before any Job
+    except (SpecError, tpu.TopologyError) as e:
         raise kopf.PermanentError(str(e)) from None
     return desired.Campaign(name=meta["name"], namespace=meta["namespace"],
                             uid=meta.get("uid", ""), spec=spec)
@@ -348,6 +349,9 @@ async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str
                                service_account=rt.config.service_account)
     plan = desired.plan_workers(c, want, jobs, completed)
     jobs_path = path("batch/v1", "jobs", c.namespace)
+    if plan.create:  # multi-host slices: their hosts' DNS names, before their pods
+        for service in desired.worker_services(c):
+            await rt.api.create(path("v1", "services", c.namespace), service)
     for job in plan.create:
         _, created = await rt.api.create(jobs_path, job)
         if created:

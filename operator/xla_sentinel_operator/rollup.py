@@ -13,7 +13,7 @@ from typing import Any
 from xla_sentinel.campaign import CampaignSpec
 from xla_sentinel.k8s_report import WorkerReport
 
-from .desired import GROUP_LABEL, REVISION_LABEL, worker_groups
+from .desired import GROUP_LABEL, REVISION_LABEL, job_count, pod_count
 
 _CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")
 
@@ -213,7 +213,7 @@ def health(spec: CampaignSpec, jobs: list[dict[str, Any]], reports: list[WorkerR
             return Health("Stalled", "WorkersFailing",
                           f"Job {job['metadata']['name']}: {n_failed} worker pods failed in the "
                           f"last {int(FAILURE_WINDOW.total_seconds() // 60)} minutes (limit {limit})")
-    n_groups = len(worker_groups(spec))
+    n_groups = job_count(spec)
     all_done = (len(current) == n_groups
                 and all(_job_condition(j, "Complete") for j in current))
     if budget_spent(spec, programs, start, now) or all_done:
@@ -292,7 +292,7 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
         "revision": rev,
         **totals,
         "workers": {
-            "desired": spec.workers * len(worker_groups(spec)),
+            "desired": pod_count(spec),
             "active": sum(int(s.get("active") or 0) for s in job_status),
             "succeeded": sum(int(s.get("succeeded") or 0) for s in job_status),
             "failed": sum(int(s.get("failed") or 0) for s in job_status),

@@ -133,6 +133,11 @@ calls of operator/xla_sentinel_operator/handlers.py and kopf's own bookkeeping, 
 - apiGroups: [xlasentinel.dev]
   resources: [workerreports]
   verbs: [get, list, watch, delete]
+# Headless Services of multi-host TPU slices (desired.worker_services); removed with their
+# campaign by owner reference.
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, create]
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

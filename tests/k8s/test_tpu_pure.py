@@ -1,0 +1,110 @@
+"""TPU slices on GKE: topology arithmetic per generation, a multi-host slice as one Indexed
+Job of its hosts with a headless Service and the TPU worker env, single-host slices as
+before, and JAX_PLATFORMS for accelerators. Pure functions, no API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from xla_sentinel.campaign import parse_spec
+from xla_sentinel_operator import desired, rollup, tpu
+
+
+@pytest.mark.parametrize(("accelerator", "topology", "chips", "hosts", "per_host"), [
+    ("tpu-v5-lite-podslice", "4x4", 16, 4, 4),
+    ("tpu-v6e-slice", "4x8", 32, 8, 4),
+    ("tpu-v6e-slice", "2x4", 8, 1, 8),
+    ("tpu-v6e-slice", "2x2", 4, 1, 4),
+    ("tpu-v5-lite-podslice", "1x1", 1, 1, 1),
+    ("tpu-v4-podslice", "2x2x1", 4, 1, 4),
+    ("tpu-v4-podslice", "2x2x4", 16, 4, 4),
+    ("tpu-v5p-slice", "4x4x4", 64, 16, 4),
+])
+def test_slice_arithmetic(accelerator, topology, chips, hosts, per_host):
+    s = tpu.slice_of(accelerator, topology)
+    assert (s.chips, s.hosts, s.chips_per_host) == (chips, hosts, per_host)
+
+
+@pytest.mark.parametrize(("accelerator", "topology", "count", "message"), [
+    ("tpu-v6e-slice", "4x4", 8, "accelerator.count: 8 does not fit topology 4x4"),
+    ("tpu-v6e-slice", "2x2", 8, "its one host has 4 chips"),
+    ("tpu-v6e-slice", "2x2x2", 4, "v6e topologies are AxB"),
+    ("tpu-v4-podslice", "4x4", 4, "v4 topologies are AxBxC"),
+    ("tpu-v9-slice", "2x2", 4, "unknown TPU accelerator 'tpu-v9-slice'"),
+    ("tpu-v5-lite-device", "4x4", 4, "single-host"),
+])
+def test_impossible_slices_are_refused_with_a_clear_message(accelerator, topology, count, message):
+    spec = parse_spec({"accelerator": {"type": "tpu", "tpuAccelerator": accelerator,
+                                       "tpuTopology": topology, "count": count}})
+    with pytest.raises(tpu.TopologyError, match=message):
+        desired.tpu_slice(spec)
+
+
+def camp(topology: str, count: int, **spec: Any) -> desired.Campaign:
+    acc = {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": topology, "count": count}
+    return desired.Campaign(name="tpu-nightly", namespace="fuzz", uid="u",
+                            spec=parse_spec({"workers": 2, "accelerator": acc, **spec}))
+
+
+def env_of(job: dict) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom"))
+            for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def test_a_multi_host_slice_is_one_indexed_job_of_its_hosts_per_shard():
+    c = camp("4x4", 4)
+    jobs = desired.worker_jobs(c, default_image="img")
+    services = desired.worker_services(c)
+    assert len(jobs) == len(services) == 2  # workers: 2 slices
+    for shard, (job, service) in enumerate(zip(jobs, services, strict=True)):
+        spec, pod = job["spec"], job["spec"]["template"]["spec"]
+        assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 4
+        assert pod["subdomain"] == service["metadata"]["name"] and service["spec"]["clusterIP"] == "None"
+        # The Service selects exactly this slice's pods.
+        assert service["spec"]["selector"].items() <= spec["template"]["metadata"]["labels"].items()
+        env = env_of(job)
+        name = job["metadata"]["name"]
+        assert env["TPU_WORKER_HOSTNAMES"] == ",".join(
+            f"{name}-{h}.{service['metadata']['name']}" for h in range(4))
+        assert env["TPU_WORKER_ID"] == {"fieldRef": {"fieldPath": desired.COMPLETION_INDEX}}
+        assert env["XLA_SENTINEL_SHARD_INDEX"] == str(shard) and env["JAX_PLATFORMS"] == "tpu"
+        limits = pod["containers"][0]["resources"]["limits"]
+        assert limits["google.com/tpu"] == "4"
+        assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "4x4"
+    assert rollup.health(c.spec, [], [], desired.revision(c.spec), 0, None,
+                         rollup._parse_time("2026-11-29T12:00:00Z")).message == "0/2 worker Jobs exist"
+
+
+def test_a_single_host_slice_keeps_one_job_with_a_pod_per_shard():
+    c = camp("2x4", 8, workers=3)
+    (job,) = desired.worker_jobs(c, default_image="img")
+    assert job["spec"]["completions"] == 3 and desired.worker_services(c) == []
+    env = env_of(job)
+    assert "TPU_WORKER_HOSTNAMES" not in env and env["JAX_PLATFORMS"] == "tpu"
+    assert "subdomain" not in job["spec"]["template"]["spec"]
+
+
+def test_gpu_workers_run_jax_on_cuda_and_cpu_workers_set_no_platform():
+    gpu = desired.Campaign(name="g", namespace="fuzz", uid="u",
+                           spec=parse_spec({"accelerator": {"type": "gpu", "count": 1}}))
+    cpu = desired.Campaign(name="c", namespace="fuzz", uid="u", spec=parse_spec({}))
+    (gjob,) = desired.worker_jobs(gpu, default_image="img")
+    (cjob,) = desired.worker_jobs(cpu, default_image="img")
+    assert env_of(gjob)["JAX_PLATFORMS"] == "cuda" and "JAX_PLATFORMS" not in env_of(cjob)
+
+
+def test_pods_and_jobs_are_counted_per_slice():
+    c = camp("4x8", 4, workers=3)
+    assert desired.job_count(c.spec) == 3 and desired.pod_count(c.spec) == 24
+
+
+def test_the_hosts_of_a_slice_run_the_operators_shard_and_only_host_0_reports(monkeypatch):
+    from xla_sentinel import worker_main
+
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "3")  # the host within the slice
+    monkeypatch.setenv("XLA_SENTINEL_SHARD_INDEX", "1")
+    monkeypatch.setenv("TPU_WORKER_ID", "3")
+    args = worker_main._parser().parse_args([])
+    assert args.shard_index == 1
+    assert worker_main.make_reporter(args, parse_spec({}), "main-1") is None
