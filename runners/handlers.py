@@ -16,9 +16,8 @@ from .generator import Graph, generate
 from .inputs import make_inputs
 from .program import promote_floats
 
-# The float64 jit reference runs under a setting other than default jit: a real XLA:CPU
-# miscompile in 0.10.2 corrupts default-jit results in f64 too (DESIGN.md).
-F64_JIT_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+# The float64 jit reference runs under a setting other than default jit.
+F64_JIT_OPTIONS = targets.REFERENCE_OPTIONS
 
 
 def _generate(req: dict[str, Any]) -> dict[str, Any]:

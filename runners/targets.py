@@ -14,6 +14,13 @@ from typing import Any
 from . import hlo, plugins
 from .campaign import PRESETS, TargetSpec  # the preset table is part of the schema
 
+# The legal configuration the references compile under: the float64 jit reference, the
+# replayed module's op-by-op stand-in and the bisector's legal run. Not default jit: a real
+# XLA:CPU miscompile in 0.10.2 corrupts default-jit results in f64 too
+# (docs/architecture.md, "References").
+REFERENCE_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0,
+                                     "xla_cpu_use_fusion_emitters": False}
+
 
 @dataclass(frozen=True)
 class Target:
