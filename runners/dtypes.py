@@ -26,7 +26,7 @@ INTS = ("s32", "s8", "u8", "u32")
 # Unit roundoff (half an ulp at 1.0) of each float format.
 UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 
-# The oracle factor k per dtype (DESIGN.md, measured over 600 random programs with zero
+# The oracle factor k per dtype (docs/architecture.md, measured over 600 random programs with zero
 # false positives): a configuration is flagged when its normwise error against float64
 # exceeds k * max(best other configuration, noise model, unit roundoff).
 TOLERANCE_K = {"f64": 32.0, "f32": 32.0, "f16": 8.0, "bf16": 8.0}

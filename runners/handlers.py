@@ -47,7 +47,7 @@ def _promote_inputs(inputs: list[np.ndarray]) -> list[np.ndarray]:
             else x for x in inputs]
 
 
-# What the StableHLO reference interpreter cannot take (DESIGN.md): chlo.erf kills the
+# What the StableHLO reference interpreter cannot take (docs/architecture.md, "References"): chlo.erf kills the
 # process, chlo.square is unsupported, bf16 values cannot be read back; and it is slow, so
 # large modules are left to the other references.
 INTERPRETER_UNSUPPORTED = ("chlo.erf", "chlo.square", "bf16")

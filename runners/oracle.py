@@ -1,6 +1,6 @@
 """The oracle: tell a legal floating-point difference from a miscompile.
 
-Floats are judged normwise against a float64 reference (DESIGN.md): configuration C is
+Floats are judged normwise against a float64 reference (docs/architecture.md): configuration C is
 wrong when e_C > k * max(min over the other configurations of e_L, noise, u), where e is
 ||a - ref|| / ||ref|| over finite elements, noise is the error of the float64 program
 with every op perturbed by one rounding, and u the unit roundoff. Using the minimum over

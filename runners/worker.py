@@ -56,7 +56,7 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, handler_modu
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    # Injected transformations are not part of the persistent cache key (DESIGN.md).
+    # Injected transformations are not part of the persistent cache key (docs/architecture.md, "Workers").
     jax.config.update("jax_enable_compilation_cache", False)
     import importlib
 

@@ -1,4 +1,4 @@
-"""Stage 5, bundle: the repro folder a compiler engineer gets (DESIGN.md "Repro bundle").
+"""Stage 5, bundle: the repro folder a compiler engineer gets (docs/architecture.md, "Repro bundle").
 
 module.mlir (the reduced case), optimized.hlo (the failing target's optimized HLO of it,
 and program_optimized.hlo of the whole program), inputs.npz, expected.npz (float64),

@@ -45,7 +45,7 @@ def _run(req: dict[str, Any]) -> dict[str, Any]:
                             want_hlo=req.get("want_hlo", False))
     reply: dict[str, Any] = {"outputs": ex.outputs, "hlo": ex.optimized_hlo}
     if req.get("repeat"):
-        # A fresh compile and run must agree bitwise (CPU is deterministic, DESIGN.md).
+        # A fresh compile and run must agree bitwise (CPU is deterministic, docs/architecture.md "Oracle").
         again = targets.run_module(req["module"], req["inputs"], req["options"]).outputs
         reply["same"] = all(np.array_equal(a, b, equal_nan=True)
                             for a, b in zip(ex.outputs, again, strict=True))
@@ -76,7 +76,7 @@ def _wide(value: np.ndarray) -> np.ndarray:
 
 def _reference(req: dict[str, Any]) -> dict[str, Any]:
     """Every value of @main in float64: each op compiled alone on float64 operands (the
-    float64 eager reference of DESIGN.md, for any module). Ops that do not widen (hex
+    float64 eager reference of docs/architecture.md, for any module). Ops that do not widen (hex
     constants, bitcasts) run at their own precision on rounded operands; their names are
     returned in `own_precision`."""
     parsed = mod.Parsed(req["module"])

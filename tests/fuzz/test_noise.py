@@ -67,7 +67,7 @@ def test_a_flip_no_ulp_explains_is_still_flagged() -> None:
     # Without the element next to the tie, no noise sample flips anything, and a floor
     # of rsqrt(3.5) = 0.53 that comes out 1 is a miscompile. (Where a program does have
     # a legal flip, the normwise rule excuses one flip of that size anywhere in that
-    # output: a known limit of judging outputs as a whole, DESIGN.md.)
+    # output: a known limit of judging outputs as a whole, docs/architecture.md.)
     x = X.copy()
     x[0] = 3.0
     ref = evaluate.eager(GRAPH, [x], promote=True)

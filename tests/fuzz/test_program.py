@@ -22,7 +22,7 @@ def test_round_trip_keeps_bf16_bits(tmp_path: Path) -> None:
     p = Program("p1", MODULE, [x, np.int32(4)], ["bf16", "s32"], {"source": "test"})
     p.save(tmp_path / "p")
     raw = np.load(tmp_path / "p" / "inputs.npz")["arg0"]
-    assert raw.dtype == np.uint16  # stored as its bit pattern (DESIGN.md trace format)
+    assert raw.dtype == np.uint16  # stored as its bit pattern (docs/architecture.md trace folders)
     q = Program.load(tmp_path / "p")
     assert q.input_dtypes == ["bf16", "s32"]
     np.testing.assert_array_equal(q.inputs[0].view(np.uint16), x.view(np.uint16))
