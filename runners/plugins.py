@@ -86,7 +86,7 @@ def guarded(ref: str, fn: Transform) -> Transform:
         try:
             result = fn(proto)
         except (Exception, SystemExit) as e:
-            _fail(f"plugin {ref} raised {type(e).__name__}: {str(e)[:200]}")
+            _fail(f"plugin {ref} raised {type(e).__name__}: {_first_line(e)}")
         problem = result_problem(result)
         if problem:
             _fail(f"plugin {ref} {problem}")
@@ -96,6 +96,12 @@ def guarded(ref: str, fn: Transform) -> Transform:
 
 
 _failures: list[str] = []
+
+
+def _first_line(e: BaseException) -> str:
+    """An exception's message fit for a one-line error (XLA's run over many lines)."""
+    lines = str(e).strip().splitlines()
+    return lines[0][:200] if lines else ""
 
 
 def _fail(message: str) -> None:
@@ -151,7 +157,7 @@ def probe(ref: str, timeout: float = PROBE_SECONDS) -> None:
     if isinstance(error, PluginError):
         raise SpecError(f"injectPasses: {error}")
     if error is not None:
-        raise SpecError(f"injectPasses: plugin {ref} raised {type(error).__name__}: {error}")
+        raise SpecError(f"injectPasses: plugin {ref} raised {type(error).__name__}: {_first_line(error)}")
 
 
 def register(refs: Sequence[str], platform: str = "cpu") -> list[str]:

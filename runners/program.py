@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,14 @@ class Program:
         module_path = folder / "module.mlir"
         if not module_path.is_file():
             raise ProgramError(f"{folder}: not a program folder (no module.mlir)")
-        module = module_path.read_text()
-        dtypes = param_dtypes(module)
+        try:
+            module = module_path.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ProgramError(f"{module_path}: unreadable ({e})") from None
+        try:
+            dtypes = param_dtypes(module)
+        except ProgramError as e:
+            raise ProgramError(f"{module_path}: {e}") from None
         meta = _read_json(folder / "meta.json") if (folder / "meta.json").exists() else {}
         graph = _read_json(folder / "graph.json") if (folder / "graph.json").exists() else None
         npz = folder / "inputs.npz"
@@ -71,7 +78,7 @@ class Program:
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
         raise ProgramError(f"{path}: unreadable JSON ({e})") from None
 
 
@@ -164,7 +171,7 @@ def load_arrays(path: Path, dtypes: list[str]) -> list[np.ndarray]:
                 a = z[f"arg{i}"]
                 out.append(a.view(NP_DTYPES[d]) if bit_view(d) is not None else a.astype(NP_DTYPES[d]))
             return out
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:  # a damaged archive
         if isinstance(e, ProgramError):
             raise
         raise ProgramError(f"{path}: unreadable inputs ({e})") from None

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .dtypes import NP_DTYPES, bit_view
 from .inputs import make_array
 from .program import Program, ProgramError, load_arrays, param_specs
 
@@ -101,13 +102,15 @@ def load(path: Path, seed: int = 0) -> Program:
     except ProgramError as e:
         raise ProgramError(f"{module_file}: {e}") from None
     meta: dict[str, Any] = {}
-    if folder is not None and (folder / "meta.json").exists():
-        try:
-            meta = json.loads((folder / "meta.json").read_text())
-        except json.JSONDecodeError as e:
-            raise ProgramError(f"{folder / 'meta.json'}: unreadable JSON ({e})") from None
+    if folder is not None:
+        meta = _json_object(folder / "meta.json")
+        _json_object(folder / "stats.json")  # unused here, but a broken one is reported, not ignored
+    provenance = meta.get("provenance", meta)
+    if not isinstance(provenance, dict):
+        raise ProgramError(f"{folder / 'meta.json'}: provenance must be an object, got {type(provenance).__name__}")
     dtypes = [s["dtype"] for s in specs]
     if folder is not None and (folder / "inputs.npz").exists():
+        _check_stored_dtypes(folder / "inputs.npz", dtypes)
         inputs = load_arrays(folder / "inputs.npz", dtypes)
         for i, (x, s) in enumerate(zip(inputs, specs, strict=True)):
             if list(x.shape) != s["shape"]:
@@ -117,4 +120,32 @@ def load(path: Path, seed: int = 0) -> Program:
         rng = np.random.default_rng([seed, 0x7ACE])
         inputs = [make_array(rng, s["shape"], s["dtype"], special=False) for s in specs]
     return Program(id=f"trace-{path.stem}", module=module, inputs=inputs, input_dtypes=dtypes,
-                   provenance={"source": "trace", "path": str(path), **meta.get("provenance", meta)})
+                   provenance={"source": "trace", "path": str(path), **provenance})
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file of a trace folder ({} when absent), or ProgramError naming it."""
+    if not path.exists():
+        return {}
+    try:
+        value = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:  # ValueError: bad JSON, bad UTF-8
+        raise ProgramError(f"{path}: unreadable JSON ({str(e)[:200]})") from None
+    if not isinstance(value, dict):
+        raise ProgramError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _check_stored_dtypes(path: Path, dtypes: list[str]) -> None:
+    """Each stored array must have the parameter's dtype (bf16 and the like: its bit
+    pattern's unsigned type); a cast would replay other inputs than were recorded."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            stored = {name: z[name].dtype for name in z.files}
+    except Exception as e:  # numpy and zipfile raise many types on a damaged archive
+        raise ProgramError(f"{path}: unreadable inputs ({type(e).__name__}: {str(e)[:200]})") from None
+    for i, d in enumerate(dtypes):
+        want = bit_view(d) or NP_DTYPES[d]
+        got = stored.get(f"arg{i}")
+        if got is not None and got != np.dtype(want):
+            raise ProgramError(f"{path}: arg{i} is stored as {got}, the module's {d} parameter needs {np.dtype(want)}")

@@ -33,7 +33,7 @@ def _load(finding_dir: Path) -> tuple[dict[str, Any], Program]:
         raise BisectError(f"{finding_dir}: not a finding folder (no finding.json)")
     try:
         record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
         raise BisectError(f"{path}: unreadable JSON ({e})") from None
     if not isinstance(record, dict) or not isinstance(record.get("evidence"), dict):
         raise BisectError(f"{path}: no evidence object (not written by xla-sentinel)")
