@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from .. import exact, oracle
-from ..dtypes import FLOATS
+from ..dtypes import DISCRETE_OPS, FLOATS
 from ..model import COMPILER_FAILURES
 from ..program import Program
-from .lab import DISCRETE_OPS, Case, Check, Lab, own_dtype
+from .lab import Case, Check, Lab, own_dtype
 
 # The bitwise rule's tags (exact.py, ops.py) for the StableHLO ops generated programs
 # lower to; an op not listed is not bitwise. A reduce selects when its body is a max or min.

@@ -23,11 +23,6 @@ from ..worker import Worker, WorkerDied, WorkerHung
 from .elements import NUMPY
 from .options import LEGAL
 
-# Ops whose exact ties flip legally: the oracle widens its factor for them (docs/architecture.md, "Oracle").
-DISCRETE_OPS = frozenset({"stablehlo.compare", "stablehlo.select", "stablehlo.round_nearest_even",
-                          "stablehlo.round_nearest_afz", "stablehlo.floor", "stablehlo.ceil",
-                          "stablehlo.sign", "stablehlo.sort", "stablehlo.convert"})
-
 
 class BisectWorker(Worker):
     """A campaign Worker (restart, timeout, crash detection) that serves bisection requests."""

@@ -76,3 +76,11 @@ def test_float64_reference_of_a_replayed_max_reduction_keeps_minus_inf(x64: None
     reply = handle({"cmd": "reference", "kind": "f64_text", "module": MAX_REDUCE, "inputs": [x]})
     # An all-negative row reduces to its maximum, not to the f64 read of 0xFF800000 (~2e-314).
     np.testing.assert_array_equal(reply["outputs"][0], [-1.0, 2.0])
+
+
+def test_a_replayed_module_is_discrete_by_the_ops_it_holds() -> None:
+    from xla_sentinel.assess import has_discrete_ops
+
+    assert not has_discrete_ops(MAX_REDUCE)
+    assert has_discrete_ops(MODULE)  # its stablehlo.convert rounds: ties flip legally
+    assert has_discrete_ops('%0 = "stablehlo.compare"(%a, %b) {comparison_direction = #stablehlo<comparison_direction GT>}')
