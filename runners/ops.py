@@ -218,11 +218,20 @@ def np_not(x: np.ndarray) -> np.ndarray:
 
 
 def np_max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.maximum(x, y)  # NaN-propagating, as lax.max
+    """lax.max: NaN-propagating (as np.maximum), and +0 above -0 in either order (numpy
+    returns its first operand for equal zeros)."""
+    out = np.maximum(x, y)
+    if np_is_float(out):
+        out = np.where((x == 0) & (y == 0), x + y, out)  # -0 only if both are -0
+    return out
 
 
 def np_min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.minimum(x, y)
+    """lax.min: NaN-propagating, -0 below +0 in either order."""
+    out = np.minimum(x, y)
+    if np_is_float(out):
+        out = np.where((x == 0) & (y == 0), -(-x - y), out)  # +0 only if both are +0
+    return out
 
 
 def np_clamp(lo: Any, x: np.ndarray, hi: Any) -> np.ndarray:
