@@ -29,8 +29,9 @@ from findings import (
 )
 from shared import once
 from xla_sentinel.bisect import bisect_finding
-from xla_sentinel.bisect.refine import refined_signature
 from xla_sentinel.faults import fault_path
+from xla_sentinel.model import Finding
+from xla_sentinel.signature import signature_of
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def test_finding_json_records_the_culprit(bisected: dict) -> None:
 
 def _signature(bisected: dict, name: str) -> str:
     folder, _ = bisected[name]
-    return refined_signature(json.loads((folder / "finding.json").read_text()))
+    return signature_of(Finding.from_json(json.loads((folder / "finding.json").read_text())))
 
 
 def test_different_faults_get_different_signatures(bisected: dict) -> None:
