@@ -431,9 +431,8 @@ class _Evaluator:
         """The op alone, compiled by XLA with its floats in float64 (the `f64_eager` way)."""
         from jaxlib.mlir.dialects import func
 
-        from .handlers import F64_JIT_OPTIONS
         from .program import promote_floats
-        from .targets import run_module
+        from .targets import REFERENCE_OPTIONS, run_module
 
         ir = self.ir
         with ir.Location.unknown(self.ctx):
@@ -451,7 +450,7 @@ class _Evaluator:
         text = promote_floats(str(m))
         if text is None:
             raise ValueError(f"{o.name}: no float64 form for XLA either")
-        return run_module(text, [np.ascontiguousarray(a) for a in args], F64_JIT_OPTIONS).outputs
+        return run_module(text, [np.ascontiguousarray(a) for a in args], REFERENCE_OPTIONS).outputs
 
 
 def env_value(env: dict[Any, np.ndarray], value: Any) -> np.ndarray:

@@ -13,9 +13,9 @@ from xla_sentinel import evaluate, npref
 from xla_sentinel.campaign import GeneratorSpec, build
 from xla_sentinel.dtypes import FLOATS
 from xla_sentinel.generator import generate
-from xla_sentinel.handlers import F64_JIT_OPTIONS, _promote_inputs
 from xla_sentinel.inputs import make_inputs
-from xla_sentinel.targets import run_module
+from xla_sentinel.ops import np_is_float
+from xla_sentinel.targets import REFERENCE_OPTIONS, run_module
 
 pytestmark = pytest.mark.usefixtures("x64")
 
@@ -23,6 +23,10 @@ SPEC = {"minOps": 2, "maxOps": 16, "dtypes": ["f32", "bf16", "f16", "f64", "s32"
 # Float64 against float64: transcendental functions and summation order, a few ulps of
 # the largest term; far below any dtype under test.
 PROGRAM_ERROR = 1e-9
+
+
+def _promote_inputs(inputs: list[np.ndarray]) -> list[np.ndarray]:
+    return [x.astype(np.float64) if np_is_float(x) else x for x in inputs]
 
 
 @pytest.mark.parametrize("special", [False, True])
@@ -89,7 +93,7 @@ def test_lax_edge_semantics_match_xla_exactly() -> None:
     n = np.array([0, 0, -1, 33, 32, -1, 31, 2], np.int32)
     f = np.array([2.5, -2.5, 0.5, -0.0, 0.0, np.nan, np.inf, -1.5], np.float64)
     lowered = jax.jit(_edges).lower(x, i, n, f)
-    want = run_module(lowered.as_text(), [x, i, n, f], F64_JIT_OPTIONS).outputs
+    want = run_module(lowered.as_text(), [x, i, n, f], REFERENCE_OPTIONS).outputs
     got = npref.evaluate_module(lowered.as_text(), [x, i, n, f])
     assert not got.fallbacks
     for k, (a, b) in enumerate(zip(got.outputs, want, strict=True)):
@@ -115,7 +119,7 @@ def test_nan_in_a_long_max_reduction_is_kept_where_xla_drops_it(dtype: type) -> 
         x[n // 2] = np.nan
         text = jax.jit(lambda v: lax.reduce_max(v, (0,))).lower(x).as_text()
         (xla,) = run_module(text, [x], {}).outputs
-        (xla_o0,) = run_module(text, [x], F64_JIT_OPTIONS).outputs
+        (xla_o0,) = run_module(text, [x], REFERENCE_OPTIONS).outputs
         (numpy_ref,) = npref.evaluate_module(text, [x]).outputs
         assert np.isnan(numpy_ref), n
         assert bool(np.isnan(xla)) is not xla_drops and bool(np.isnan(xla_o0)) is not xla_drops, n
