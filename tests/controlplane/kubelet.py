@@ -50,6 +50,7 @@ class FakeNode:
     api: Any  # conftest.Api: admin access (the Node authorizer's own identity is not modelled)
     images: dict[str, list[str]]  # image -> the local command that stands for its entrypoint
     name: str = "node-0"
+    namespace: str | None = None  # only pods of this namespace (tests share a control plane)
     labels: dict[str, str] = field(default_factory=dict)
     capacity: dict[str, str] = field(default_factory=lambda: {"cpu": "16", "memory": "64Gi",
                                                                "pods": "110"})
@@ -116,7 +117,8 @@ class FakeNode:
                 self._start_container(pod)
 
     def _pods(self, selector: str) -> list[dict[str, Any]]:
-        code, out = self.api.request("GET", f"/api/v1/pods?fieldSelector={selector}")
+        where = f"/api/v1/namespaces/{self.namespace}/pods" if self.namespace else "/api/v1/pods"
+        code, out = self.api.request("GET", f"{where}?fieldSelector={selector}")
         if code != 200:
             raise RuntimeError(f"list pods: HTTP {code}: {out}")
         return out.get("items") or []

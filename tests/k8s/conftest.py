@@ -29,6 +29,7 @@ from controlplane.kit import (
     helm_template,
     kubectl,
 )
+from controlplane.kubelet import FakeNode
 from tools import REPO_ROOT
 from xla_sentinel_operator import handlers
 from xla_sentinel_operator.kube import Kube, connection_from_kubeconfig, path
@@ -37,7 +38,17 @@ from xla_sentinel_operator.main import operate
 ROOT = REPO_ROOT
 CRDS = ROOT / "crds"
 API = "xlasentinel.dev/v1alpha1"
-WORKER_SA = "xla-sentinel-worker"
+
+
+def _chart_operator_flags() -> dict[str, str]:
+    """The `--flag=value` arguments the chart's Deployment passes to `xla-sentinel operator`."""
+    (deployment,) = [o for o in helm_template() if o["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return dict(a.split("=", 1) for a in args if a.startswith("--") and "=" in a)
+
+
+WORKER_SA = _chart_operator_flags()["--service-account"]  # worker pods run as the chart's
+RUNNER = [str(ROOT / ".venv" / "bin" / "xla-sentinel")]  # what the runner image stands for
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +89,30 @@ def ns(control_plane: ControlPlane, api: Api) -> Iterator[str]:
         api.patch(f"{API}/fuzzcampaigns", name, fc["metadata"]["name"],
                   {"metadata": {"finalizers": None}})
     api.delete("v1/namespaces", None, name)
+
+
+@pytest.fixture
+def worker_kubeconfig(control_plane: ControlPlane, api: Api, ns: str) -> Path:
+    """A worker pod's identity: the chart's worker ServiceAccount and its RBAC."""
+    return as_service_account(control_plane, api, ns, WORKER_SA)
+
+
+@pytest.fixture
+def node(api: Api, ns: str) -> Iterator[Callable[..., FakeNode]]:
+    """Start the fake node for this test's namespace: `node(images={...}, labels={...})`;
+    the runner image of the operator's test config runs this checkout's engine."""
+    started: list[FakeNode] = []
+
+    def start(images: dict[str, list[str]] | None = None, **kwargs: Any) -> FakeNode:
+        n = FakeNode(api, images={"runner:test": RUNNER, **(images or {})},
+                     name=f"node-{ns}", namespace=ns, **kwargs).start()
+        started.append(n)
+        return n
+
+    yield start
+    for n in started:
+        n.stop()
+        api.delete("v1/nodes", None, n.name)
 
 
 @pytest.fixture
@@ -157,6 +192,7 @@ def operator_kubeconfig(control_plane: ControlPlane, api: Api) -> Path:
 def operator_config(ns: str, operator_kubeconfig: Path) -> Callable[..., handlers.Config]:
     def make(**overrides: Any) -> handlers.Config:
         base = dict(namespaces=[ns], kubeconfig=str(operator_kubeconfig),
+                    service_account=WORKER_SA,
                     runner_image="runner:test", rollup_interval=0.3, alert_retry_interval=0.5,
                     alert_attempts=3, alert_backoff=0.05, metrics_host="127.0.0.1",
                     metrics_port=0, peering_name="xla-sentinel", standalone=True)

@@ -1,22 +1,21 @@
-"""Simulated worker pods: the real K8sReporter (sync kubernetes client, as in a pod) run in a
-thread against the emulated API, fed with fake finding records instead of the engine."""
+"""Simulated worker pods: the real K8sReporter (sync kubernetes client, as in a pod, logged
+in as the chart's worker ServiceAccount) in a thread, fed with fake finding records instead of
+the engine. The whole pod, engine included, is the fake node's job (tests/controlplane)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 from xla_sentinel.k8s_report import K8sReporter
 
-from .conftest import NS
 
-
-def core_api(url: str) -> kubernetes.client.CoreV1Api:
-    config = kubernetes.client.Configuration()
-    config.host = url
-    return kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
+def reports_api(kubeconfig: Path) -> kubernetes.client.CustomObjectsApi:
+    return kubernetes.client.CustomObjectsApi(
+        kubernetes.config.new_client_from_config(config_file=str(kubeconfig)))
 
 
 def finding(signature: str, n: int, *, verdict: str = "mismatch", op: str = "add",
@@ -33,11 +32,12 @@ def finding(signature: str, n: int, *, verdict: str = "mismatch", op: str = "add
 class Worker:
     """One worker pod of a campaign: start() is the pod starting, the rest its engine."""
 
-    def __init__(self, url: str, campaign: dict[str, Any], worker: str, samples: int = 1) -> None:
+    def __init__(self, kubeconfig: Path, campaign: dict[str, Any], worker: str,
+                 samples: int = 1) -> None:
         meta = campaign["metadata"]
-        self.reporter = K8sReporter(core_api(url), namespace=NS, campaign=meta["name"],
-                                    campaign_uid=meta.get("uid", ""), worker=worker,
-                                    samples=samples, progress_interval=0.0)
+        self.reporter = K8sReporter(reports_api(kubeconfig), namespace=meta["namespace"],
+                                    campaign=meta["name"], campaign_uid=meta.get("uid", ""),
+                                    worker=worker, samples=samples, progress_interval=0.0)
 
     async def start(self) -> Worker:
         await asyncio.to_thread(self.reporter.start)
