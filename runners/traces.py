@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from .argstats import check_stats
 from .dtypes import NP_DTYPES, bit_view
-from .inputs import make_array
+from .inputs import matching_array
 from .program import Program, ProgramError, load_arrays, param_specs
 
 MODULE_SUFFIXES = (".mlir", ".mlirbc", ".hlo", ".txt", ".jaxexport", ".bin")
@@ -102,9 +103,12 @@ def load(path: Path, seed: int = 0) -> Program:
     except ProgramError as e:
         raise ProgramError(f"{module_file}: {e}") from None
     meta: dict[str, Any] = {}
+    stats: list[dict[str, Any] | None] = [None] * len(specs)
     if folder is not None:
         meta = _json_object(folder / "meta.json")
-        _json_object(folder / "stats.json")  # unused here, but a broken one is reported, not ignored
+        # Checked even when values are stored: statistics that contradict the module are
+        # a damaged trace, reported rather than ignored.
+        stats = check_stats(_json_object(folder / "stats.json"), specs, str(folder / "stats.json"))
     provenance = meta.get("provenance", meta)
     if not isinstance(provenance, dict):
         raise ProgramError(f"{folder / 'meta.json'}: provenance must be an object, got {type(provenance).__name__}")
@@ -117,8 +121,9 @@ def load(path: Path, seed: int = 0) -> Program:
                 raise ProgramError(f"{folder / 'inputs.npz'}: arg{i} has shape {list(x.shape)}, "
                                    f"the module expects {s['shape']}")
     else:
+        # No values: draw inputs matching the recorded statistics where there are some.
         rng = np.random.default_rng([seed, 0x7ACE])
-        inputs = [make_array(rng, s["shape"], s["dtype"], special=False) for s in specs]
+        inputs = [matching_array(rng, s["shape"], s["dtype"], st) for s, st in zip(specs, stats, strict=True)]
     return Program(id=f"trace-{path.stem}", module=module, inputs=inputs, input_dtypes=dtypes,
                    provenance={"source": "trace", "path": str(path), **provenance})
 
