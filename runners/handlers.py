@@ -1,7 +1,7 @@
 """What a worker process does with one request (runs inside the worker, with jax).
 
 Requests: `generate` a program, `run` a module under a target's options, evaluate a
-`reference` (eager, f64_eager, f64_jit, noise) from a program graph.
+`reference` (f64_numpy, eager, f64_eager, f64_jit, noise) from a program graph.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import evaluate, targets
+from . import evaluate, spmd, targets
 from .campaign import GeneratorSpec, build
 from .generator import Graph, generate
 from .inputs import make_inputs
@@ -25,7 +25,7 @@ def _generate(req: dict[str, Any]) -> dict[str, Any]:
     graph = generate(req["seed"], req["index"], spec, req.get("bias"))
     recipe = {"seed": req["seed"], "index": req["index"], "special": req["special"]}
     inputs = make_inputs(recipe, graph.inputs)
-    return {"module": evaluate.lower_text(graph), "graph": graph.to_json(), "inputs": inputs,
+    return {"module": spmd.lower_text(graph), "graph": graph.to_json(), "inputs": inputs,
             "input_dtypes": [v["dtype"] for v in graph.inputs], "recipe": recipe}
 
 
@@ -84,6 +84,8 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
         if text is None:
             raise ValueError("module cannot be promoted to float64 (it bit-casts floats)")
         return {"outputs": targets.run_module(text, _promote_inputs(req["inputs"]), F64_JIT_OPTIONS).outputs}
+    if kind == "f64_numpy":
+        return _numpy_reference(req)
     if kind == "reference_o0":
         return {"outputs": targets.run_module(req["module"], req["inputs"], F64_JIT_OPTIONS).outputs}
     graph = Graph.from_json(req["graph"])
@@ -91,6 +93,8 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
         return {"outputs": evaluate.eager(graph, req["inputs"])}
     if kind == "f64_eager":
         return {"outputs": evaluate.eager(graph, req["inputs"], promote=True)}
+    if kind == "unsharded":  # an SPMD program's own module, on one device (runners/spmd.py)
+        return {"outputs": targets.run_module(evaluate.lower_text(graph), req["inputs"], {}).outputs}
     if kind == "noise":
         # Two antithetic samples (perturbations U and -U): a rounding tie that one legal
         # configuration breaks upwards and another downwards is flipped by one of them.
@@ -109,6 +113,26 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
         text = evaluate.lower_f64_text(graph)
         return {"outputs": targets.run_module(text, _promote_inputs(req["inputs"]), F64_JIT_OPTIONS).outputs}
     raise ValueError(f"unknown reference {kind!r}")
+
+
+def _numpy_reference(req: dict[str, Any]) -> dict[str, Any]:
+    """The float64 reference in numpy (npref), on the module every float type is promoted
+    in: the float64 lowering of a graph (what f64_eager and f64_jit evaluate), or a replayed
+    module promoted as f64_text promotes it. Not the own-precision module: jax lowers f16
+    and bf16 transcendentals as f32 computations rounded back, which float64 must not round
+    (11 of 150 programs disagreed with f64_eager by a unit roundoff of their dtype)."""
+    from . import npref
+
+    inputs = _promote_inputs(req["inputs"])
+    if req.get("graph") is not None:
+        text = evaluate.lower_f64_text(Graph.from_json(req["graph"]))
+    else:
+        text = promote_floats(req["module"])
+        if text is None:
+            # It bit-casts floats: evaluated at its own types (npref holds them in float64).
+            text, inputs = req["module"], req["inputs"]
+    result = npref.evaluate_module(text, inputs)
+    return {"outputs": result.outputs, "fallbacks": dict(result.fallbacks)}
 
 
 TRIVIAL_MODULE = """module @check {
