@@ -108,7 +108,8 @@ class CampaignRun:
         self.counters = Counters()
         self.stop = threading.Event()
         self.assessor = Assessor(self.targets, spec.references, spec.timeouts.programSeconds,
-                                 {d: t.k for d, t in spec.tolerances.items()}, self.stop)
+                                 {d: t.k for d, t in spec.tolerances.items()}, self.stop,
+                                 spec.crossCheckEvery)
         self.lock = threading.Lock()
         self.done: set[int] = set()
         self.store: Store | None = None
@@ -263,6 +264,10 @@ class CampaignRun:
                  "special": bool(program.provenance.get("recipe", {}).get("special")),
                  "compile_s": result.compile_s,
                  "worker_s": result.worker_s + program.provenance.get("generation_s", 0.0)}
+        if result.reference_fallbacks:
+            stats["reference_fallbacks"] = result.reference_fallbacks
+        if result.cross_check:
+            stats["cross_check"] = result.cross_check
         stats["coverage"] = self._coverage(slot, idx, program, result)
         self._finish_program(idx, program.id, program.op_count, result.status, result.executions,
                              t0, stats)
@@ -438,6 +443,10 @@ class CampaignRun:
         findings = self.store.findings()
         worker_s = self.counters.worker_s
         known = sum(1 for f in findings if f.known_bug)
+        stored = coverage.stored_stats(self.out / "campaign.sqlite")
+        fallbacks: Counter[str] = Counter()
+        for st in stored:
+            fallbacks.update(st.get("reference_fallbacks", {}))
         summary = {
             "campaign": self.name,
             "programs": totals["programs"],
@@ -447,7 +456,7 @@ class CampaignRun:
             "program_status": totals["status"],
             "trace_errors": self.store.programs_with_status("trace_error"),
             "corpus_errors": self.store.programs_with_status("corpus_error"),
-            "coverage": coverage.total(coverage.stored_stats(self.out / "campaign.sqlite")).to_json(),
+            "coverage": coverage.total(stored).to_json(),
             # Time the worker processes spent in jax/XLA against the slots' wall time: what
             # is left is the harness (pipes, pickling, the oracle, the store).
             "worker_seconds": round(worker_s, 2),
@@ -459,6 +468,10 @@ class CampaignRun:
             "signatures": [s.to_summary() for s in sigs],
             "targets": [{"name": t.name, "options": t.options} for t in self.targets],
             "references": list(self.spec.references),
+            # f64_numpy: its ops evaluated by XLA, and why the XLA float64 references ran
+            # (suspect, sample, fallback, numpy_failed), in programs.
+            "reference_fallbacks": dict(fallbacks),
+            "cross_checks": dict(Counter(st["cross_check"] for st in stored if st.get("cross_check"))),
             "injected_passes": self.plugins,
             "seed": self.spec.seed,
             "shard": {"index": self.shard[0], "count": self.shard[1]},
