@@ -23,14 +23,15 @@ def one_op_graph(shape: tuple[int, ...], dtype: str = "f32") -> Graph:
 
 
 def with_region(graph: Graph, mesh: list[int], region: dict[str, Any], partitioner: str = "shardy",
-                inputs: list[list[str | None]] | None = None) -> Graph:
+                inputs: list[list[str | None]] | None = None,
+                output: list[str | None] | None = None) -> Graph:
     """`graph` with a plan on `mesh` holding `region` after its output value."""
     axes = ["x", "y"][:len(mesh)]
     rank = len(graph.values[graph.outputs[0]]["shape"])
     graph.sharding = {"devices": int(np.prod(mesh)), "mesh": mesh, "axes": axes,
                       "partitioner": partitioner,
                       "inputs": inputs or [[None] * rank for _ in graph.inputs],
-                      "outputs": [[None] * rank], "regions": {str(graph.outputs[0]): region}}
+                      "outputs": [output or [None] * rank], "regions": {str(graph.outputs[0]): region}}
     return graph
 
 
