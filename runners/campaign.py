@@ -279,6 +279,23 @@ class TimeoutSpec:
         _require(self.programSeconds > 0, f"{path}.programSeconds", "must be > 0")
 
 
+# Mutations of each trace (runners/mutate.py owns them; here for the operator's checks).
+MUTATION_KINDS = ("dtype", "special_values", "swap_op", "round_trip", "perturb_constant")
+
+
+@dataclass(frozen=True)
+class MutationSpec:
+    # Mutants per trace unit, on top of the trace itself; kinds taken in turn.
+    perTrace: int = 0
+    kinds: list[str] = field(default_factory=lambda: list(MUTATION_KINDS))
+
+    def check(self, path: str) -> None:
+        _require(0 <= self.perTrace <= 10_000, f"{path}.perTrace", "must be between 0 and 10000")
+        _require(bool(self.kinds), f"{path}.kinds", "must name at least one mutation kind")
+        for i, kind in enumerate(self.kinds):
+            _require_known(kind, MUTATION_KINDS, f"{path}.kinds[{i}]", "mutation kind")
+
+
 @dataclass(frozen=True)
 class BisectSpec:
     enabled: bool = True
@@ -365,6 +382,7 @@ class CampaignSpec:
     workers: int = 2
     injectPasses: list[str] = field(default_factory=list)
     traces: list[str] = field(default_factory=list)
+    mutations: MutationSpec = field(default_factory=MutationSpec)
     corpus: list[str] = field(default_factory=list)
     timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
     bisect: BisectSpec = field(default_factory=BisectSpec)
@@ -416,6 +434,7 @@ class CampaignSpec:
         _require_names(self.traces, f"{path}.traces", "a trace path")
         _require_names(self.corpus, f"{path}.corpus", "a corpus folder")
         self.timeouts.check(f"{path}.timeouts")
+        self.mutations.check(f"{path}.mutations")
         self.bisect.check(f"{path}.bisect")
         if self.image is not None:
             _require(bool(self.image.strip()), f"{path}.image", "must not be empty when set")

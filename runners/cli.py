@@ -73,7 +73,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     campaign = load_campaign(args.campaign) if args.campaign else None
     spec = campaign.spec if campaign else CampaignSpec()
-    units = discover(args.paths)
+    units = discover(args.paths, spec.mutations)
     spec = replace(spec, traces=[str(p) for p in args.paths],
                    budget=BudgetSpec(programs=len(units)), workers=min(spec.workers, len(units)))
     spec.check()

@@ -101,7 +101,7 @@ class CampaignRun:
         # Absolute paths: worker processes and repro bundles must find the same files.
         self.plugins = [f"{split_ref(r)[0].resolve()}:{split_ref(r)[1]}" for r in refs]
         self.targets = [resolve(t) for t in spec.targets]
-        self.trace_units = traces.discover(spec.traces)
+        self.trace_units = traces.discover(spec.traces, spec.mutations)
         # Corpus units follow the trace units in the negative indices.
         self.corpus_units = corpus.discover(spec.corpus)
         self.guide = Guide(spec.seed) if spec.generator.guided else None
