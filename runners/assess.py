@@ -75,13 +75,13 @@ def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
             if info.tainted:
                 ill = True
                 continue
-            where = tuple(int(k[0]) for k in np.nonzero(x != y))
+            where = tuple(int(k) for k in np.argwhere(x != y)[0])
             return ("mismatch", i, {"reason": "reference", "dtype": info.dtype,
                                     "elements": int((x != y).sum()), "where": list(where),
                                     "expected": x[where].item(), "actual": y[where].item()}), ill
         cx, cy = _classes(x), _classes(y)
         if not np.array_equal(cx, cy):
-            where = tuple(int(k[0]) for k in np.nonzero(cx != cy))
+            where = tuple(int(k) for k in np.argwhere(cx != cy)[0])
             return ("nan_mismatch", i, {"reason": "reference", "dtype": info.dtype,
                                         "elements": int((cx != cy).sum()), "where": list(where),
                                         "expected": float(x[where]), "actual": float(y[where])}), ill
