@@ -216,6 +216,14 @@ def health(spec: CampaignSpec, jobs: list[dict[str, Any]], reports: list[WorkerR
     n_groups = job_count(spec)
     all_done = (len(current) == n_groups
                 and all(_job_condition(j, "Complete") for j in current))
+    if budget_spent(spec, programs, start, now) and not all_done:
+        # Workers whose pods are up are finishing their shards (the last programs, the
+        # summary, the report): stopping them now would cut that short, so Completed (which
+        # suspends the Jobs) waits for them. Pending pods have done nothing and are stopped.
+        finishing = sum(int((j.get("status") or {}).get("ready") or 0) for j in current)
+        if finishing:
+            return Health("Running", "Finishing", f"budget spent ({programs} programs); "
+                                                  f"{finishing} workers finishing their shards")
     if budget_spent(spec, programs, start, now) or all_done:
         return Health("Completed", "BudgetSpent" if not all_done else "WorkersFinished",
                       f"{programs} programs run")

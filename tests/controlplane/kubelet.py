@@ -4,9 +4,9 @@ What it does as the real ones do: registers a Ready Node with its labels and cap
 binds Pending pods whose nodeSelector it matches (pods/binding), runs each container's
 command, writes phase, container states, exit codes and conditions to pods/status, and on
 deletion (or eviction) sends SIGTERM, waits the grace period, SIGKILLs, reports, and
-finishes the deletion. The service-account volume is projected as a kubelet does: a bound
-token (TokenRequest), ca.crt and namespace, mounted at the usual path, with
-KUBERNETES_SERVICE_HOST/PORT set, so the worker's in-cluster login is the real one.
+finishes the deletion. Projected volumes (the API server's ServiceAccount admission adds one)
+are filled as a kubelet fills them: a bound token (TokenRequest), ca.crt and the namespace,
+with KUBERNETES_SERVICE_HOST/PORT set, so the worker's in-cluster login is the real one.
 
 What it mocks, since neither exists here: the container image and the node. An image is a
 table entry naming a local command that stands for its entrypoint (the runner image is
@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 def _now() -> str:
@@ -171,15 +169,13 @@ class FakeNode:
         for vol in spec.get("volumes") or []:
             volumes[vol["name"]] = pod_dir / "volumes" / vol["name"]
             volumes[vol["name"]].mkdir(parents=True, exist_ok=True)
+            if "projected" in vol:
+                self._project(pod, vol["projected"], volumes[vol["name"]])
         mounts = [(volumes[m["name"]], m["mountPath"]) for m in container.get("volumeMounts") or []
                   if m["name"] in volumes]
-        sa_dir = pod_dir / "serviceaccount"
-        sa_dir.mkdir(parents=True, exist_ok=True)
-        sa = spec.get("serviceAccountName") or "default"
-        (sa_dir / "token").write_text(self.api.token(meta["namespace"], sa))
-        (sa_dir / "ca.crt").write_bytes(Path(self.api.cp.pki.ca).read_bytes())
-        (sa_dir / "namespace").write_text(meta["namespace"])
-        mounts.append((sa_dir, SA_MOUNT))
+        # A mount over a folder that holds the node's own files (/tmp) goes last, or it would
+        # hide the sources of the mounts after it.
+        mounts.sort(key=lambda m: str(self.root).startswith(m[1].rstrip("/") + "/"))
         image = container["image"]
         entry = self.images.get(image)
         if entry is None:
@@ -204,6 +200,24 @@ class FakeNode:
             "containerStatuses": [{"name": container["name"], "image": image, "imageID": image,
                                    "ready": True, "restartCount": 0, "started": True,
                                    "state": {"running": {"startedAt": c.started}}}]})
+
+    def _project(self, pod: dict[str, Any], projected: dict[str, Any], into: Path) -> None:
+        """A projected volume as the kubelet fills it: a bound service-account token, the
+        cluster CA (kube-root-ca.crt) and downward-API fields."""
+        meta = pod["metadata"]
+        for source in projected.get("sources") or []:
+            if "serviceAccountToken" in source:
+                sa = pod["spec"].get("serviceAccountName") or "default"
+                token = source["serviceAccountToken"]
+                (into / token.get("path", "token")).write_text(self.api.token(meta["namespace"], sa))
+            elif "configMap" in source:
+                for item in source["configMap"].get("items") or []:
+                    if item["key"] == "ca.crt":
+                        (into / item["path"]).write_bytes(Path(self.api.cp.pki.ca).read_bytes())
+            elif "downwardAPI" in source:
+                for item in source["downwardAPI"].get("items") or []:
+                    field = (item.get("fieldRef") or {}).get("fieldPath", "")
+                    (into / item["path"]).write_text(self._field(pod, field))
 
     def _watch_container(self, pod: dict[str, Any], c: Container, deleting: bool) -> None:
         code = c.proc.poll()

@@ -47,6 +47,7 @@ def _chart_operator_flags() -> dict[str, str]:
     return dict(a.split("=", 1) for a in args if a.startswith("--") and "=" in a)
 
 
+ALERT_SECRET = "alert-hook"
 WORKER_SA = _chart_operator_flags()["--service-account"]  # worker pods run as the chart's
 RUNNER = [str(ROOT / ".venv" / "bin" / "xla-sentinel")]  # what the runner image stands for
 
@@ -80,7 +81,9 @@ def ns(control_plane: ControlPlane, api: Api) -> Iterator[str]:
     name = f"t-{uuid.uuid4().hex[:8]}"
     api.create("v1/namespaces", None, {"apiVersion": "v1", "kind": "Namespace",
                                        "metadata": {"name": name}})
-    objs = [o for o in helm_template(f"operator.watchNamespaces={{{name}}}")
+    # As a user installs it for campaigns that alert through a Secret named alert-hook.
+    objs = [o for o in helm_template(f"operator.watchNamespaces={{{name}}}",
+                                     f"alerts.extraSecretNames={{{ALERT_SECRET}}}")
             if o["kind"] not in NOT_APPLIED and o["kind"] != "CustomResourceDefinition"]
     apply(control_plane, objs)
     yield name

@@ -11,31 +11,29 @@ import sys
 
 import aiohttp
 
-from .conftest import API, NS, campaign, create, eventually
+from .conftest import API, campaign, create, eventually
 from .workers import Worker, finding
 
 
-async def test_two_peered_replicas_never_both_act(api, client, start_operator):
-    await client.create(f"/apis/kopf.dev/v1/namespaces/{NS}/kopfpeerings",
-                        {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering",
-                         "metadata": {"name": "xla-sentinel", "namespace": NS}})
+async def test_two_peered_replicas_never_both_act(api, ns, client, start_operator, worker_kubeconfig):
+    # The chart renders the KopfPeering object of each watched namespace (applied by `ns`).
     leader = await start_operator(standalone=False, priority=100)
-    await eventually(lambda: len((api.get("kopf.dev/v1/kopfpeerings", NS, "xla-sentinel") or {})
+    await eventually(lambda: len((api.get("kopf.dev/v1/kopfpeerings", ns, "xla-sentinel") or {})
                                  .get("status") or {}) == 1)
     follower = await start_operator(standalone=False, priority=10)
-    await eventually(lambda: len(api.get("kopf.dev/v1/kopfpeerings", NS, "xla-sentinel")["status"]) == 2)
+    await eventually(lambda: len(api.get("kopf.dev/v1/kopfpeerings", ns, "xla-sentinel")["status"]) == 2)
 
-    fc = await create(client, campaign(workers=2))
-    w = await Worker(str(api.url), fc, "main-0").start()
+    fc = await create(client, campaign(ns, workers=2))
+    w = await Worker(worker_kubeconfig, fc, "main-0").start()
     await w.find(finding("00000000000000aa", 1))
-    await eventually(lambda: (s := api.get(f"{API}/bugsignatures", NS, "sig-00000000000000aa"))
+    await eventually(lambda: (s := api.get(f"{API}/bugsignatures", ns, "sig-00000000000000aa"))
                      and s.get("status", {}).get("alertKey") == "new")
-    await eventually(lambda: api.get(f"{API}/fuzzcampaigns", NS, "nightly").get("status", {}).get("findingsTotal") == 1)
+    await eventually(lambda: api.get(f"{API}/fuzzcampaigns", ns, "nightly").get("status", {}).get("findingsTotal") == 1)
 
     assert leader.runtime.metrics.reports_ingested._value.get() >= 1
     assert follower.runtime.metrics.reports_ingested._value.get() == 0
     assert follower.runtime.ingested == {}
-    assert len(api.all("batch/v1/jobs", NS)) == 2  # one worker Job, one bisector: made once
+    assert len(api.all("batch/v1/jobs", ns)) == 2  # one worker Job, one bisector: made once
 
 
 def free_port() -> int:
@@ -44,11 +42,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_operator_process_serves_health_metrics_and_json_logs(api, client):
+async def test_operator_process_serves_health_metrics_and_json_logs(api, ns, client,
+                                                                   operator_kubeconfig):
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "import sys; from xla_sentinel_operator.main import run; sys.exit(run(sys.argv[1:]))",
-        "--server", str(api.url), "--namespace", NS, "--standalone", "--metrics-host", "127.0.0.1",
+        "--kubeconfig", str(operator_kubeconfig), "--namespace", ns, "--standalone", "--metrics-host", "127.0.0.1",
         "--metrics-port", str(port), "--rollup-interval", "0.5",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
@@ -59,8 +58,8 @@ async def test_operator_process_serves_health_metrics_and_json_logs(api, client)
                 except aiohttp.ClientError:
                     return False
             await eventually(healthy, timeout=30)
-            await create(client, campaign(workers=1))
-            await eventually(lambda: api.all("batch/v1/jobs", NS))
+            await create(client, campaign(ns, workers=1))
+            await eventually(lambda: api.all("batch/v1/jobs", ns))
             metrics = await (await http.get(f"http://127.0.0.1:{port}/metrics")).text()
         assert "xlasentinel_alerts_sent_total" in metrics
     finally:
@@ -69,7 +68,7 @@ async def test_operator_process_serves_health_metrics_and_json_logs(api, client)
     assert proc.returncode == 0
     records = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
     created = [r for r in records if r.get("event") == "workers.created"]
-    assert created and created[0]["campaign"] == "nightly" and created[0]["namespace"] == NS
+    assert created and created[0]["campaign"] == "nightly" and created[0]["namespace"] == ns
     assert all("level" in r and "timestamp" in r for r in records)
 
 

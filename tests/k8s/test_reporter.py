@@ -1,5 +1,6 @@
-"""The worker side of the channel: K8sReporter (real kubernetes client) against the emulated
-API, with fake finding records (no jax); and the worker entrypoint's input handling."""
+"""The worker side of the channel: K8sReporter (real kubernetes client, logged in as the
+chart's worker ServiceAccount) against the real API server, with fake finding records (no
+jax); what that identity may and may not touch; and the worker entrypoint's input handling."""
 
 from __future__ import annotations
 
@@ -7,63 +8,84 @@ import json
 import subprocess
 import sys
 
+import kubernetes
 import pytest
+from kubernetes.client.exceptions import ApiException
 from xla_sentinel import worker_main
-from xla_sentinel.k8s_report import REPORT_KEY, WorkerReport
+from xla_sentinel.k8s_report import WorkerReport, report_from_object
 
-from .conftest import NS, campaign, create
+from .conftest import API, campaign, create
 from .workers import Worker, finding
 
-
-def stored(api, name: str = "nightly-report-main-0") -> WorkerReport:
-    cm = api.get("v1/configmaps", NS, name)
-    return WorkerReport.from_json(cm["data"][REPORT_KEY])
+REPORTS = f"{API}/workerreports"
 
 
-async def test_report_is_owned_by_the_campaign_and_labelled(api, client):
-    fc = await create(client, campaign())
-    await Worker(str(api.url), fc, "main-0").start()
-    cm = api.get("v1/configmaps", NS, "nightly-report-main-0")
-    assert cm["metadata"]["ownerReferences"][0]["uid"] == fc["metadata"]["uid"]
-    assert cm["metadata"]["labels"] == {"xlasentinel.dev/campaign": "nightly",
-                                        "xlasentinel.dev/worker": "main-0",
-                                        "xlasentinel.dev/report": "true"}
+def stored(api, ns: str, name: str = "nightly-report-main-0") -> WorkerReport:
+    report = report_from_object(api.get(REPORTS, ns, name))
+    assert report is not None
+    return report
 
 
-async def test_each_finding_is_written_before_the_engine_goes_on(api, client):
-    fc = await create(client, campaign())
-    w = await Worker(str(api.url), fc, "main-0", samples=2).start()
+async def test_report_is_owned_by_the_campaign_and_labelled(api, ns, client, worker_kubeconfig):
+    fc = await create(client, campaign(ns))
+    await Worker(worker_kubeconfig, fc, "main-0").start()
+    obj = api.get(REPORTS, ns, "nightly-report-main-0")
+    assert obj["metadata"]["ownerReferences"][0]["uid"] == fc["metadata"]["uid"]
+    assert obj["metadata"]["labels"] == {"xlasentinel.dev/campaign": "nightly",
+                                         "xlasentinel.dev/worker": "main-0",
+                                         "xlasentinel.dev/report": "true"}
+
+
+async def test_each_finding_is_written_before_the_engine_goes_on(api, ns, client, worker_kubeconfig):
+    fc = await create(client, campaign(ns))
+    w = await Worker(worker_kubeconfig, fc, "main-0", samples=2).start()
     await w.find(finding("00000000000000aa", 1))
-    assert list(stored(api).findings.values()) == ["00000000000000aa"]
+    assert list(stored(api, ns).findings.values()) == ["00000000000000aa"]
     await w.find(finding("00000000000000aa", 2), finding("00000000000000aa", 3))
-    entry = stored(api).signatures["00000000000000aa"]
+    entry = stored(api, ns).signatures["00000000000000aa"]
     assert entry.count == 3 and len(entry.samples) == 2
     assert "evidence" not in entry.samples[0]  # evidence stays in the artifact store
 
 
-async def test_a_repeated_finding_id_writes_nothing(api, client):
-    fc = await create(client, campaign())
-    w = await Worker(str(api.url), fc, "main-0").start()
+async def test_a_repeated_finding_id_writes_nothing(api, ns, client, worker_kubeconfig):
+    fc = await create(client, campaign(ns))
+    w = await Worker(worker_kubeconfig, fc, "main-0").start()
     await w.find(finding("00000000000000aa", 1))
-    writes = len(api._requests)
+    version = api.get(REPORTS, ns, "nightly-report-main-0")["metadata"]["resourceVersion"]
     await w.find(finding("00000000000000aa", 1))
-    assert len(api._requests) == writes
+    assert api.get(REPORTS, ns, "nightly-report-main-0")["metadata"]["resourceVersion"] == version
 
 
-async def test_a_restarted_worker_resumes_its_report(api, client):
-    fc = await create(client, campaign())
-    first = await Worker(str(api.url), fc, "main-0").start()
+async def test_a_restarted_worker_resumes_its_report(api, ns, client, worker_kubeconfig):
+    fc = await create(client, campaign(ns))
+    first = await Worker(worker_kubeconfig, fc, "main-0").start()
     await first.find(finding("00000000000000aa", 1))
     await first.progress(programs=10, executions=40, elapsed_s=5.0)
-    second = await Worker(str(api.url), fc, "main-0").start()
+    second = await Worker(worker_kubeconfig, fc, "main-0").start()
     await second.progress(programs=4, executions=16, elapsed_s=2.0)
-    r = stored(api)
+    r = stored(api, ns)
     assert (r.attempts, r.programs, r.executions, r.elapsed_s) == (2, 10, 40, 7.0)
     assert len(r.findings) == 1
     await second.progress(programs=12, executions=50, elapsed_s=6.0)
     await second.close()
-    r = stored(api)
+    r = stored(api, ns)
     assert (r.programs, r.executions, r.done) == (12, 50, True)
+
+
+def test_the_worker_identity_reads_no_configmap_secret_or_campaign(api, ns, worker_kubeconfig):
+    """What a compromised worker pod cannot do with the chart's RBAC (the API server's 403)."""
+    client = kubernetes.config.new_client_from_config(config_file=str(worker_kubeconfig))
+    core, custom = kubernetes.client.CoreV1Api(client), kubernetes.client.CustomObjectsApi(client)
+    for call in (lambda: core.list_namespaced_config_map(ns),
+                 lambda: core.list_namespaced_secret(ns),
+                 lambda: custom.list_namespaced_custom_object("xlasentinel.dev", "v1alpha1", ns,
+                                                              "workerreports"),
+                 lambda: custom.patch_namespaced_custom_object(
+                     "xlasentinel.dev", "v1alpha1", ns, "bugsignatures", "sig-x", {"spec": {}}),
+                 lambda: core.list_namespaced_pod("default")):
+        with pytest.raises(ApiException) as refused:
+            call()
+        assert refused.value.status == 403
 
 
 def test_worker_refuses_a_bad_spec_with_one_line(tmp_path, capsys, monkeypatch):
@@ -98,7 +120,7 @@ def test_worker_without_a_spec_names_the_variable(monkeypatch, capsys):
 
 def test_operator_and_reporter_never_import_jax():
     code = ("import sys; import xla_sentinel_operator.main, xla_sentinel_operator.handlers, "
-            "xla_sentinel_operator.crd_validation, xla_sentinel.k8s_report, xla_sentinel.worker_main; "
+            "xla_sentinel.k8s_report, xla_sentinel.worker_main; "
             "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib'))); "
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

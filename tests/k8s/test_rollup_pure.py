@@ -124,3 +124,21 @@ def test_healthz_follows_api_calls_and_rollups():
     assert live.healthy(139.0, 10.0)[0] and not live.healthy(141.0, 10.0)[0]
     # A paused peer never rolled up: judged by its API calls alone.
     assert Liveness(started=True, last_api_ok=149.0, campaigns=True).healthy(150.0, 10.0)[0]
+
+
+def test_a_spent_budget_waits_for_ready_workers_to_finish_their_shards():
+    from datetime import UTC, datetime
+
+    from xla_sentinel.campaign import parse_spec
+    from xla_sentinel_operator import desired, rollup
+
+    spec = parse_spec({"workers": 2, "budget": {"programs": 10}})
+    rev = desired.revision(spec)
+    job = {"metadata": {"name": "j", "uid": "u", "labels": {desired.REVISION_LABEL: rev,
+                                                           desired.GROUP_LABEL: "main"}},
+           "spec": {"completions": 2}, "status": {"active": 2, "ready": 1}}
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    h = rollup.health(spec, [job], [], rev, 10, now, now)
+    assert (h.phase, h.reason) == ("Running", "Finishing")
+    job["status"]["ready"] = 0  # only Pending pods left: they have done nothing yet
+    assert rollup.health(spec, [job], [], rev, 10, now, now).phase == "Completed"
