@@ -2,8 +2,10 @@
 same generated programs and inputs, in one process, with XLA compiles counted.
 
 f64_eager evaluates the program's graph op by op with jax (one XLA compile per op, shape
-and dtype not yet seen by this process); npref evaluates the module the targets compile
-(StableHLO text) in numpy, compiling only ops without a numpy form. Both run warm: the
+and dtype not yet seen by this process); f64_numpy, as the campaign's worker serves it,
+lowers the graph's float64 form (a jax trace, no compile) and evaluates it in numpy
+(npref), compiling only ops without a numpy form. Also counted: programs whose outputs
+the two do not agree on (oracle.references_agree, the campaign's cross-check rule). Both run warm: the
 first programs fill jax's caches as a campaign's worker would. Usage:
 python bench/reference_speed.py [--programs N] [--seed S] [--special]
 """
@@ -19,7 +21,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from xla_sentinel import evaluate, npref  # noqa: E402
+from xla_sentinel import evaluate, handlers, oracle  # noqa: E402
 from xla_sentinel.campaign import GeneratorSpec, build  # noqa: E402
 from xla_sentinel.generator import generate  # noqa: E402
 from xla_sentinel.inputs import make_inputs  # noqa: E402
@@ -42,20 +44,24 @@ def main() -> int:
     spec = build(GeneratorSpec, {"minOps": 2, "maxOps": 16,
                                  "dtypes": ["f32", "bf16", "f16", "s32", "u8", "bool"]}, "generator")
     eager_s, numpy_s, eager_compiles, numpy_compiles, fallbacks = [], [], [], [], Counter()
+    disagree = 0
     for index in range(a.programs):
         graph = generate(a.seed, index, spec)
         inputs = make_inputs({"seed": a.seed, "index": index, "special": a.special}, graph.inputs)
-        module = evaluate.lower_text(graph)  # what the generator ships; not timed
         before = COMPILES["n"]
         t0 = time.perf_counter()
-        evaluate.eager(graph, inputs, promote=True)
+        expected = evaluate.eager(graph, inputs, promote=True)
         eager_s.append(time.perf_counter() - t0)
         eager_compiles.append(COMPILES["n"] - before)
         t0 = time.perf_counter()
-        result = npref.evaluate_module(module, inputs)
+        reply = handlers.handle({"cmd": "reference", "kind": "f64_numpy", "graph": graph.to_json(),
+                                 "inputs": inputs})
         numpy_s.append(time.perf_counter() - t0)
-        numpy_compiles.append(sum(result.fallbacks.values()))  # one XLA compile per fallback
-        fallbacks.update(result.fallbacks)
+        numpy_compiles.append(sum(reply["fallbacks"].values()))  # one XLA compile per fallback
+        fallbacks.update(reply["fallbacks"])
+        values = graph.to_json()["values"]
+        infos = [oracle.OutputInfo(values[i]["dtype"], values[i]["tainted"]) for i in graph.outputs]
+        disagree += not oracle.references_agree(reply["outputs"], expected, infos)
 
     def line(name: str, times: list[float], compiles: list[int]) -> str:
         return (f"{name:10s} total {sum(times):7.2f} s  median {1e3 * statistics.median(times):7.2f} ms  "
@@ -68,6 +74,7 @@ def main() -> int:
     print(f"ratio f64_eager / f64_numpy: total {sum(eager_s) / sum(numpy_s):.2f}x, "
           f"median {statistics.median(eager_s) / statistics.median(numpy_s):.2f}x")
     print(f"numpy fallbacks to XLA: {dict(fallbacks) or 'none'}")
+    print(f"programs where f64_numpy and f64_eager disagree: {disagree} of {a.programs}")
     return 0
 
 
