@@ -25,6 +25,7 @@ from xla_sentinel.campaign import parse_spec  # noqa: E402
 from xla_sentinel.engine import run_campaign  # noqa: E402
 from xla_sentinel.generator import generate  # noqa: E402
 from xla_sentinel.inputs import make_inputs  # noqa: E402
+from xla_sentinel.protocol import GraphReference  # noqa: E402
 
 
 def main() -> int:
@@ -55,7 +56,7 @@ def main() -> int:
     for kind in spec.references:
         t0 = time.perf_counter()
         for g, x in zip(graphs, inputs, strict=True):
-            handlers.handle({"cmd": "reference", "graph": g.to_json(), "inputs": x, "kind": kind})
+            handlers.graph_reference(GraphReference(kind, g.to_json(), x))
         xla[kind] = time.perf_counter() - t0
     xla_total = sum(xla.values())
 

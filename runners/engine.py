@@ -32,6 +32,7 @@ from .guide import Guide
 from .model import Finding, Verdict
 from .plugins import check_ref, split_ref
 from .program import Program, save_arrays
+from .protocol import Generate, LoadCorpus, Loaded, LoadTrace, PassEffects, RequestFailed, Validate
 from .signature import signature_of
 from .store import Store
 from .targets import Target, resolve
@@ -182,19 +183,17 @@ class CampaignRun:
     def _load_trace(self, slot: Slot, idx: int) -> tuple[Program | None, str]:
         path = self.trace_units[-idx - 1]
         try:
-            reply = slot.programs.call({"cmd": "load", "path": str(path), "seed": self.spec.seed},
+            reply = slot.programs.call(LoadTrace(str(path), self.spec.seed),
                                        self.spec.timeouts.programSeconds)
         except (WorkerDied, WorkerHung) as e:
             return None, f"{path}: loading crashed the worker ({e})"
-        if not reply["ok"]:
-            return None, reply["error"].removeprefix("ProgramError: ")
-        return Program(id=reply["id"], module=reply["module"], inputs=reply["inputs"],
-                       input_dtypes=reply["input_dtypes"],
-                       provenance={**reply["provenance"], "campaign": self.name}), ""
+        except RequestFailed as e:
+            return None, e.error.removeprefix("ProgramError: ")
+        return self._loaded(reply), ""
 
     def _load_corpus(self, slot: Slot, idx: int) -> tuple[Program | None, str]:
         path = self.corpus_units[-idx - 1 - len(self.trace_units)]
-        req = {"cmd": "load_corpus", "path": str(path), "seed": self.spec.seed}
+        req = LoadCorpus(str(path), self.spec.seed)
         # A snippet is user code: it runs in a process of its own, so whatever it does to
         # jax's state (or to the process) cannot reach the references that run later.
         loader = Worker(f"{slot.programs.name}-corpus", (), self.out / "logs" / "corpus.log") \
@@ -203,32 +202,31 @@ class CampaignRun:
             reply = loader.call(req, self.spec.timeouts.programSeconds)
         except (WorkerDied, WorkerHung) as e:
             return None, f"{path}: loading crashed or hung the worker ({str(e).splitlines()[0]})"
+        except RequestFailed as e:
+            return None, e.error.removeprefix("ProgramError: ")
         finally:
             if loader is not slot.programs:
                 loader.close()
-        if not reply["ok"]:
-            return None, reply["error"].removeprefix("ProgramError: ")
-        return Program(id=reply["id"], module=reply["module"], inputs=reply["inputs"],
-                       input_dtypes=reply["input_dtypes"],
-                       provenance={**reply["provenance"], "campaign": self.name}), ""
+        return self._loaded(reply), ""
+
+    def _loaded(self, reply: Loaded) -> Program:
+        return Program(id=reply.id, module=reply.module, inputs=reply.inputs,
+                       input_dtypes=reply.input_dtypes,
+                       provenance={**reply.provenance, "campaign": self.name})
 
     def _generate(self, slot: Slot, idx: int) -> Program | None:
         special = np.random.default_rng([self.spec.seed, idx, 0x5BEC]).random() < self.spec.generator.specialValues
         bias = self.guide.bias(idx) if self.guide else None
-        req = {"cmd": "generate", "seed": self.spec.seed, "index": idx,
-               "generator": asdict(self.spec.generator), "special": bool(special), "bias": bias}
+        req = Generate(self.spec.seed, idx, asdict(self.spec.generator), bool(special), bias)
         try:
             reply = slot.programs.call(req, self.spec.timeouts.programSeconds)
-        except (WorkerDied, WorkerHung) as e:
+        except (WorkerDied, WorkerHung, RequestFailed) as e:
             log.warning("generator failed", index=idx, error=str(e))
             return None
-        if not reply["ok"]:
-            log.warning("generator failed", index=idx, error=reply["error"])
-            return None
-        return Program(id=f"s{self.spec.seed}-i{idx}", module=reply["module"], inputs=reply["inputs"],
-                       input_dtypes=reply["input_dtypes"], graph=reply["graph"],
+        return Program(id=f"s{self.spec.seed}-i{idx}", module=reply.module, inputs=reply.inputs,
+                       input_dtypes=reply.input_dtypes, graph=reply.graph,
                        provenance={"source": "generator", "campaign": self.name,
-                                   "recipe": reply["recipe"], "generation_s": reply["busy_s"],
+                                   "recipe": reply.recipe, "generation_s": reply.busy_s,
                                    **({"guidance": Guide.describe(bias)} if self.guide else {})})
 
     def run_program(self, slot: Slot, idx: int) -> None:
@@ -273,11 +271,10 @@ class CampaignRun:
         if coverage.pass_sampled(idx):
             try:
                 # One compile per pass, each allowed what a program is allowed.
-                reply = slot.programs.call({"cmd": "pass_effects", "module": program.module,
-                                            "passes": list(coverage.PASSES)},
-                                           self.spec.timeouts.programSeconds * (len(coverage.PASSES) + 1))
-                passes = reply["changed"] if reply["ok"] else None
-            except (WorkerDied, WorkerHung):
+                passes = slot.programs.call(
+                    PassEffects(program.module, list(coverage.PASSES)),
+                    self.spec.timeouts.programSeconds * (len(coverage.PASSES) + 1)).changed
+            except (WorkerDied, WorkerHung, RequestFailed):
                 passes = None  # a module a pass-disabled compile kills: no measurement
         cov = coverage.program_coverage(program.graph, program.module, program.inputs,
                                         result.hlo, passes)
@@ -384,14 +381,13 @@ class CampaignRun:
         """Fail before writing anything if a plugin or a target's XLA options are unusable."""
         checker = Worker("validate")
         try:
-            reply = checker.call({"cmd": "validate", "plugins": self.plugins,
-                                  "targets": [asdict(t) for t in self.targets]}, 120)
+            reply = checker.call(Validate(self.plugins, [asdict(t) for t in self.targets]), 120)
+        except RequestFailed as e:
+            raise SpecError(e.error) from None
         finally:
             checker.close()
-        if not reply["ok"]:
-            raise SpecError(reply["error"])
-        if reply["errors"]:
-            raise SpecError(reply["errors"][0])
+        if reply.errors:
+            raise SpecError(reply.errors[0])
 
     def run(self) -> dict[str, Any]:
         self.validate()
