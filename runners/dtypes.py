@@ -32,12 +32,6 @@ UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0*
 TOLERANCE_K = {"f64": 32.0, "f32": 32.0, "f16": 8.0, "bf16": 8.0}
 # Programs with discrete ops (compare, select, floor, round, ...) flip exact ties legally.
 DISCRETE_FACTOR = 2.0
-# The StableHLO ops that make a module discrete: a replayed module and a bisector's cut
-# are judged by the ops they hold, as a generated program is by its graph's ops.
-DISCRETE_OPS = frozenset({"stablehlo.compare", "stablehlo.select", "stablehlo.round_nearest_even",
-                          "stablehlo.round_nearest_afz", "stablehlo.floor", "stablehlo.ceil",
-                          "stablehlo.sign", "stablehlo.sort", "stablehlo.convert"})
-
 
 def name_of(dtype: np.dtype | type) -> str:
     """The short name ("f32") of a numpy or jax dtype."""

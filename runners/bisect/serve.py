@@ -32,6 +32,7 @@ from ..protocol import (
     Strip,
     Values,
 )
+from ..rules import annotate_ops
 from . import module as mod
 from .elements import NUMPY
 from .options import LEGAL
@@ -135,7 +136,7 @@ def list_passes(req: ListPasses) -> PassNames:
 
 
 def info(req: Info) -> ModuleInfo:
-    return ModuleInfo(mod.module_info(req.module))
+    return ModuleInfo(annotate_ops(mod.module_info(req.module)))
 
 
 def cut(req: Cut) -> ModuleText:
