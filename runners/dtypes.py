@@ -22,6 +22,14 @@ NP_DTYPES: dict[str, np.dtype] = {
 NAMES = {v: k for k, v in NP_DTYPES.items()}
 FLOATS = ("f32", "bf16", "f16", "f64")
 INTS = ("s32", "s8", "u8", "u32")
+# The element type StableHLO spells for each (signless integers, i1 for bool).
+MLIR_NAMES = {"f32": "f32", "bf16": "bf16", "f16": "f16", "f64": "f64", "s32": "i32", "s8": "i8",
+              "u8": "ui8", "u32": "ui32", "bool": "i1"}
+# Wider integers jax emits for indices and shapes: a bisector's cut can carry them, a
+# program's inputs never do.
+INDEX_DTYPES: dict[str, tuple[str, np.dtype]] = {
+    "s64": ("i64", np.dtype(np.int64)), "u64": ("ui64", np.dtype(np.uint64)),
+    "s16": ("i16", np.dtype(np.int16)), "u16": ("ui16", np.dtype(np.uint16))}
 
 # Unit roundoff (half an ulp at 1.0) of each float format.
 UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}

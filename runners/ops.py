@@ -25,8 +25,8 @@ from .dtypes import FLOATS, INTS, NP_DTYPES
 
 ALL = FLOATS + INTS + ("bool",)
 NUMERIC = FLOATS + INTS
-SIGNED = ("s32", "s8")
-INT_BITS = {"s32": 32, "s8": 8, "u8": 8, "u32": 32}
+SIGNED = tuple(d for d in INTS if NP_DTYPES[d].kind == "i")
+INT_BITS = {d: 8 * NP_DTYPES[d].itemsize for d in INTS}
 
 
 @dataclass(frozen=True)
