@@ -82,3 +82,14 @@ images:
 	docker build --target runner --build-arg FLAVOR=cpu -t $(REGISTRY)/xla-sentinel-runner:$(TAG) .
 	docker build --target runner --build-arg FLAVOR=cuda -t $(REGISTRY)/xla-sentinel-runner-cuda:$(TAG) .
 	docker build --target runner --build-arg FLAVOR=tpu -t $(REGISTRY)/xla-sentinel-runner-tpu:$(TAG) .
+
+# Real workloads (examples/workloads/) recorded into trace folders, values included:
+# $(TRACES)/<workload>/<module>-<hash>/. `xla-sentinel replay $(TRACES)/*/*` replays them.
+WORKLOADS := mlp_adam transformer_bf16 cnn_batchnorm rnn_scan decoder_kv_cache moe_topk
+TRACES ?= out/traces
+.PHONY: workload-traces
+workload-traces: install
+	@for w in $(WORKLOADS); do \
+	  $(BIN)/xla-sentinel record --with-values --out $(TRACES)/$$w -- $(BIN)/python examples/workloads/$$w.py >/dev/null || exit 1; \
+	done
+	@echo "workload-traces: $(TRACES)"

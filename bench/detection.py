@@ -81,12 +81,13 @@ def _spec(args: argparse.Namespace, guided: bool, plugin: str | None, programs: 
     return parse_spec({
         "seed": args.seed,
         "generator": {"minOps": 2, "maxOps": 16, "guided": guided},
-        # One target under test and no float64 jit cross-check keep each program cheap:
+        # One target under test and no float64 jit keep each program cheap (f64_eager only
+        # cross-checks numpy's float64 answer on a suspect or a sample):
         # the fault is injected in the target only, so the float64 op-by-op reference is
         # untouched by it; eager (op by op at the program's precision) is the other
         # configuration the oracle compares with.
         "targets": ["default"],
-        "references": ["f64_eager", "eager"],
+        "references": args.references or ["f64_numpy", "f64_eager", "eager"],
         "budget": budget,
         "workers": args.workers,
         "injectPasses": [plugin] if plugin else [],
@@ -187,7 +188,7 @@ def clean(args: argparse.Namespace) -> int:
     spec = parse_spec({
         "seed": args.seed, "generator": {"minOps": 2, "maxOps": 16},
         "targets": ["default", "O0", "no_fusion_emitters"],
-        "references": ["f64_eager", "f64_jit", "eager"],
+        **({"references": args.references} if args.references else {}),  # else the default
         "budget": {"programs": args.clean}, "workers": args.workers,
         "bisect": {"enabled": False}, "timeouts": {"programSeconds": 120},
     })
@@ -220,6 +221,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=600.0, help="time budget per campaign")
     ap.add_argument("--workers", type=int, default=1, help="workers per campaign")
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--references", type=lambda s: [r for r in s.split(",") if r], default=None,
+                    help="comma-separated references (default: the campaign default for --clean)")
     ap.add_argument("--clean", type=int, metavar="N", help="run a clean campaign of N programs instead")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()

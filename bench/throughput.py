@@ -1,31 +1,131 @@
-"""Throughput of `run` against a bare loop over the same programs, measured in one run.
+"""Throughput of `run` before and after the numpy float64 reference, in one run on the same seed.
 
-Prints: programs/s of a 1-worker campaign (workers started before timing), programs/s of
-a bare loop that only compiles and runs each program once with jax.jit (default options),
-the XLA time of every configuration the campaign runs (targets and references, measured
-in-process on the same programs), and the campaign's own account of time spent in its
-worker processes, so the share of campaign time spent outside jax/XLA is visible. Usage: python bench/throughput.py [--programs N] [--seed S]
+Two campaigns of the same programs (targets default, O0, no_fusion_emitters; 1 worker;
+bisection off), run one after the other so both see the same machine:
+
+  before  references f64_eager, f64_jit, eager (every program pays the XLA float64 references)
+  after   the campaign default: f64_numpy, with f64_eager and f64_jit as its cross-check
+          (a suspect, every crossCheckEvery-th program, a numpy fallback), and eager
+
+For each it prints programs per wall second, programs per core-second (CPU time of the
+coordinator and its worker processes, which is what a loaded machine does not distort),
+findings and cross-checks. Then, in-process on the same programs, the XLA compiles per
+program of each configuration (targets, references; the cross-check only on the programs
+the campaign samples) and the seconds each configuration costs, so where the remaining
+time goes is visible. Usage: python bench/throughput.py [--programs N] [--seed S]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from xla_sentinel import evaluate, handlers, targets  # noqa: E402
-from xla_sentinel.campaign import parse_spec  # noqa: E402
+from xla_sentinel import dispatch, evaluate, targets  # noqa: E402
+from xla_sentinel.assess import cross_check_reason  # noqa: E402
+from xla_sentinel.campaign import DEFAULT_REFERENCES, parse_spec  # noqa: E402
 from xla_sentinel.engine import run_campaign  # noqa: E402
 from xla_sentinel.generator import generate  # noqa: E402
 from xla_sentinel.inputs import make_inputs  # noqa: E402
-from xla_sentinel.protocol import GraphReference  # noqa: E402
+from xla_sentinel.protocol import GraphReference, NumpyReference  # noqa: E402
+
+BEFORE = ["f64_eager", "f64_jit", "eager"]
+AFTER = list(DEFAULT_REFERENCES)
+COMPILES = Counter()
+
+
+def _count_jax(event: str, duration: float, **_: object) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":
+        COMPILES["n"] += 1
+
+
+def _count_module_compiles() -> None:
+    """targets.compile_module compiles without jax's jit path (no event): count it too."""
+    inner = targets.compile_module
+
+    def counted(*a: object, **k: object) -> object:
+        COMPILES["n"] += 1
+        return inner(*a, **k)
+    targets.compile_module = counted
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its exited children (the campaign's workers)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _spec(seed: int, programs: int, references: list[str]) -> object:
+    return parse_spec({"seed": seed, "budget": {"programs": programs}, "workers": 1,
+                       "references": references, "bisect": {"enabled": False}})
+
+
+def campaign(seed: int, programs: int, references: list[str]) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu0 = _cpu_seconds()
+        s = run_campaign(_spec(seed, programs, references), Path(tmp))
+        cpu = _cpu_seconds() - cpu0
+    return {"references": references, "programs": s["programs"], "elapsed_s": s["elapsed_s"],
+            "cpu_s": round(cpu, 1), "programs_per_s": round(s["programs"] / s["elapsed_s"], 3),
+            "programs_per_core_s": round(s["programs"] / cpu, 3), "executions": s["executions"],
+            "findings": s["findings"], "program_status": s["program_status"],
+            "cross_checks": s.get("cross_checks", {}), "reference_fallbacks": s.get("reference_fallbacks", {})}
+
+
+def in_process(seed: int, programs: int) -> dict[str, object]:
+    """XLA compiles and seconds per configuration, on the campaign's programs (special
+    inputs drawn as the campaign draws them), in this one warm process."""
+    import numpy as np
+
+    spec = _spec(seed, programs, AFTER)
+    every = spec.crossCheckEvery
+    items = []
+    for i in range(programs):
+        g = generate(seed, i, spec.generator)
+        special = bool(np.random.default_rng([seed, i, 0x5BEC]).random() < spec.generator.specialValues)
+        x = make_inputs({"seed": seed, "index": i, "special": special}, g.inputs)
+        items.append((f"s{seed}-i{i}", g, x, evaluate.lower_text(g)))
+    compiles: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    sampled = {pid for pid, *_ in items if cross_check_reason(pid, 0, {}, every)}
+    for t in spec.targets:
+        before, t0 = COMPILES["n"], time.perf_counter()
+        opts = targets.resolve(t).options
+        for _, _, x, m in items:
+            targets.run_module(m, x, opts)
+        compiles[t.name], seconds[t.name] = COMPILES["n"] - before, time.perf_counter() - t0
+    for kind in ("f64_numpy", "f64_eager", "f64_jit", "eager"):
+        before, t0 = COMPILES["n"], time.perf_counter()
+        sampled_compiles, sampled_s = 0, 0.0
+        for pid, g, x, m in items:
+            c0, s0 = COMPILES["n"], time.perf_counter()
+            dispatch.handle(NumpyReference(m, x, g.to_json()) if kind == "f64_numpy"
+                            else GraphReference(kind, g.to_json(), x))
+            if pid in sampled:
+                sampled_compiles += COMPILES["n"] - c0
+                sampled_s += time.perf_counter() - s0
+        compiles[kind], seconds[kind] = COMPILES["n"] - before, time.perf_counter() - t0
+        if kind in ("f64_eager", "f64_jit"):
+            compiles[kind + " (cross-check sample)"] = sampled_compiles
+            seconds[kind + " (cross-check sample)"] = sampled_s
+    target_compiles = sum(compiles[t.name] for t in spec.targets)
+    before = target_compiles + sum(compiles[k] for k in BEFORE)
+    after = target_compiles + compiles["f64_numpy"] + compiles["eager"] + sum(
+        compiles[k + " (cross-check sample)"] for k in ("f64_eager", "f64_jit"))
+    return {"programs": programs, "cross_check_sample": len(sampled),
+            "xla_compiles_per_program": {"before": round(before / programs, 2),
+                                         "after": round(after / programs, 2)},
+            "compiles_by_configuration": compiles,
+            "seconds_by_configuration": {k: round(v, 2) for k, v in seconds.items()}}
 
 
 def main() -> int:
@@ -33,53 +133,13 @@ def main() -> int:
     ap.add_argument("--programs", type=int, default=60)
     ap.add_argument("--seed", type=int, default=5)
     args = ap.parse_args()
-    spec = parse_spec({"seed": args.seed, "budget": {"programs": args.programs}, "workers": 1,
-                       "generator": {"specialValues": 0.0}})
-    graphs = [generate(spec.seed, i, spec.generator) for i in range(args.programs)]
-    inputs = [make_inputs({"seed": spec.seed, "index": i}, g.inputs) for i, g in enumerate(graphs)]
-    modules = [evaluate.lower_text(g) for g in graphs]
-
-    # Bare loop: compile and run each program once with jax.jit, default options.
-    t0 = time.perf_counter()
-    for g, x in zip(graphs, inputs, strict=True):
-        jax.block_until_ready(jax.jit(evaluate.traced(g)).lower(*x).compile()(*x))
-    bare = time.perf_counter() - t0
-
-    # XLA time of every configuration the campaign runs, in-process.
-    xla = {}
-    for t in spec.targets:
-        t0 = time.perf_counter()
-        opts = targets.resolve(t).options
-        for m, x in zip(modules, inputs, strict=True):
-            targets.run_module(m, x, opts)
-        xla[t.name] = time.perf_counter() - t0
-    for kind in spec.references:
-        t0 = time.perf_counter()
-        for g, x in zip(graphs, inputs, strict=True):
-            handlers.graph_reference(GraphReference(kind, g.to_json(), x))
-        xla[kind] = time.perf_counter() - t0
-    xla_total = sum(xla.values())
-
-    with tempfile.TemporaryDirectory() as tmp:
-        summary = run_campaign(spec, Path(tmp))
-    campaign = summary["elapsed_s"]
-
-    n = args.programs
-    result = {
-        "programs": n,
-        "campaign_programs_per_s": round(n / campaign, 2),
-        "bare_jit_programs_per_s": round(n / bare, 2),
-        "campaign_vs_bare_ratio": round(bare / campaign, 3),
-        "configurations": len(xla),
-        "xla_seconds_by_configuration": {k: round(v, 2) for k, v in xla.items()},
-        "xla_seconds_total": round(xla_total, 2),
-        "campaign_seconds": round(campaign, 2),
-        "share_outside_xla_vs_in_process_loop": round(1 - xla_total / campaign, 3),
-        # Measured inside the campaign itself: worker time in jax/XLA vs wall time.
-        "campaign_worker_seconds": summary["worker_seconds"],
-        "campaign_harness_share": summary["harness_share"],
-        "harness_overhead_over_worker_time": round(campaign / summary["worker_seconds"] - 1, 3),
-    }
+    jax.monitoring.register_event_duration_secs_listener(_count_jax)
+    _count_module_compiles()
+    result = {"before": campaign(args.seed, args.programs, BEFORE),
+              "after": campaign(args.seed, args.programs, AFTER)}
+    result["ratio_after_over_before"] = {
+        k: round(result["after"][k] / result["before"][k], 2) for k in ("programs_per_s", "programs_per_core_s")}
+    result["in_process"] = in_process(args.seed, args.programs)
     json.dump(result, sys.stdout, indent=1)
     print()
     return 0

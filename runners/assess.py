@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import oracle
+from .dtypes import FLOATS
 from .program import Program, result_dtypes
 from .protocol import (
     ClassifyModule,
@@ -24,6 +26,7 @@ from .protocol import (
     ModuleReference,
     Noise,
     NoiseSamples,
+    NumpyReference,
     Outputs,
     Ran,
     Reply,
@@ -31,12 +34,87 @@ from .protocol import (
     RequestFailed,
     Run,
 )
-from .targets import Target
+from .targets import REFERENCE_OPTIONS, Target
 from .worker import Worker, WorkerDied, WorkerHung
 
 # References evaluated at the program's own precision: they count among "the other
 # configurations" of the oracle, unlike the float64 references, which are the truth.
-OWN_PRECISION_REFERENCES = ("eager", "reference_o0", "interpreter")
+OWN_PRECISION_REFERENCES = ("eager", "reference_o0", "interpreter", "unsharded")
+
+
+# The float64 references that go through XLA. With `f64_numpy` in the campaign they are
+# cross-checks of numpy, run only where needed (docs/architecture.md, "References"); a
+# replayed module's f64_jit is its promoted module (f64_text).
+XLA_F64_REFERENCES = ("f64_eager", "f64_jit")
+XLA_F64_OPTIONS = {"f64_eager": {}, "f64_jit": REFERENCE_OPTIONS, "f64_text": REFERENCE_OPTIONS}
+
+
+def cross_check_reason(program_id: str, suspects: int, fallbacks: dict[str, int], every: int) -> str:
+    """Why the XLA float64 references must check numpy's answer on this program, or "".
+
+    A suspect (a target the oracle flags against numpy) is never recorded on numpy's word
+    alone; an op numpy evaluated through XLA is what the XLA references see too; and a
+    fixed sample of programs (by id, so a resumed campaign samples the same ones) keeps
+    watching for a disagreement no target shows (every XLA configuration wrong alike)."""
+    if suspects:
+        return "suspect"
+    if fallbacks:
+        return "fallback"
+    if every and zlib.crc32(program_id.encode()) % every == 0:
+        return "sample"
+    return ""
+
+
+def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
+                           infos: list[oracle.OutputInfo]) -> tuple[tuple[str, int, dict[str, Any]] | None, bool]:
+    """How an XLA float64 reference's outputs differ from numpy's float64 ones.
+
+    Returns (verdict, ill_conditioned). The verdict, (name, output, evidence), is for a
+    difference float64 leaves no room for: another NaN/inf pattern (nan_mismatch; a real
+    XLA:CPU bug drops NaN in long max reductions), an integer that depends on no float,
+    another shape (mismatch). A normwise difference beyond oracle.REFERENCE_AGREEMENT, or
+    a float-dependent integer that differs, says the program is ill-conditioned in float64
+    (two correct evaluations in another order disagree), as f64_eager against f64_jit did
+    on 1% of programs: no verdict on anything then."""
+    ill = False
+    for i, (x, y, info) in enumerate(zip(expected, actual, infos, strict=True)):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape:
+            return ("mismatch", i, {"reason": "reference", "actual_shape": list(y.shape),
+                                    "expected_shape": list(x.shape)}), ill
+        if info.dtype not in FLOATS:
+            if np.array_equal(x, y):
+                continue
+            if info.tainted:
+                ill = True
+                continue
+            where = tuple(int(k) for k in np.argwhere(x != y)[0])
+            return ("mismatch", i, {"reason": "reference", "dtype": info.dtype,
+                                    "elements": int((x != y).sum()), "where": list(where),
+                                    "expected": x[where].item(), "actual": y[where].item()}), ill
+        cx, cy = _classes(x), _classes(y)
+        if not np.array_equal(cx, cy):
+            where = tuple(int(k) for k in np.argwhere(cx != cy)[0])
+            return ("nan_mismatch", i, {"reason": "reference", "dtype": info.dtype,
+                                        "elements": int((cx != cy).sum()), "where": list(where),
+                                        "expected": float(x[where]), "actual": float(y[where])}), ill
+        if oracle.normwise_error(y, x, "f64") > oracle.REFERENCE_AGREEMENT:
+            ill = True
+    return None, ill
+
+
+def _xla_f64_request(kind: str, program: Program) -> Request[Outputs]:
+    """The request for a deferred XLA float64 reference (f64_text for a replayed module)."""
+    if kind == "f64_text":
+        return ModuleReference("f64_text", program.module, program.inputs)
+    assert program.graph is not None
+    return GraphReference(kind, program.graph, program.inputs)  # type: ignore[arg-type]
+
+
+def _classes(x: np.ndarray) -> np.ndarray:
+    """0 finite, 1 NaN, 2 +inf, 3 -inf (the classes the oracle's NaN rule compares)."""
+    x = np.asarray(x, np.float64)
+    return np.select([np.isnan(x), np.isposinf(x), np.isneginf(x)], [1, 2, 3], 0)
 
 
 R = TypeVar("R", bound=Reply)
@@ -52,7 +130,8 @@ def _outcome(reply: Reply) -> Outcome:
             return Outcome(outputs=reply.outputs, samples=reply.samples, overflow=reply.overflow,
                            busy_s=reply.busy_s)
         case Outputs():
-            return Outcome(outputs=reply.outputs, skipped=reply.skipped, busy_s=reply.busy_s)
+            return Outcome(outputs=reply.outputs, skipped=reply.skipped, busy_s=reply.busy_s,
+                           fallbacks=reply.fallbacks)
     raise TypeError(f"no outcome in a {type(reply).__name__} reply")
 
 
@@ -73,6 +152,7 @@ class Outcome:
     busy_s: float = 0.0
     samples: list[list[np.ndarray]] | None = None  # the noise model's samples
     overflow: list[bool] | None = None  # per output: may overflow legally (noise request)
+    fallbacks: dict[str, int] = field(default_factory=dict)  # f64_numpy: ops evaluated by XLA
 
 
 @dataclass
@@ -96,6 +176,10 @@ class Assessment:
     # error/threshold ratio (near misses steer guided generation).
     hlo: str | None = None
     margins: dict[str, float] = field(default_factory=dict)
+    # The numpy reference's ops evaluated by XLA, and why the XLA float64 references ran
+    # as its cross-check ("" when they did not; numpy_failed when they stood in for it).
+    reference_fallbacks: dict[str, int] = field(default_factory=dict)
+    cross_check: str = ""
 
 
 class Slot:
@@ -121,9 +205,13 @@ class Slot:
 class Assessor:
     def __init__(self, targets: Sequence[Target], references: Sequence[str], timeout: float,
                  k_overrides: dict[str, float] | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, cross_check_every: int = 20) -> None:
         self.targets = list(targets)
         self.references = list(references)
+        self.cross_check_every = cross_check_every
+        # With numpy as the float64 truth, the XLA float64 references wait for a reason.
+        self.deferred = [k for k in XLA_F64_REFERENCES if k in self.references] \
+            if "f64_numpy" in self.references else []
         self.timeout = timeout
         self.k_overrides = k_overrides or {}
         self.stop = stop or threading.Event()
@@ -151,7 +239,10 @@ class Assessor:
 
     def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         refs = {}
-        for kind in self.references:
+        # An SPMD program is also run unsharded on one device: the pair tells a
+        # partitioning bug from one the program shows anyway (runners/spmd.py).
+        sharded = program.graph is not None and bool(program.graph.get("sharding"))
+        for kind in [*self.references, *(["unsharded"] if sharded else [])]:
             if kind == "interpreter":
                 assert slot.interpreter is not None
                 o = self.call(slot.interpreter, ModuleReference("interpreter", program.module,
@@ -160,6 +251,12 @@ class Assessor:
                 # kills it) is judged by the other references alone.
                 if o.outputs is not None:
                     refs[kind] = o
+                continue
+            if kind == "f64_numpy":
+                refs[kind] = self.call(slot.programs, NumpyReference(program.module, program.inputs,
+                                                                     program.graph))
+                continue
+            if kind in self.deferred:
                 continue
             if program.graph is None:
                 # A replayed module has no graph: its float64 reference is the module with
@@ -173,6 +270,36 @@ class Assessor:
             refs[kind] = self.call(slot.programs, GraphReference(
                 kind, program.graph, program.inputs))  # type: ignore[arg-type]
         return refs
+
+    def _xla_f64(self, slot: Slot, program: Program) -> dict[str, Outcome]:
+        """The deferred XLA float64 references of a program, run now."""
+        if program.graph is None:
+            kinds = ["f64_text"] if "f64_jit" in self.deferred else []
+        else:
+            kinds = list(self.deferred)
+        return {k: self.call(slot.programs, _xla_f64_request(k, program)) for k in kinds}
+
+    def _cross_check(self, slot: Slot, program: Program, expected: list[np.ndarray],
+                     infos: list[oracle.OutputInfo], result: Assessment) -> bool:
+        """Compare numpy's float64 answer with the XLA float64 references. A reference
+        that disagrees where float64 leaves no room is a finding against that reference
+        (XLA's own path, evidence `reason: reference`); returns False where the program is
+        ill-conditioned in float64, which leaves no truth to judge the targets by. A
+        reference that fails to run checks nothing."""
+        ok = True
+        for kind, o in self._xla_f64(slot, program).items():
+            result.executions += 1
+            result.worker_s += o.busy_s
+            if o.outputs is None:
+                continue
+            verdict, ill = reference_disagreement(expected, o.outputs, infos)
+            ok = ok and not ill
+            if verdict is not None:
+                name, output, ev = verdict
+                ev["against"] = "f64_numpy"
+                result.verdicts.append(Verdict(Target(kind, dict(XLA_F64_OPTIONS[kind])), name, ev,
+                                               output, o.outputs))
+        return ok
 
     def _infos(self, program: Program) -> list[oracle.OutputInfo]:
         if program.graph is not None:
@@ -240,7 +367,19 @@ class Assessor:
             o = outcomes[t.name]
             if o.verdict is not None:
                 result.verdicts.append(Verdict(t, o.verdict, {"error": o.error}))
-        ref64 = refs.get("f64_eager") or refs.get("f64_jit") or refs.get("f64_text")
+        numpy_ref = refs.get("f64_numpy")
+        if numpy_ref is not None:
+            result.reference_fallbacks = dict(numpy_ref.fallbacks)
+            if numpy_ref.outputs is None:
+                # A module numpy cannot take at all: the XLA references are the truth again.
+                result.cross_check = "numpy_failed"
+                del refs["f64_numpy"]
+                numpy_ref = None
+                for kind, o in self._xla_f64(slot, program).items():
+                    refs[kind] = o
+                    result.executions += 1
+                    result.worker_s += o.busy_s
+        ref64 = numpy_ref or refs.get("f64_eager") or refs.get("f64_jit") or refs.get("f64_text")
         infos = self._infos(program)
         if ref64 is None or any(o.outputs is None for o in refs.values()):
             result.status = "reference_failed"
@@ -268,6 +407,7 @@ class Assessor:
         def overflow() -> list[bool] | None:
             return noise_outcome().overflow
 
+        suspects = []
         for t in self.targets:
             if t.name not in results:
                 continue
@@ -276,6 +416,14 @@ class Assessor:
             if j.verdict == "pass":
                 result.margins[t.name] = j.evidence.get("margin", 0.0)
                 continue
+            suspects.append((t, j))
+        if numpy_ref is not None and self.deferred:
+            result.cross_check = cross_check_reason(program.id, len(suspects), numpy_ref.fallbacks,
+                                                    self.cross_check_every)
+            if result.cross_check and not self._cross_check(slot, program, numpy_ref.outputs, infos, result):
+                result.status = "references_disagree"
+                return result
+        for t, j in suspects:
             verdict, ev = self._screen(slot, program, t, results[t.name], j, result)
             result.verdicts.append(Verdict(t, verdict, ev, j.output, results[t.name]))
         return result

@@ -21,7 +21,12 @@ import yaml
 DTYPES = ("f32", "bf16", "f16", "f64", "s32", "s8", "u8", "u32", "bool")
 FLOAT_DTYPES = ("f32", "bf16", "f16", "f64")
 API_VERSION = "xlasentinel.dev/v1alpha1"
-REFERENCES = ("f64_eager", "f64_jit", "eager", "interpreter")
+# f64_numpy (numpy, no XLA) is the primary float64 reference where listed; the XLA-based
+# float64 references (f64_eager, f64_jit) then run as cross-checks only: on a program a
+# target fails, on every crossCheckEvery-th program, and where numpy fell back to XLA
+# (docs/architecture.md, "References").
+REFERENCES = ("f64_numpy", "f64_eager", "f64_jit", "eager", "interpreter")
+DEFAULT_REFERENCES = ("f64_numpy", "f64_eager", "f64_jit", "eager")
 PLATFORMS = ("cpu", "gpu", "tpu")
 # Target presets: a target named by one of these needs no options (runners/targets.py
 # compiles with them). Here, not in targets.py, because the operator validates names
@@ -35,6 +40,10 @@ PRESETS: dict[str, dict[str, Any]] = {
     "no_ynn": {"xla_cpu_experimental_ynn_fusion_type": ""},
     "fast_math": {"xla_cpu_enable_fast_math": True},
 }
+# SPMD partitioners a plan can lower with, and the most devices a program may use (the
+# virtual host devices every worker process has: runners/worker.py).
+PARTITIONERS = ("shardy", "gspmd")
+MAX_DEVICES = 8
 # The generator's op names (runners/ops.py, which needs jax, owns the ops themselves;
 # tests/fuzz/test_spec.py fails when the two lists part).
 OP_NAMES = (
@@ -51,7 +60,15 @@ OP_NAMES = (
     "select_extremum", "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign",
     "sin", "sinh", "slice", "sort", "sqrt", "squeeze", "sub", "tan", "tanh", "top_k",
     "transpose", "while_loop", "xor",
+    # Program shapes from real bugs (SHAPE_FAMILIES, drawn when generator.shapes names them).
+    "attention", "batched_matvec", "conv_acc", "dot_general_acc", "dynamic_slice_idx",
+    "dynamic_update_slice_idx", "gather_idx", "layer_norm", "loop_dus", "loop_scatter_add",
+    "loop_shift", "mlp_block", "scatter_add_idx", "softmax", "topk_routing",
 )
+# Program shapes where real XLA bugs live (issue 13): op families of runners/ops.py
+# (`OpDef.family`) and the multi-output opening of runners/generator.py.
+SHAPE_FAMILIES = ("loops", "indices", "mixed_precision", "templates", "multi_output")
+MAX_RANK = 8
 # Seeds and counts travel as int64 (the FuzzCampaign resource, SQLite).
 INT64_MAX = 2**63 - 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -148,6 +165,7 @@ class GeneratorSpec:
     minOps: int = 1
     maxOps: int = 24
     dtypes: list[str] = field(default_factory=lambda: ["f32", "bf16", "f16", "s32", "u8", "bool"])
+    # Up to MAX_RANK: ranks above 5 draw mostly size-1 dimensions (the rank 7-8 crashes).
     maxRank: int = 4
     maxDimSize: int = 48
     # Fraction of programs whose inputs come from the special-value pool
@@ -158,17 +176,33 @@ class GeneratorSpec:
     # Coverage-guided generation (runners/guide.py): steer towards rarely exercised ops,
     # op pairs, dtypes and fusion kinds, and towards neighbours of near misses.
     guided: bool = False
+    # Program shapes from real bugs to draw (SHAPE_FAMILIES); none by default, so the
+    # programs of existing campaigns stay what they were.
+    shapes: list[str] = field(default_factory=list)
+    # SPMD (runners/spmd.py): programs run on `devices` devices (virtual host devices on
+    # the CPU), and a `sharded` share of them is partitioned over a random mesh by one of
+    # `partitioners`, drawn per program.
+    devices: int = 1
+    sharded: float = 0.5
+    partitioners: list[str] = field(default_factory=lambda: list(PARTITIONERS))
 
     def check(self, path: str) -> None:
         # maxOps first: `maxOps: 0` is the field at fault, not minOps.
         _require(1 <= self.maxOps <= 2000, f"{path}.maxOps", "must be >= 1 and <= 2000")
         _require(1 <= self.minOps <= self.maxOps, f"{path}.minOps", "must be >= 1 and <= maxOps")
-        _require(0 <= self.maxRank <= 5, f"{path}.maxRank", "must be between 0 and 5")
+        _require(0 <= self.maxRank <= MAX_RANK, f"{path}.maxRank", f"must be between 0 and {MAX_RANK}")
         _require(1 <= self.maxDimSize <= 4096, f"{path}.maxDimSize", "must be between 1 and 4096")
         _require(0.0 <= self.specialValues <= 1.0, f"{path}.specialValues", "must be in [0, 1]")
         _require(bool(self.dtypes), f"{path}.dtypes", "must name at least one dtype")
+        _require(1 <= self.devices <= MAX_DEVICES, f"{path}.devices", f"must be between 1 and {MAX_DEVICES}")
+        _require(0.0 <= self.sharded <= 1.0, f"{path}.sharded", "must be in [0, 1]")
+        _require(bool(self.partitioners), f"{path}.partitioners", "must name at least one partitioner")
+        for i, p in enumerate(self.partitioners):
+            _require_known(p, PARTITIONERS, f"{path}.partitioners[{i}]", "partitioner")
         for i, d in enumerate(self.dtypes):
             _require_known(d, DTYPES, f"{path}.dtypes[{i}]", "dtype")
+        for i, f in enumerate(self.shapes):
+            _require_known(f, SHAPE_FAMILIES, f"{path}.shapes[{i}]", "shape family")
         for name in ("ops", "excludeOps"):
             for i, op in enumerate(getattr(self, name)):
                 _require_known(op, OP_NAMES, f"{path}.{name}[{i}]", "op")
@@ -243,6 +277,23 @@ class TimeoutSpec:
     def check(self, path: str) -> None:
         _require_finite(self.programSeconds, f"{path}.programSeconds")
         _require(self.programSeconds > 0, f"{path}.programSeconds", "must be > 0")
+
+
+# Mutations of each trace (runners/mutate.py owns them; here for the operator's checks).
+MUTATION_KINDS = ("dtype", "special_values", "swap_op", "round_trip", "perturb_constant")
+
+
+@dataclass(frozen=True)
+class MutationSpec:
+    # Mutants per trace unit, on top of the trace itself; kinds taken in turn.
+    perTrace: int = 0
+    kinds: list[str] = field(default_factory=lambda: list(MUTATION_KINDS))
+
+    def check(self, path: str) -> None:
+        _require(0 <= self.perTrace <= 10_000, f"{path}.perTrace", "must be between 0 and 10000")
+        _require(bool(self.kinds), f"{path}.kinds", "must name at least one mutation kind")
+        for i, kind in enumerate(self.kinds):
+            _require_known(kind, MUTATION_KINDS, f"{path}.kinds[{i}]", "mutation kind")
 
 
 @dataclass(frozen=True)
@@ -324,12 +375,14 @@ class CampaignSpec:
     targets: list[TargetSpec] = field(default_factory=lambda: [
         TargetSpec("default"), TargetSpec("O0"), TargetSpec("no_fusion_emitters"),
     ])
-    references: list[str] = field(default_factory=lambda: ["f64_eager", "f64_jit", "eager"])
+    references: list[str] = field(default_factory=lambda: list(DEFAULT_REFERENCES))
+    crossCheckEvery: int = 20
     tolerances: dict[str, ToleranceSpec] = field(default_factory=dict)
     budget: BudgetSpec = field(default_factory=lambda: BudgetSpec(programs=100))
     workers: int = 2
     injectPasses: list[str] = field(default_factory=list)
     traces: list[str] = field(default_factory=list)
+    mutations: MutationSpec = field(default_factory=MutationSpec)
     corpus: list[str] = field(default_factory=list)
     timeouts: TimeoutSpec = field(default_factory=TimeoutSpec)
     bisect: BisectSpec = field(default_factory=BisectSpec)
@@ -358,6 +411,8 @@ class CampaignSpec:
             _require_known(r, REFERENCES, f"{path}.references[{i}]", "reference")
             _require(r not in self.references[:i], f"{path}.references[{i}]",
                      f"duplicate reference {r!r}")
+        _require(0 <= self.crossCheckEvery <= INT64_MAX, f"{path}.crossCheckEvery",
+                 "must be >= 0 (0: cross-check only programs a target fails)")
         _require(len(self.targets) + len(self.references) >= 2, f"{path}.targets",
                  "the oracle needs at least two configurations (targets plus references)")
         for i, t in enumerate(self.targets):
@@ -379,6 +434,7 @@ class CampaignSpec:
         _require_names(self.traces, f"{path}.traces", "a trace path")
         _require_names(self.corpus, f"{path}.corpus", "a corpus folder")
         self.timeouts.check(f"{path}.timeouts")
+        self.mutations.check(f"{path}.mutations")
         self.bisect.check(f"{path}.bisect")
         if self.image is not None:
             _require(bool(self.image.strip()), f"{path}.image", "must not be empty when set")

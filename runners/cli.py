@@ -73,7 +73,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     campaign = load_campaign(args.campaign) if args.campaign else None
     spec = campaign.spec if campaign else CampaignSpec()
-    units = discover(args.paths)
+    units = discover(args.paths, spec.mutations)
     spec = replace(spec, traces=[str(p) for p in args.paths],
                    budget=BudgetSpec(programs=len(units)), workers=min(spec.workers, len(units)))
     spec.check()
@@ -96,6 +96,33 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     print(f"{replayed} modules replayed" + (f", {not_replayed} not (see above)" if not_replayed else "")
           + f"; findings: {summary['findings'] or 'none'}; summary: {Path(args.out) / 'summary.json'}")
     return EXIT_BUGS if summary["findings"] else EXIT_OK
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    import subprocess
+    import tempfile
+
+    from .record import child_environment
+
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        raise ProgramError("record: no command to run (xla-sentinel record --out DIR -- python train.py ...)")
+    out = Path(args.out)
+    before = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    with tempfile.TemporaryDirectory(prefix="xla-sentinel-record-") as site:
+        env = child_environment(out, args.with_values, Path(site))
+        try:
+            rc = subprocess.call(command, env=env)
+        except OSError as e:
+            raise ProgramError(f"record: cannot run {command[0]} ({e.strerror})") from None
+    traces = sorted(p for p in out.iterdir() if (p / "module.mlir").exists()) if out.is_dir() else []
+    new = sum(p.name not in before for p in traces)
+    if rc != 0:
+        print(f"xla-sentinel: error: {' '.join(command)} exited with status {rc}; "
+              f"{new} new traces kept in {out}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{new} new traces ({len(traces)} in all) in {out}")
+    return EXIT_OK
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -173,6 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
     replay.add_argument("--quiet", action="store_true")
     replay.set_defaults(fn=_cmd_replay)
+
+    rec = sub.add_parser("record", help="run a JAX program and record every computation it compiles")
+    rec.add_argument("--out", required=True, help="trace folder root (one folder per distinct module)")
+    rec.add_argument("--with-values", action="store_true",
+                     help="store argument and result values (default: statistics only)")
+    rec.add_argument("cmd", nargs=argparse.REMAINDER, help="-- python train.py [args]")
+    rec.set_defaults(fn=_cmd_record)
 
     triage = sub.add_parser("triage", help="list the signatures of a campaign output folder")
     triage.add_argument("dir")

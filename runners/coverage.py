@@ -32,7 +32,10 @@ from .dtypes import subnormal
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom", "ynn")
 SPECIAL_KINDS = ("nan", "inf", "neg_zero", "subnormal", "huge", "tie_half", "int_min", "int_max")
 # Coverage counters a campaign sums; each maps a key to the number of programs that had it.
-SECTIONS = ("ops", "op_pairs", "dtypes", "ranks", "special", "fusion_kinds", "fused", "passes_changed")
+SECTIONS = ("ops", "op_pairs", "dtypes", "ranks", "special", "fusion_kinds", "fused", "passes_changed",
+            "shapes")
+# Ranks above what the op table was first written for (the rank 7-8 bugs).
+HIGH_RANK = 6
 
 # Passes whose effect is measured by compiling with the pass disabled and comparing the
 # optimized HLO; one program in PASS_SAMPLE_EVERY gets it (see pass_sampled).
@@ -92,7 +95,22 @@ def graph_coverage(graph: dict[str, Any]) -> dict[str, Any]:
     pairs = Counter(f"{producer[a]}>{n['op']}" for n in nodes for a in n["args"] if a in producer)
     return {"ops": dict(Counter(n["op"] for n in nodes)), "op_pairs": dict(pairs),
             "dtypes": sorted({v["dtype"] for v in values}),
-            "ranks": sorted({len(v["shape"]) for v in values})}
+            "ranks": sorted({len(v["shape"]) for v in values}), "shapes": shape_coverage(graph)}
+
+
+def shape_coverage(graph: dict[str, Any]) -> list[str]:
+    """The program shapes from real bugs a graph holds: each op family (the generator
+    records it per node), `index:<type>` per index width, `multi_output` where a returned
+    value is also read inside the program, `high_rank` for a value of rank >= HIGH_RANK."""
+    nodes, values = graph["nodes"], graph["values"]
+    found = {n["family"] for n in nodes if "family" in n}
+    found |= {f"index:{n['attrs']['index_dtype']}" for n in nodes if "index_dtype" in n["attrs"]}
+    read = {a for n in nodes for a in n["args"]}
+    if any(o in read and "node" in values[o] for o in graph["outputs"]):
+        found.add("multi_output")
+    if any(len(v["shape"]) >= HIGH_RANK for v in values):
+        found.add("high_rank")
+    return sorted(found)
 
 
 def module_coverage(module: str) -> dict[str, Any]:
@@ -156,7 +174,7 @@ class Coverage:
         self.programs += 1
         for s in ("ops", "op_pairs", "fusion_kinds"):
             self.sections[s].update(cov.get(s, {}))
-        for s in ("dtypes", "ranks", "special", "fused", "passes_changed"):
+        for s in ("dtypes", "ranks", "special", "fused", "passes_changed", "shapes"):
             self.sections[s].update(str(k) for k in cov.get(s, []))
         if "fusion_kinds" in cov:
             self.with_hlo += 1

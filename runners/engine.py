@@ -54,7 +54,8 @@ class CampaignRun:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.assessor = Assessor(self.targets, spec.references, spec.timeouts.programSeconds,
-                                 {d: t.k for d, t in spec.tolerances.items()}, self.stop)
+                                 {d: t.k for d, t in spec.tolerances.items()}, self.stop,
+                                 spec.crossCheckEvery)
         self.recorder = Recorder(self.out, name, spec, self.plugins, self.shard, self.counters,
                                  self.lock, reporter)
         self.scheduler = Scheduler(spec.budget, self.stop, self.lock,
@@ -77,6 +78,10 @@ class CampaignRun:
                  "special": bool(program.provenance.get("recipe", {}).get("special")),
                  "compile_s": result.compile_s,
                  "worker_s": result.worker_s + program.provenance.get("generation_s", 0.0)}
+        if result.reference_fallbacks:
+            stats["reference_fallbacks"] = result.reference_fallbacks
+        if result.cross_check:
+            stats["cross_check"] = result.cross_check
         stats["coverage"] = self.sources.observe(slot, idx, program, result)
         self.recorder.program(idx, program.id, program.op_count, result.status, result.executions,
                               t0, stats)

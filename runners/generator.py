@@ -26,6 +26,11 @@ MAX_ELEMENTS = 1 << 14
 MAX_TRIES = 12
 # Share of programs that open with the state-update idiom (see _state_update).
 STATE_UPDATE_P = 0.08
+# With the `multi_output` shape: share of programs that open with one producer feeding
+# several outputs and inner consumers (see _multi_output).
+MULTI_OUTPUT_P = 0.3
+# Ranks the op table was written for; above it (maxRank up to 8) dimensions are mostly 1.
+BASE_RANK = 5
 
 
 @dataclass
@@ -36,17 +41,21 @@ class Graph:
     values: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
+    # The SPMD plan of a partitioned program (runners/spmd.py); None runs on one device.
+    sharding: dict[str, Any] | None = None
 
     @property
     def inputs(self) -> list[dict[str, Any]]:
         return [v for v in self.values if "input" in v]
 
     def to_json(self) -> dict[str, Any]:
-        return {"values": self.values, "nodes": self.nodes, "outputs": self.outputs}
+        d = {"values": self.values, "nodes": self.nodes, "outputs": self.outputs}
+        return {**d, "sharding": self.sharding} if self.sharding else d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Graph:
-        return cls(values=list(d["values"]), nodes=list(d["nodes"]), outputs=list(d["outputs"]))
+        return cls(values=list(d["values"]), nodes=list(d["nodes"]), outputs=list(d["outputs"]),
+                   sharding=d.get("sharding"))
 
     def op_names(self) -> list[str]:
         return [n["op"] for n in self.nodes]
@@ -74,7 +83,12 @@ class _Builder:
 
     def shape(self) -> tuple[int, ...]:
         rank = int(self.rng.integers(0, self.max_rank + 1))
-        shape = [self.dim() for _ in range(rank)]
+        if rank > BASE_RANK:
+            # The rank 7-8 bugs come from real models' size-1 (batch, head, broadcast)
+            # dimensions; all-large dimensions would be halved to 1 anyway.
+            shape = [self.dim() if self.rng.random() < 0.4 else 1 for _ in range(rank)]
+        else:
+            shape = [self.dim() for _ in range(rank)]
         while math.prod(shape) > MAX_ELEMENTS // 4:
             shape[int(np.argmax(shape))] //= 2
         return tuple(shape)
@@ -112,14 +126,17 @@ class _Builder:
             return False
         # Empty results (a VALID conv with a window dilated past its input) are legal, but
         # every planner downstream draws sizes from 1..d.
-        if math.prod(out.shape) > MAX_ELEMENTS or len(out.shape) > 5 or 0 in out.shape:
+        if math.prod(out.shape) > MAX_ELEMENTS or len(out.shape) > max(BASE_RANK, self.max_rank) \
+                or 0 in out.shape:
             self.rollback(mark)
             return False
         tainted = any(a.dtype in FLOATS or a.tainted for a in args)
         v = Val(len(self.vals), tuple(out.shape), name_of(out.dtype), tainted)
         self.vals.append(v)
-        self.graph.nodes.append({"op": op.name, "args": [a.id for a in args], "attrs": attrs,
-                                 "discrete": op.discrete})
+        node = {"op": op.name, "args": [a.id for a in args], "attrs": attrs, "discrete": op.discrete}
+        if op.family is not None:
+            node["family"] = op.family  # coverage counts shapes from it (no jax there)
+        self.graph.nodes.append(node)
         self.graph.values.append({"shape": list(v.shape), "dtype": v.dtype, "tainted": tainted,
                                   "node": len(self.graph.nodes) - 1})
         return True
@@ -178,7 +195,7 @@ def _state_update(b: _Builder, spec: GeneratorSpec) -> None:
     the old value's reader is scheduled after it).
     """
     dus = OPS["dynamic_update_slice"]
-    allowed = {op.name for op in ops_for(b.vals[0].dtype, spec.ops, spec.excludeOps)}
+    allowed = {op.name for op in ops_for(b.vals[0].dtype, spec.ops, spec.excludeOps, spec.shapes)}
     source = b.vals[0]
     if dus.name not in allowed or source.rank == 0 or not b.try_op(dus, source):
         return
@@ -188,6 +205,32 @@ def _state_update(b: _Builder, spec: GeneratorSpec) -> None:
         if readers and b.try_op(readers[int(b.rng.integers(len(readers)))], source):
             b.pinned += [updated, b.vals[-1].id]
             return
+
+
+def _multi_output(b: _Builder, spec: GeneratorSpec) -> None:
+    """Open with one elementwise producer read by several ops, the producer and its first
+    reader pinned as outputs and the other readers left for the program to consume: XLA
+    then builds a multi-output fusion whose producer is both returned and fused into inner
+    consumers (the aliased multi-output fusions of real bugs). Random growth rarely
+    returns a value it also reads."""
+    source = b.vals[0]
+    candidates = ops_for(source.dtype, spec.ops, spec.excludeOps, spec.shapes)
+    producers = [op for op in candidates if op.category == "elementwise"]
+    readers = [op for op in candidates if op.category in ("elementwise", "reduction")]
+    for _ in range(MAX_TRIES):
+        if producers and b.try_op(producers[int(b.rng.integers(len(producers)))], source):
+            break
+    else:
+        return
+    produced = b.vals[-1]
+    read: list[int] = []
+    for _ in range(MAX_TRIES):
+        if len(read) == 3 or not readers:
+            break
+        if b.try_op(readers[int(b.rng.integers(len(readers)))], produced):
+            read.append(b.vals[-1].id)
+    if len(read) >= 2:
+        b.pinned += [produced.id, read[0]]
 
 
 def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | None = None) -> Graph:
@@ -214,6 +257,9 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
         # Its own stream decides, so the other programs stay what they were.
         if np.random.default_rng([seed, index, 0x0D05]).random() < STATE_UPDATE_P:
             _state_update(b, spec)
+        elif "multi_output" in spec.shapes and \
+                np.random.default_rng([seed, index, 0x3F0]).random() < MULTI_OUTPUT_P:
+            _multi_output(b, spec)
     target = max(_n_ops(rng, spec), min(len(b.graph.nodes) + 1, spec.maxOps))
     op_w, pair_w = bias.get("ops"), bias.get("pairs", {})
     failures = 0
@@ -221,7 +267,7 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
         # Prefer recent values: deep chains give XLA something to fuse.
         recent = b.vals[-4:] if rng.random() < 0.7 else b.vals
         primary = recent[int(rng.integers(len(recent)))]
-        candidates = ops_for(primary.dtype, spec.ops, spec.excludeOps)
+        candidates = ops_for(primary.dtype, spec.ops, spec.excludeOps, spec.shapes)
         weights = None
         if op_w is not None and candidates:
             node = b.graph.values[primary.id].get("node")
@@ -235,4 +281,16 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
     outputs = sinks[-4:] if sinks else [b.vals[-1].id]
     b.graph.outputs = b.pinned + [v for v in outputs if v not in b.pinned]
     annotate(b.graph.to_json())
+    _partition(b.graph, seed, index, spec)
     return b.graph
+
+
+def _partition(graph: Graph, seed: int, index: int, spec: GeneratorSpec) -> None:
+    """Give a `spec.sharded` share of programs an SPMD plan on `spec.devices` devices."""
+    if spec.devices < 2:
+        return
+    # Its own stream decides, so the graphs stay those of the unsharded campaign.
+    rng = np.random.default_rng([seed, index, 0x5BD])
+    if rng.random() < spec.sharded:
+        from . import spmd
+        graph.sharding = spmd.plan(graph, spec.devices, rng, tuple(spec.partitioners))

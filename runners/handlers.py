@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import evaluate, targets
+from . import evaluate, spmd, targets
 from .campaign import GeneratorSpec, build
 from .generator import Graph, generate
 from .inputs import make_inputs
@@ -26,6 +26,7 @@ from .protocol import (
     ModuleReference,
     Noise,
     NoiseSamples,
+    NumpyReference,
     Outputs,
     PassEffects,
     Ran,
@@ -44,7 +45,7 @@ def generate_program(req: Generate) -> Generated:
     graph = generate(req.seed, req.index, spec, req.bias)
     recipe = {"seed": req.seed, "index": req.index, "special": req.special}
     inputs = make_inputs(recipe, graph.inputs)
-    return Generated(module=evaluate.lower_text(graph), graph=graph.to_json(), inputs=inputs,
+    return Generated(module=spmd.lower_text(graph), graph=graph.to_json(), inputs=inputs,
                      input_dtypes=[v["dtype"] for v in graph.inputs], recipe=recipe)
 
 
@@ -111,10 +112,32 @@ def graph_reference(req: GraphReference) -> Outputs:
         return Outputs(evaluate.eager(graph, req.inputs))
     if req.kind == "f64_eager":
         return Outputs(evaluate.eager(graph, req.inputs, promote=True))
+    if req.kind == "unsharded":  # an SPMD program's own module, on one device (runners/spmd.py)
+        return Outputs(targets.run_module(evaluate.lower_text(graph), req.inputs, {}).outputs)
     if req.kind == "f64_jit":
         text = evaluate.lower_f64_text(graph)
         return Outputs(targets.run_module(text, _promote_inputs(req.inputs), F64_JIT_OPTIONS).outputs)
     raise ValueError(f"unknown graph reference {req.kind!r}")
+
+
+def numpy_reference(req: NumpyReference) -> Outputs:
+    """The float64 reference in numpy (npref), on the module every float type is promoted
+    in: the float64 lowering of a graph (what f64_eager and f64_jit evaluate), or a replayed
+    module promoted as f64_text promotes it. Not the own-precision module: jax lowers f16
+    and bf16 transcendentals as f32 computations rounded back, which float64 must not round
+    (11 of 150 programs disagreed with f64_eager by a unit roundoff of their dtype)."""
+    from . import npref
+
+    inputs = _promote_inputs(req.inputs)
+    if req.graph is not None:
+        text = evaluate.lower_f64_text(Graph.from_json(req.graph))
+    else:
+        text = promote_floats(req.module)
+        if text is None:
+            # It bit-casts floats: evaluated at its own types (npref holds them in float64).
+            text, inputs = req.module, req.inputs
+    result = npref.evaluate_module(text, inputs)
+    return Outputs(result.outputs, fallbacks=dict(result.fallbacks))
 
 
 def noise(req: Noise) -> NoiseSamples:

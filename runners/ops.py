@@ -15,12 +15,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import scipy.special
 from jax import lax
 
+from . import templates
+from .campaign import SHAPE_FAMILIES
 from .dtypes import FLOATS, INTS, NP_DTYPES
 
 ALL = FLOATS + INTS + ("bool",)
@@ -87,6 +90,9 @@ class OpDef:
     # numpy(attrs, *args): what `build` computes, in float64 numpy with lax semantics (the
     # numpy reference section below); None where the op has no numpy form.
     numpy: Callable[..., Any] | None = None
+    # The program shape from real bugs this op belongs to (campaign.SHAPE_FAMILIES): drawn only
+    # when the campaign's `generator.shapes` names it, or when `generator.ops` names the op.
+    family: str | None = None
     # The StableHLO ops this entry lowers to that carry its meaning. With one op, the
     # entry's bitwise tags hold for that op wherever it appears (a replayed module, a
     # bisector's cut); `discrete` holds for each op named. Ops with regions whose body
@@ -97,8 +103,10 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 
 
+
 def _reg(op: OpDef) -> None:
     assert op.name not in OPS, op.name
+    assert op.family is None or op.family in SHAPE_FAMILIES, op.family
     OPS[op.name] = op
 
 
@@ -555,7 +563,7 @@ def unary(name: str, fn: Callable[[Any], Any], dtypes: tuple[str, ...], guard_ki
     def build(attrs: dict, x: Any) -> Any:
         return fn(guard(guard_kind, x))
     _reg(OpDef(name, "elementwise", dtypes, same(1), build, guard_kind, discrete, own_dtypes, tags,
-               Elementwise(ref, (guard_kind,)) if ref is not None else None, _hlo(hlo)))
+               Elementwise(ref, (guard_kind,)) if ref is not None else None, stablehlo=_hlo(hlo)))
 
 
 def binary(name: str, fn: Callable[[Any, Any], Any], dtypes: tuple[str, ...],
@@ -569,7 +577,7 @@ def binary(name: str, fn: Callable[[Any, Any], Any], dtypes: tuple[str, ...],
         return fn(guard(lhs_guard, x), guard(rhs_guard, y))
     column = Elementwise(ref, (lhs_guard, rhs_guard), int_rhs is not None) if ref is not None else None
     _reg(OpDef(name, "elementwise", dtypes, same(2), build, lhs_guard or rhs_guard, discrete,
-               own_dtypes, tags, column, _hlo(hlo)))
+               own_dtypes, tags, column, stablehlo=_hlo(hlo)))
 
 
 # logistic has no entry: jax lowers it to exp, add and divide.
@@ -1353,10 +1361,363 @@ def _np_scan(attrs: dict, x: np.ndarray) -> np.ndarray:
 _reg(OpDef("scan", "control", ALL, _needs_rank(1, _plan_loop), _build_scan, numpy=_np_scan))
 
 
-def ops_for(dtype: str, allow: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[OpDef]:
-    """The ops that accept `dtype` as their primary operand, filtered by name."""
+# --- program shapes from real bugs (issue 13): each entry has a SHAPE_FAMILIES family ---
+
+# Index operands of every integer width: drawn as s32 inputs (so special values reach
+# them: INT_MIN, 1000, negatives) and converted in the program, which wraps them into the
+# narrow type; s64 needs jax_enable_x64 (the workers set it), else jax makes it s32.
+INDEX_DTYPES = ("s8", "u8", "s16", "u32", "s64")
+NP_INDEX = {"s8": np.int8, "u8": np.uint8, "s16": np.int16, "u32": np.uint32, "s64": np.int64}
+# Largest indexed dimension: every valid start fits the narrowest type (s8), so what an
+# index means never depends on wrapping inside XLA's own clamp arithmetic.
+MAX_INDEXED_DIM = 127
+
+
+def _index_dtype(ctx: Ctx) -> str:
+    return str(ctx.rng.choice(INDEX_DTYPES))
+
+
+def _as_index(attrs: dict, i: Any) -> Any:
+    return lax.convert_element_type(i, jnp.dtype(NP_INDEX[attrs["index_dtype"]]))
+
+
+def _np_as_index(attrs: dict, i: Any) -> np.ndarray:
+    # C-style wrap, as XLA's integer convert.
+    return np.asarray(i).astype(NP_INDEX[attrs["index_dtype"]]).astype(np.int64)
+
+
+def _fits_index(x: Val) -> bool:
+    return x.rank >= 1 and max(x.shape) <= MAX_INDEXED_DIM
+
+
+def _plan_dynamic_slice_idx(ctx: Ctx, x: Val) -> Plan | None:
+    if not _fits_index(x):
+        return None
+    sizes = [int(ctx.rng.integers(1, d + 1)) for d in x.shape]
+    return [x, *_index_operands(ctx, x.rank)], {"sizes": sizes, "index_dtype": _index_dtype(ctx)}
+
+
+# No negative-index wrap (allow_negative_indices=False): the starts reach XLA as they are,
+# and every out-of-range one (negative, or past dim - size) must clamp.
+_reg(OpDef("dynamic_slice_idx", "indexing", ALL, _plan_dynamic_slice_idx,
+           lambda a, x, *idx: lax.dynamic_slice(x, [_as_index(a, i) for i in idx], a["sizes"],
+                                                allow_negative_indices=False),
+           tags=frozenset({"index"}) | SELECTS, family="indices",
+           numpy=lambda a, x, *idx: np_dynamic_slice(x, [_np_as_index(a, i) for i in idx], a["sizes"])))
+
+
+def _plan_dus_idx(ctx: Ctx, x: Val) -> Plan | None:
+    if not _fits_index(x):
+        return None
+    update = ctx.operand(tuple(int(ctx.rng.integers(1, d + 1)) for d in x.shape), x.dtype)
+    return [x, update, *_index_operands(ctx, x.rank)], {"index_dtype": _index_dtype(ctx)}
+
+
+_reg(OpDef("dynamic_update_slice_idx", "indexing", ALL, _plan_dus_idx,
+           lambda a, x, u, *idx: lax.dynamic_update_slice(x, u, [_as_index(a, i) for i in idx],
+                                                          allow_negative_indices=False),
+           tags=frozenset({"index"}) | SELECTS, family="indices",
+           numpy=lambda a, x, u, *idx: np_dynamic_update_slice(x, u, [_np_as_index(a, i) for i in idx])))
+
+
+def _plan_gather_idx(ctx: Ctx, x: Val) -> Plan | None:
+    if not _fits_index(x):
+        return None
+    return [x, ctx.operand((int(ctx.rng.integers(1, 6)), 1), "s32")], {"index_dtype": _index_dtype(ctx)}
+
+
+def _build_gather_idx(attrs: dict, x: Any, idx: Any) -> Any:
+    # PROMISE_IN_BOUNDS: jax adds no clamp of its own, so XLA's gather clamps each start.
+    dn, _ = _row_dnums(x.ndim)
+    return lax.gather(x, _as_index(attrs, idx), dn, (1, *x.shape[1:]),
+                      mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+
+
+_reg(OpDef("gather_idx", "indexing", ALL, _plan_gather_idx, _build_gather_idx,
+           tags=frozenset({"index"}) | SELECTS, family="indices",
+           numpy=lambda a, x, idx: x[np.clip(_np_as_index(a, idx)[:, 0], 0, x.shape[0] - 1)]))
+
+
+def _plan_scatter_add_idx(ctx: Ctx, x: Val) -> Plan | None:
+    if not _fits_index(x):
+        return None
+    n = int(ctx.rng.integers(1, 6))
+    return [x, ctx.operand((n, 1), "s32"), ctx.operand((n, *x.shape[1:]), x.dtype)], {
+        "index_dtype": _index_dtype(ctx)}
+
+
+def _build_scatter_add_idx(attrs: dict, x: Any, idx: Any, u: Any) -> Any:
+    # Rows may repeat (accumulated) or fall outside x (dropped: FILL_OR_DROP).
+    dn = lax.ScatterDimensionNumbers(update_window_dims=tuple(range(1, x.ndim)),
+                                     inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+    return lax.scatter_add(x, _as_index(attrs, idx), u, dn, mode=lax.GatherScatterMode.FILL_OR_DROP)
+
+
+def _np_scatter_add_idx(attrs: dict, x: np.ndarray, idx: np.ndarray, u: np.ndarray) -> np.ndarray:
+    rows = _np_as_index(attrs, idx)[:, 0]
+    keep = (rows >= 0) & (rows < x.shape[0])
+    out = x.copy()
+    with np.errstate(over="ignore"):
+        np.add.at(out, rows[keep], u[keep])
+    return out
+
+
+_reg(OpDef("scatter_add_idx", "indexing", NUMERIC, _plan_scatter_add_idx, _build_scatter_add_idx,
+           tags=frozenset({"index", "sums"}), family="indices", numpy=_np_scatter_add_idx))
+
+
+# Loops that carry a buffer updated in place: the aliasing, copy insertion and
+# loop-invariant code motion that real bugs hit in KV caches and optimizer states.
+
+def _plan_carried(ctx: Ctx, x: Val) -> Plan | None:
+    if x.rank == 0:
+        return None
+    return [x], {"loop": str(ctx.rng.choice(["scan", "fori"])), "body": _plan_bodies(ctx, 1)[0],
+                 "trips": int(ctx.rng.integers(1, 5)), "step": int(ctx.rng.integers(0, 3)),
+                 "offset": int(ctx.rng.integers(0, 2))}
+
+
+def _run_loop(attrs: dict, step: Callable[[Any, Any], Any], init: Any) -> Any:
+    """`step(t, carry)` for t in range(trips), as a fori_loop or a scan."""
+    if attrs["loop"] == "fori":
+        return lax.fori_loop(0, attrs["trips"], step, init)
+    return lax.scan(lambda c, t: (step(t, c), None), init, jnp.arange(attrs["trips"], dtype=jnp.int32))[0]
+
+
+def _rows(attrs: dict, n: int) -> list[tuple[int, int]]:
+    """(read row, write row) per trip: the step-th row each trip, written `offset` later."""
+    return [((t * attrs["step"]) % n, (t * attrs["step"] + attrs["offset"]) % n)
+            for t in range(attrs["trips"])]
+
+
+def _build_loop_dus(attrs: dict, x: Any) -> Any:
+    n = x.shape[0]
+
+    def step(t: Any, acc: Any) -> Any:
+        read = lax.rem(t * attrs["step"], n)
+        write = lax.rem(t * attrs["step"] + attrs["offset"], n)
+        row = lax.dynamic_index_in_dim(acc, read, 0, keepdims=True)
+        return lax.dynamic_update_index_in_dim(acc, _body(attrs["body"], row), write, 0)
+    return _run_loop(attrs, step, x)
+
+
+def _np_loop_dus(attrs: dict, x: np.ndarray) -> np.ndarray:
+    acc = x.copy()
+    for read, write in _rows(attrs, x.shape[0]):
+        acc[write] = _np_body(attrs["body"], acc[read])
+    return acc
+
+
+_reg(OpDef("loop_dus", "control", ALL, _plan_carried, _build_loop_dus, family="loops",
+           numpy=_np_loop_dus))
+
+
+def _plan_loop_scatter_add(ctx: Ctx, x: Val) -> Plan | None:
+    planned = _plan_carried(ctx, x)
+    return None if planned is None else ([x, ctx.operand(x.shape, x.dtype)], planned[1])
+
+
+def _build_loop_scatter_add(attrs: dict, x: Any, u: Any) -> Any:
+    n = x.shape[0]
+    dn = lax.ScatterDimensionNumbers(update_window_dims=tuple(range(1, x.ndim)),
+                                     inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+
+    def step(t: Any, acc: Any) -> Any:
+        row = lax.rem(t * attrs["step"] + attrs["offset"], n)
+        update = _body(attrs["body"], lax.dynamic_index_in_dim(u, lax.rem(t, n), 0, keepdims=True))
+        return lax.scatter_add(acc, lax.reshape(row, (1, 1)), update, dn)
+    return _run_loop(attrs, step, x)
+
+
+def _np_loop_scatter_add(attrs: dict, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    acc = x.copy()
+    for t, (_, write) in enumerate(_rows(attrs, x.shape[0])):
+        with np.errstate(over="ignore"):
+            acc[write] = (acc[write] + _np_body(attrs["body"], u[t % x.shape[0]])).astype(x.dtype)
+    return acc
+
+
+_reg(OpDef("loop_scatter_add", "control", NUMERIC, _plan_loop_scatter_add, _build_loop_scatter_add,
+           tags=frozenset({"sums"}), family="loops", numpy=_np_loop_scatter_add))
+
+
+def _plan_loop_shift(ctx: Ctx, x: Val) -> Plan | None:
+    axes = [d for d, n in enumerate(x.shape) if n >= 2]
+    planned = _plan_carried(ctx, x)
+    if not axes or planned is None:
+        return None
+    return [x], {**planned[1], "axis": int(ctx.rng.choice(axes))}
+
+
+def _shift_index(axis: int, s: slice | int) -> tuple[Any, ...]:
+    return (slice(None),) * axis + (s,)
+
+
+def _build_loop_shift(attrs: dict, x: Any) -> Any:
+    """Each trip: x.at[1:].set(x[:-1]) along the axis (a shift register), then a new head."""
+    head, tail, rest = (_shift_index(attrs["axis"], s) for s in (slice(0, 1), slice(1, None), slice(None, -1)))
+
+    def step(t: Any, v: Any) -> Any:
+        first = v[head]
+        v = v.at[tail].set(v[rest])
+        return v.at[head].set(_body(attrs["body"], first))
+    return _run_loop(attrs, step, x)
+
+
+def _np_loop_shift(attrs: dict, x: np.ndarray) -> np.ndarray:
+    head, tail, rest = (_shift_index(attrs["axis"], s) for s in (slice(0, 1), slice(1, None), slice(None, -1)))
+    v = x.copy()
+    for _ in range(attrs["trips"]):
+        first = v[head].copy()
+        v[tail] = v[rest].copy()
+        v[head] = _np_body(attrs["body"], first)
+    return v
+
+
+_reg(OpDef("loop_shift", "control", ALL, _plan_loop_shift, _build_loop_shift, family="loops",
+           numpy=_np_loop_shift))
+
+
+# Mixed precision: bf16/f16 operands accumulated in f32 (preferred_element_type).
+LOW_PRECISION = ("bf16", "f16")
+
+
+def _f32_acc(x: Any) -> Any:
+    """f32 accumulation for bf16/f16 operands; None (the operands' own type) for the
+    float64 reference, whose operands are promoted and which jax would refuse to narrow."""
+    return jnp.float32 if jnp.dtype(x.dtype).itemsize < 4 else None
+
+
+def _np_f32_acc(out: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """`_f32_acc` for the numpy column: f32 where build accumulates in f32."""
+    return out.astype(np.float32) if x.dtype.itemsize < 4 else out
+
+
+def _build_dot_acc(attrs: dict, x: Any, y: Any) -> Any:
+    dn = ((tuple(attrs["lhs_contract"]), tuple(attrs["rhs_contract"])),
+          (tuple(attrs["lhs_batch"]), tuple(attrs["rhs_batch"])))
+    return lax.dot_general(x, y, dn, preferred_element_type=_f32_acc(x))
+
+
+_reg(OpDef("dot_general_acc", "linalg", LOW_PRECISION, _needs_rank(1, _plan_dot), _build_dot_acc,
+           tags=frozenset({"sums"}), family="mixed_precision",
+           numpy=lambda a, x, y: _np_f32_acc(np_dot_general(x, y, a["lhs_contract"], a["rhs_contract"],
+                                                            a["lhs_batch"], a["rhs_batch"]), x)))
+
+
+def _build_conv_acc(attrs: dict, x: Any, w: Any) -> Any:
+    padding = attrs["padding"]
+    if any(d > 1 for d in attrs["lhs_dilation"]):
+        padding = [(0, 0)] * len(attrs["strides"])
+    return lax.conv_general_dilated(x, w, tuple(attrs["strides"]), padding,
+                                    tuple(attrs["lhs_dilation"]), tuple(attrs["rhs_dilation"]),
+                                    preferred_element_type=_f32_acc(x))
+
+
+_reg(OpDef("conv_acc", "linalg", LOW_PRECISION, _plan_conv, _build_conv_acc, tags=frozenset({"sums"}),
+           family="mixed_precision", numpy=lambda a, x, w: _np_f32_acc(_np_conv_entry(a, x, w), x)))
+
+
+def _plan_batched_matvec(ctx: Ctx, x: Val) -> Plan:
+    if x.rank != 3:
+        x = ctx.operand((ctx.dim(), ctx.dim(), ctx.dim()), x.dtype)
+    return [x, ctx.operand((x.shape[0], x.shape[2]), x.dtype)], {
+        "reduce": str(ctx.rng.choice(["sum", "max"])), "axis": int(ctx.rng.integers(2)),
+        "f32_acc": x.dtype in LOW_PRECISION and bool(ctx.rng.integers(2))}
+
+
+def _build_batched_matvec(attrs: dict, m: Any, v: Any) -> Any:
+    """vmap(m_b @ v_b) over the batch, then a reduction of the products."""
+    acc = _f32_acc(m) if attrs["f32_acc"] else None
+    y = jax.vmap(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                              preferred_element_type=acc))(m, v)
+    reduce = lax.reduce_sum if attrs["reduce"] == "sum" else lax.reduce_max
+    return reduce(y, (attrs["axis"],))
+
+
+def _np_batched_matvec(attrs: dict, m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    y = np.einsum("bnk,bk->bn", m, v)
+    out = np_reduce(y, "add" if attrs["reduce"] == "sum" else "max", (attrs["axis"],))
+    return _np_f32_acc(out, m) if attrs["f32_acc"] else out
+
+
+_reg(OpDef("batched_matvec", "linalg", FLOATS, _plan_batched_matvec, _build_batched_matvec,
+           tags=frozenset({"sums"}), family="mixed_precision", numpy=_np_batched_matvec))
+
+
+# Composite templates (runners/templates.py). Each holds transcendental functions and
+# sums, so it is tagged as both: the noise model scales its rounding by its terms.
+COMPOSITE = frozenset({"approx", "sums"})
+
+
+def _plan_softmax(ctx: Ctx, x: Val) -> Plan:
+    return [x], {"axis": _axis(ctx, x)}
+
+
+_reg(OpDef("softmax", "composite", FLOATS, _needs_rank(1, _plan_softmax),
+           lambda a, x: templates.softmax(x, a["axis"]), tags=COMPOSITE, family="templates",
+           numpy=lambda a, x: templates.np_softmax(x, a["axis"])))
+
+
+def _plan_layer_norm(ctx: Ctx, x: Val) -> Plan:
+    d = x.shape[-1]
+    return [x, ctx.operand((d,), x.dtype), ctx.operand((d,), x.dtype)], {}
+
+
+_reg(OpDef("layer_norm", "composite", FLOATS, _needs_rank(1, _plan_layer_norm),
+           lambda a, x, g, b: templates.layer_norm(x, g, b), tags=COMPOSITE, family="templates",
+           numpy=lambda a, x, g, b: templates.np_layer_norm(x, g, b)))
+
+
+def _plan_attention(ctx: Ctx, q: Val) -> Plan:
+    if q.rank not in (2, 3):
+        q = ctx.operand((*(ctx.dim() for _ in range(int(ctx.rng.integers(2, 4)))),), q.dtype)
+    *batch, s, d = q.shape
+    t = ctx.dim()
+    k = ctx.operand((*batch, t, d), q.dtype)
+    v = ctx.operand((*batch, t, ctx.dim()), q.dtype)
+    return [q, k, v, ctx.operand((s, t), "bool")], {
+        "low": float(ml_dtypes.finfo(NP_DTYPES[q.dtype]).min)}
+
+
+def _build_attention(attrs: dict, q: Any, k: Any, v: Any, mask: Any) -> Any:
+    return templates.attention(q, k, v, mask, attrs["low"])
+
+
+_reg(OpDef("attention", "composite", FLOATS, _plan_attention, _build_attention, tags=COMPOSITE,
+           family="templates",
+           numpy=lambda a, q, k, v, mask: templates.np_attention(q, k, v, mask, a["low"])))
+
+
+def _plan_mlp_block(ctx: Ctx, x: Val) -> Plan:
+    d, h = x.shape[-1], ctx.dim()
+    return [x, ctx.operand((d, h), x.dtype), ctx.operand((h,), x.dtype), ctx.operand((h, d), x.dtype),
+            ctx.operand((d,), x.dtype)], {"act": str(ctx.rng.choice(templates.ACTIVATIONS))}
+
+
+_reg(OpDef("mlp_block", "composite", FLOATS, _needs_rank(1, _plan_mlp_block),
+           lambda a, *xs: templates.mlp_block(*xs, a["act"]), tags=COMPOSITE, family="templates",
+           numpy=lambda a, *xs: templates.np_mlp_block(*xs, a["act"])))
+
+
+def _plan_topk_routing(ctx: Ctx, x: Val) -> Plan:
+    return [x], {"k": int(ctx.rng.integers(1, min(4, x.shape[-1]) + 1))}
+
+
+# Discrete: top-k picks experts by comparing probabilities, which legal rounding can flip.
+_reg(OpDef("topk_routing", "composite", FLOATS, _needs_rank(1, _plan_topk_routing),
+           lambda a, x: templates.topk_routing(x, a["k"]), discrete=True, tags=COMPOSITE,
+           family="templates",
+           numpy=lambda a, x: templates.np_topk_routing(x, a["k"], total_order_key)))
+
+
+def ops_for(dtype: str, allow: Sequence[str] = (), exclude: Sequence[str] = (),
+            families: Sequence[str] = ()) -> list[OpDef]:
+    """The ops that accept `dtype` as their primary operand, filtered by name; an op of a
+    shape family only where `families` holds it or `allow` names it."""
     return [op for op in OPS.values()
-            if dtype in op.dtypes and (not allow or op.name in allow) and op.name not in exclude]
+            if dtype in op.dtypes and (not allow or op.name in allow) and op.name not in exclude
+            and (op.family is None or op.family in families or op.name in allow)]
 
 
 # StableHLO ops that no entry lowers to alone but every module may hold, with their

@@ -167,7 +167,7 @@ def _nan_mismatch(c: np.ndarray, others: list[np.ndarray], ref: np.ndarray, dtyp
         confirmed |= bad & (_classes(o) == want)
     if not confirmed.any():
         return None
-    where = tuple(int(i[0]) for i in np.nonzero(confirmed))
+    where = tuple(int(i) for i in np.argwhere(confirmed)[0])  # argwhere: 0-d outputs too
     names = ["finite", "nan", "+inf", "-inf"]
     return {"elements": int(confirmed.sum()), "where": list(where),
             "actual_class": names[got[where]], "expected_class": names[want[where]],

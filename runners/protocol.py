@@ -95,6 +95,7 @@ class Ran(Reply):
 class Outputs(Reply):
     outputs: Arrays | None
     skipped: str = ""  # why a reference does not apply (outputs is None then)
+    fallbacks: dict[str, int] = field(default_factory=dict)  # f64_numpy: ops evaluated by XLA
 
 
 @dataclass
@@ -205,7 +206,7 @@ class RunHlo(Request[Outputs]):
 class GraphReference(Request[Outputs]):
     """A reference evaluated from a generated program's op graph."""
 
-    kind: Literal["eager", "f64_eager", "f64_jit"]
+    kind: Literal["eager", "f64_eager", "f64_jit", "unsharded"]
     graph: dict[str, Any]
     inputs: Arrays
     cmd: ClassVar[str] = "graph_reference"
@@ -219,6 +220,17 @@ class ModuleReference(Request[Outputs]):
     module: str
     inputs: Arrays
     cmd: ClassVar[str] = "module_reference"
+
+
+@dataclass
+class NumpyReference(Request[Outputs]):
+    """The float64 reference in numpy (npref): of the graph's float64 lowering when there
+    is a graph, else of the module promoted to float64."""
+
+    module: str
+    inputs: Arrays
+    graph: dict[str, Any] | None = None
+    cmd: ClassVar[str] = "numpy_reference"
 
 
 @dataclass
@@ -276,7 +288,7 @@ class ListPasses(Request[PassNames]):
 
 REQUESTS: tuple[type[Request[Any]], ...] = (
     Ping, Validate, Generate, LoadTrace, LoadCorpus, PassEffects, ClassifyModule, Run, RunHlo,
-    GraphReference, ModuleReference, Noise, EveryValue, Info, Cut, Strip, ListPasses)
+    GraphReference, ModuleReference, NumpyReference, Noise, EveryValue, Info, Cut, Strip, ListPasses)
 
 
 class RequestFailed(RuntimeError):

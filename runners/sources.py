@@ -43,7 +43,7 @@ class ProgramSources:
         self.spec = spec
         self.name = name
         self.out = out
-        self.trace_units = traces.discover(spec.traces)
+        self.trace_units = traces.discover(spec.traces, spec.mutations)
         self.corpus_units = corpus.discover(spec.corpus)  # after the trace units
         self.guide = Guide(spec.seed) if spec.generator.guided else None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
     findings = store.findings()
     worker_s = counters.worker_s
     known = sum(1 for f in findings if f.known_bug)
+    stored = coverage.stored_stats(out / "campaign.sqlite")
+    fallbacks: Counter[str] = Counter()
+    for st in stored:
+        fallbacks.update(st.get("reference_fallbacks", {}))
     summary = {
         "campaign": name,
         "programs": totals["programs"],
@@ -51,7 +56,7 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         "program_status": totals["status"],
         "trace_errors": store.programs_with_status("trace_error"),
         "corpus_errors": store.programs_with_status("corpus_error"),
-        "coverage": coverage.total(coverage.stored_stats(out / "campaign.sqlite")).to_json(),
+        "coverage": coverage.total(stored).to_json(),
         # Time the worker processes spent in jax/XLA against the slots' wall time: what
         # is left is the harness (pipes, pickling, the oracle, the store).
         "worker_seconds": round(worker_s, 2),
@@ -63,6 +68,10 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         "signatures": [s.to_summary() for s in sigs],
         "targets": [{"name": t.name, "options": t.options} for t in targets],
         "references": list(spec.references),
+        # f64_numpy: its ops evaluated by XLA, and why the XLA float64 references ran
+        # (suspect, sample, fallback, numpy_failed), in programs.
+        "reference_fallbacks": dict(fallbacks),
+        "cross_checks": dict(Counter(st["cross_check"] for st in stored if st.get("cross_check"))),
         "injected_passes": plugins,
         "seed": spec.seed,
         "shard": {"index": shard[0], "count": shard[1]},

@@ -7,6 +7,7 @@ programs and replayed traces take the same path.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,16 +46,47 @@ def _backend(platform: str) -> Any:
     return xla_bridge.get_backend(platform)
 
 
+_PARTITIONS = re.compile(r"mhlo\.num_partitions\s*=\s*(\d+)")
+
+
+def module_text(module: str | bytes) -> str:
+    """StableHLO text of a module given as text or MLIR bytecode."""
+    if isinstance(module, str):
+        return module
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+    with mlir.make_ir_context():
+        return str(ir.Module.parse(module))
+
+
+def partitions(module: str | bytes) -> int:
+    """How many devices an SPMD module is partitioned over (`mhlo.num_partitions`), 1 if
+    it does not say."""
+    m = _PARTITIONS.search(module_text(module)[:4096])  # a module attribute: in its head
+    return int(m.group(1)) if m else 1
+
+
+def _devices(backend: Any, n: int) -> list[Any]:
+    devices = backend.local_devices()
+    if len(devices) < n:
+        raise RuntimeError(f"the module is partitioned over {n} devices, this process has "
+                           f"{len(devices)} (XLA_FLAGS=--xla_force_host_platform_device_count={n})")
+    return devices[:n]
+
+
 def compile_module(module: str, options: dict[str, Any], platform: str = "cpu") -> Any:
-    """Compile StableHLO text (or MLIR bytecode) with per-compile XLA options."""
+    """Compile StableHLO text (or MLIR bytecode) with per-compile XLA options, over as
+    many devices as the module is partitioned over."""
     from jax._src import compiler
     from jax._src.lib import xla_client as xc
     backend = _backend(platform)
-    opts = compiler.get_compile_options(num_replicas=1, num_partitions=1,
+    n = partitions(module)
+    opts = compiler.get_compile_options(num_replicas=1, num_partitions=n,
                                         env_options_overrides=dict(options))
     plugins.take_failure()  # an earlier compile's plugin failure is that compile's
     try:
-        return backend.compile_and_load(module, xc.DeviceList((backend.local_devices()[0],)), opts)
+        exe = backend.compile_and_load(module, xc.DeviceList(tuple(_devices(backend, n))), opts)
+        return Partitioned(exe, _result_shapes(module)) if n > 1 else exe
     except Exception:
         # XLA reports a failed injected plugin as its own INTERNAL error: say whose it was.
         failure = plugins.take_failure()
@@ -66,10 +98,57 @@ def compile_module(module: str, options: dict[str, Any], platform: str = "cpu") 
 def execute(exe: Any, inputs: list[Any]) -> list[Any]:
     import jax
     import numpy as np
-    dev = exe.local_devices()[0]
-    bufs = [jax.device_put(x, dev) for x in inputs]
+    if isinstance(exe, Partitioned):
+        return _execute_partitioned(exe, inputs)
+    bufs = [jax.device_put(x, exe.local_devices()[0]) for x in inputs]
     outs = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
     return [np.asarray(o[0]) for o in outs]
+
+
+def _execute_partitioned(exe: Partitioned, inputs: list[Any]) -> list[Any]:
+    """Run an SPMD executable: place each input as its parameter sharding says, and put
+    each output together from its shards as its output sharding says."""
+    import jax
+    import numpy as np
+    from jax._src.sharding_impls import GSPMDSharding
+    devices = tuple(exe.local_devices())
+    bufs = [jax.device_put(x, GSPMDSharding(devices, s))
+            for x, s in zip(inputs, exe.get_parameter_shardings(), strict=True)]
+    shards = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
+    outs = []
+    for per_device, s, shape in zip(shards, exe.get_output_shardings(), exe.result_shapes, strict=True):
+        where = GSPMDSharding(devices, s).devices_indices_map(shape)
+        out = np.empty(shape, per_device[0].dtype)
+        for shard in per_device:
+            out[where[shard.device]] = np.asarray(shard)
+        outs.append(out)
+    return outs
+
+
+def _result_shapes(module: str | bytes) -> list[tuple[int, ...]]:
+    """The global shapes of the entry function's results (an SPMD executable knows only
+    its per-device ones)."""
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+    with mlir.make_ir_context():
+        parsed = ir.Module.parse(module)
+        for op in parsed.body.operations:
+            if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == "main":
+                ftype = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value)
+                return [tuple(ir.RankedTensorType(t).shape) for t in ftype.results]
+    raise ValueError("the module has no main function")
+
+
+class Partitioned:
+    """An SPMD executable with the global shapes of its results; otherwise the loaded
+    executable itself."""
+
+    def __init__(self, exe: Any, result_shapes: list[tuple[int, ...]]) -> None:
+        self.exe = exe
+        self.result_shapes = result_shapes
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.exe, name)
 
 
 @dataclass

@@ -10,20 +10,36 @@ artifacts (`.mlirbc`), HLO text (`.hlo`, `.txt`), and `jax.export` blobs (`.jaxe
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .argstats import check_stats
+from .campaign import MUTATION_KINDS, MutationSpec
 from .dtypes import NP_DTYPES, bit_view
-from .inputs import make_array
+from .inputs import matching_array
 from .program import Program, ProgramError, load_arrays, param_specs
 
 MODULE_SUFFIXES = (".mlir", ".mlirbc", ".hlo", ".txt", ".jaxexport", ".bin")
 
 
-def discover(paths: list[str | Path]) -> list[Path]:
-    """Expand the given paths into replayable units, in a stable order."""
+def discover(paths: list[str | Path], mutations: MutationSpec | None = None) -> list[Path]:
+    """Expand the given paths into replayable units, in a stable order; with mutations,
+    each unit is followed by its mutants, named `<unit>@<kind>.<n>` (see `load`)."""
+    units = _discover(paths)
+    if mutations is None or mutations.perTrace == 0:
+        return units
+    out: list[Path] = []
+    for unit in units:
+        out.append(unit)
+        out.extend(Path(f"{unit}@{mutations.kinds[n % len(mutations.kinds)]}.{n}")
+                   for n in range(mutations.perTrace))
+    return out
+
+
+def _discover(paths: list[str | Path]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if not p.exists():
@@ -87,8 +103,16 @@ def module_text(path: Path) -> str:
         raise ProgramError(f"{path}: not a readable module ({type(e).__name__}: {str(e)[:200]})") from None
 
 
+_MUTANT = re.compile(r"^(.*)@([a-z_]+)\.(\d+)$")
+
+
 def load(path: Path, seed: int = 0) -> Program:
-    """A Program from a trace folder or module file; inputs drawn when none are stored."""
+    """A Program from a trace folder or module file; inputs drawn when none are stored.
+    A mutant unit `<unit>@<kind>.<n>` is the unit's n-th mutant of that kind, checked to
+    parse and verify before any target sees it."""
+    m = _MUTANT.match(str(path))
+    if m and not Path(path).exists():
+        return _load_mutant(Path(m.group(1)), m.group(2), int(m.group(3)), seed)
     path = Path(path)
     folder = path if path.is_dir() else None
     module_file = path
@@ -102,9 +126,12 @@ def load(path: Path, seed: int = 0) -> Program:
     except ProgramError as e:
         raise ProgramError(f"{module_file}: {e}") from None
     meta: dict[str, Any] = {}
+    stats: list[dict[str, Any] | None] = [None] * len(specs)
     if folder is not None:
         meta = _json_object(folder / "meta.json")
-        _json_object(folder / "stats.json")  # unused here, but a broken one is reported, not ignored
+        # Checked even when values are stored: statistics that contradict the module are
+        # a damaged trace, reported rather than ignored.
+        stats = check_stats(_json_object(folder / "stats.json"), specs, str(folder / "stats.json"))
     provenance = meta.get("provenance", meta)
     if not isinstance(provenance, dict):
         raise ProgramError(f"{folder / 'meta.json'}: provenance must be an object, got {type(provenance).__name__}")
@@ -117,8 +144,9 @@ def load(path: Path, seed: int = 0) -> Program:
                 raise ProgramError(f"{folder / 'inputs.npz'}: arg{i} has shape {list(x.shape)}, "
                                    f"the module expects {s['shape']}")
     else:
+        # No values: draw inputs matching the recorded statistics where there are some.
         rng = np.random.default_rng([seed, 0x7ACE])
-        inputs = [make_array(rng, s["shape"], s["dtype"], special=False) for s in specs]
+        inputs = [matching_array(rng, s["shape"], s["dtype"], st) for s, st in zip(specs, stats, strict=True)]
     return Program(id=f"trace-{path.stem}", module=module, inputs=inputs, input_dtypes=dtypes,
                    provenance={"source": "trace", "path": str(path), **provenance})
 
@@ -149,3 +177,36 @@ def _check_stored_dtypes(path: Path, dtypes: list[str]) -> None:
         got = stored.get(f"arg{i}")
         if got is not None and got != np.dtype(want):
             raise ProgramError(f"{path}: arg{i} is stored as {got}, the module's {d} parameter needs {np.dtype(want)}")
+
+
+def _load_mutant(unit: Path, kind: str, n: int, seed: int) -> Program:
+    from .mutate import mutate
+
+    base = load(unit, seed)
+    if kind not in MUTATION_KINDS:
+        raise ProgramError(f"{unit}@{kind}.{n}: unknown mutation kind {kind!r}")
+    mutant = mutate(base.module, base.inputs, base.input_dtypes, kind, seed=hash_seed(seed, n))
+    if mutant is None:
+        raise ProgramError(f"{unit}: no site for a {kind} mutation in this module")
+    try:
+        _verify(mutant.module)
+    except Exception as e:  # the MLIR parser's own error type; the mutation is what is wrong
+        raise ProgramError(f"{unit}@{kind}.{n}: the {mutant.describe} mutant does not verify "
+                           f"({str(e).splitlines()[0][:200]})") from None
+    return Program(id=f"{base.id}-{kind}{n}", module=mutant.module, inputs=mutant.inputs,
+                   input_dtypes=mutant.input_dtypes,
+                   provenance={**base.provenance, "mutation": {"kind": kind, "index": n,
+                                                               "what": mutant.describe}})
+
+
+def hash_seed(seed: int, n: int) -> int:
+    """The mutation seed of a campaign seed and a mutant index (stable across runs)."""
+    return int(np.random.SeedSequence([seed, n, 0x3A7]).generate_state(1)[0])
+
+
+def _verify(module: str) -> None:
+    from jax._src.interpreters import mlir
+    from jaxlib.mlir import ir
+
+    with mlir.make_ir_context():
+        ir.Module.parse(module).operation.verify()

@@ -27,6 +27,16 @@ _CTX = mp.get_context("spawn")
 # primitives are never given back, not even by jax.clear_caches()); past this size it
 # finishes its request, says so, and exits, and the next request starts a fresh one.
 RECYCLE_RSS_BYTES = int(os.environ.get("XLA_SENTINEL_RECYCLE_RSS_BYTES", 1_500_000_000))
+# Virtual host devices every worker has, so that any SPMD program (campaign.MAX_DEVICES)
+# runs in any worker; a one-device module still compiles for the first device alone.
+HOST_DEVICES = 8
+
+
+def _host_device_flags(flags: str) -> str:
+    """XLA_FLAGS with HOST_DEVICES virtual CPU devices, unless it already sets a count."""
+    if "--xla_force_host_platform_device_count" in flags:
+        return flags
+    return f"{flags} --xla_force_host_platform_device_count={HOST_DEVICES}".strip()
 
 
 def _rss_bytes() -> int:
@@ -66,6 +76,8 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # Read once, when jax initializes its CPU client: it must be set before the import.
+    os.environ["XLA_FLAGS"] = _host_device_flags(os.environ.get("XLA_FLAGS", ""))
     import jax
 
     jax.config.update("jax_enable_x64", True)

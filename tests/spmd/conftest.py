@@ -1,0 +1,17 @@
+"""Fixtures for the SPMD tests: one worker process with virtual host devices."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from xla_sentinel.worker import Worker
+
+
+@pytest.fixture(scope="module")
+def probe() -> Iterator[Worker]:
+    worker = Worker("spmd-probe", handler_module="spmd_probe")
+    try:
+        yield worker
+    finally:
+        worker.close()

@@ -1,0 +1,54 @@
+"""Small SPMD programs built by hand: one op and a plan with the region under test.
+
+Named uniquely (not conftest helpers) because test folders share one import namespace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xla_sentinel.generator import Graph
+from xla_sentinel.worker import Worker
+
+TIMEOUT = 120.0
+
+
+def one_op_graph(shape: tuple[int, ...], dtype: str = "f32") -> Graph:
+    """`x + y` (`x | y` for bool) on two inputs of `shape`."""
+    value = {"shape": list(shape), "dtype": dtype, "tainted": False}
+    return Graph(values=[{**value, "input": 0}, {**value, "input": 1},
+                         {**value, "tainted": dtype in ("f32", "bf16", "f16"), "node": 0}],
+                 nodes=[{"op": "or" if dtype == "bool" else "add", "args": [0, 1], "attrs": {}, "discrete": False}],
+                 outputs=[2])
+
+
+def with_region(graph: Graph, mesh: list[int], region: dict[str, Any], partitioner: str = "shardy",
+                inputs: list[list[str | None]] | None = None,
+                output: list[str | None] | None = None) -> Graph:
+    """`graph` with a plan on `mesh` holding `region` after its output value."""
+    axes = ["x", "y"][:len(mesh)]
+    rank = len(graph.values[graph.outputs[0]]["shape"])
+    graph.sharding = {"devices": int(np.prod(mesh)), "mesh": mesh, "axes": axes,
+                      "partitioner": partitioner,
+                      "inputs": inputs or [[None] * rank for _ in graph.inputs],
+                      "outputs": [output or [None] * rank], "regions": {str(graph.outputs[0]): region}}
+    return graph
+
+
+def inputs_for(graph: Graph, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for v in graph.inputs:
+        if v["dtype"] == "bool":
+            out.append(rng.random(v["shape"]) < 0.5)
+        elif v["dtype"] in ("s32", "u8"):
+            out.append(rng.integers(0, 100, v["shape"]).astype({"s32": np.int32, "u8": np.uint8}[v["dtype"]]))
+        else:
+            out.append(rng.normal(size=v["shape"]).astype(np.float32))
+    return out
+
+
+def call(worker: Worker, request: dict[str, Any]) -> dict[str, Any]:
+    reply = worker.call(request, TIMEOUT)
+    assert reply["ok"], reply.get("error")
+    return reply
