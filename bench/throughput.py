@@ -30,12 +30,13 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from xla_sentinel import evaluate, handlers, targets  # noqa: E402
+from xla_sentinel import dispatch, evaluate, targets  # noqa: E402
 from xla_sentinel.assess import cross_check_reason  # noqa: E402
 from xla_sentinel.campaign import DEFAULT_REFERENCES, parse_spec  # noqa: E402
 from xla_sentinel.engine import run_campaign  # noqa: E402
 from xla_sentinel.generator import generate  # noqa: E402
 from xla_sentinel.inputs import make_inputs  # noqa: E402
+from xla_sentinel.protocol import GraphReference, NumpyReference  # noqa: E402
 
 BEFORE = ["f64_eager", "f64_jit", "eager"]
 AFTER = list(DEFAULT_REFERENCES)
@@ -107,7 +108,8 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
         sampled_compiles, sampled_s = 0, 0.0
         for pid, g, x, m in items:
             c0, s0 = COMPILES["n"], time.perf_counter()
-            handlers.handle({"cmd": "reference", "graph": g.to_json(), "module": m, "inputs": x, "kind": kind})
+            dispatch.handle(NumpyReference(m, x, g.to_json()) if kind == "f64_numpy"
+                            else GraphReference(kind, g.to_json(), x))
             if pid in sampled:
                 sampled_compiles += COMPILES["n"] - c0
                 sampled_s += time.perf_counter() - s0

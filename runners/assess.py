@@ -7,20 +7,33 @@ worker per target under test (injected passes registered there only).
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from . import oracle
-from .dtypes import DISCRETE_OPS, FLOATS
+from .dtypes import FLOATS
 from .program import Program, result_dtypes
+from .protocol import (
+    ClassifyModule,
+    GraphReference,
+    ModuleReference,
+    Noise,
+    NoiseSamples,
+    NumpyReference,
+    Outputs,
+    Ran,
+    Reply,
+    Request,
+    RequestFailed,
+    Run,
+)
 from .targets import REFERENCE_OPTIONS, Target
 from .worker import Worker, WorkerDied, WorkerHung
 
@@ -90,19 +103,36 @@ def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
     return None, ill
 
 
+def _xla_f64_request(kind: str, program: Program) -> Request[Outputs]:
+    """The request for a deferred XLA float64 reference (f64_text for a replayed module)."""
+    if kind == "f64_text":
+        return ModuleReference("f64_text", program.module, program.inputs)
+    assert program.graph is not None
+    return GraphReference(kind, program.graph, program.inputs)  # type: ignore[arg-type]
+
+
 def _classes(x: np.ndarray) -> np.ndarray:
     """0 finite, 1 NaN, 2 +inf, 3 -inf (the classes the oracle's NaN rule compares)."""
     x = np.asarray(x, np.float64)
     return np.select([np.isnan(x), np.isposinf(x), np.isneginf(x)], [1, 2, 3], 0)
 
 
-_OP_NAME = re.compile(r"\b(?:stablehlo|chlo)\.[a-z_]+")
+R = TypeVar("R", bound=Reply)
 
 
-def has_discrete_ops(module: str) -> bool:
-    """Whether a module without a graph (replayed) holds an op whose exact ties flip
-    legally, anywhere in it (called functions and regions too)."""
-    return not DISCRETE_OPS.isdisjoint(_OP_NAME.findall(module))
+def _outcome(reply: Reply) -> Outcome:
+    """What one configuration's reply says, as an Outcome."""
+    match reply:
+        case Ran():
+            return Outcome(outputs=reply.outputs, compile_s=reply.compile_s, hlo=reply.hlo,
+                           busy_s=reply.busy_s)
+        case NoiseSamples():
+            return Outcome(outputs=reply.outputs, samples=reply.samples, overflow=reply.overflow,
+                           busy_s=reply.busy_s)
+        case Outputs():
+            return Outcome(outputs=reply.outputs, skipped=reply.skipped, busy_s=reply.busy_s,
+                           fallbacks=reply.fallbacks)
+    raise TypeError(f"no outcome in a {type(reply).__name__} reply")
 
 
 class Stopped(Exception):
@@ -186,7 +216,7 @@ class Assessor:
         self.k_overrides = k_overrides or {}
         self.stop = stop or threading.Event()
 
-    def call(self, worker: Worker, request: dict[str, Any]) -> Outcome:
+    def call(self, worker: Worker, request: Request[Any]) -> Outcome:
         if self.stop.is_set():
             # Stopping: the slot's workers are being closed, and a call would start a new
             # one that nothing closes.
@@ -201,14 +231,11 @@ class Assessor:
             if isinstance(e, WorkerHung):
                 return Outcome(verdict="hang", error=str(e), busy_s=spent)
             return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}", busy_s=spent)
-        if not reply["ok"]:
+        except RequestFailed as e:
             # A failed injected plugin (plugins.PluginError) is no verdict on XLA.
-            verdict = "plugin_error" if reply["error"].startswith("PluginError:") else "compile_error"
-            return Outcome(verdict=verdict, error=reply["error"], busy_s=reply["busy_s"])
-        return Outcome(outputs=reply["outputs"], compile_s=reply.get("compile_s", 0.0),
-                       skipped=reply.get("skipped", ""), busy_s=reply["busy_s"],
-                       hlo=reply.get("hlo"), samples=reply.get("samples"),
-                       overflow=reply.get("overflow"), fallbacks=reply.get("fallbacks") or {})
+            verdict = "plugin_error" if e.error.startswith("PluginError:") else "compile_error"
+            return Outcome(verdict=verdict, error=e.error, busy_s=e.busy_s)
+        return _outcome(reply)
 
     def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         refs = {}
@@ -218,17 +245,16 @@ class Assessor:
         for kind in [*self.references, *(["unsharded"] if sharded else [])]:
             if kind == "interpreter":
                 assert slot.interpreter is not None
-                o = self.call(slot.interpreter, {"cmd": "reference", "kind": kind,
-                                                 "module": program.module, "inputs": program.inputs})
+                o = self.call(slot.interpreter, ModuleReference("interpreter", program.module,
+                                                                program.inputs))
                 # The interpreter is an extra opinion: a module it cannot take (or that
                 # kills it) is judged by the other references alone.
                 if o.outputs is not None:
                     refs[kind] = o
                 continue
             if kind == "f64_numpy":
-                refs[kind] = self.call(slot.programs, {"cmd": "reference", "kind": kind,
-                                                       "graph": program.graph, "module": program.module,
-                                                       "inputs": program.inputs})
+                refs[kind] = self.call(slot.programs, NumpyReference(program.module, program.inputs,
+                                                                     program.graph))
                 continue
             if kind in self.deferred:
                 continue
@@ -238,23 +264,20 @@ class Assessor:
                 # O0 without fusion emitters, both in the reference process.
                 text_kind = {"f64_jit": "f64_text", "eager": "reference_o0"}.get(kind)
                 if text_kind:
-                    refs[text_kind] = self.call(slot.programs, {
-                        "cmd": "reference", "module": program.module, "inputs": program.inputs,
-                        "kind": text_kind})
+                    refs[text_kind] = self.call(slot.programs, ModuleReference(
+                        text_kind, program.module, program.inputs))  # type: ignore[arg-type]
                 continue
-            refs[kind] = self.call(slot.programs, {"cmd": "reference", "graph": program.graph,
-                                                   "inputs": program.inputs, "kind": kind})
+            refs[kind] = self.call(slot.programs, GraphReference(
+                kind, program.graph, program.inputs))  # type: ignore[arg-type]
         return refs
 
     def _xla_f64(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         """The deferred XLA float64 references of a program, run now."""
         if program.graph is None:
-            kinds = {"f64_text": None} if "f64_jit" in self.deferred else {}
+            kinds = ["f64_text"] if "f64_jit" in self.deferred else []
         else:
-            kinds = {k: program.graph for k in self.deferred}
-        return {k: self.call(slot.programs, {"cmd": "reference", "kind": k, "graph": graph,
-                                             "module": program.module, "inputs": program.inputs})
-                for k, graph in kinds.items()}
+            kinds = list(self.deferred)
+        return {k: self.call(slot.programs, _xla_f64_request(k, program)) for k in kinds}
 
     def _cross_check(self, slot: Slot, program: Program, expected: list[np.ndarray],
                      infos: list[oracle.OutputInfo], result: Assessment) -> bool:
@@ -287,19 +310,36 @@ class Assessor:
                     for i in program.graph["outputs"]]
         return [oracle.OutputInfo(d, True) for d in result_dtypes(program.module)]
 
+    def _discrete(self, slot: Slot, program: Program) -> bool:
+        """A generated program is discrete by its graph's ops, a replayed module by the
+        StableHLO ops it holds (rules.py, in the program worker)."""
+        if program.graph is not None:
+            return any(n.get("discrete") for n in program.graph["nodes"])
+        return self.ask(slot.programs, ClassifyModule(program.module)).discrete
+
+    def ask(self, worker: Worker, request: Request[R]) -> R:
+        """A request that must succeed (no verdict rides on it)."""
+        if self.stop.is_set():
+            raise Stopped
+        try:
+            return worker.call(request, self.timeout)
+        except (WorkerDied, WorkerHung):
+            if self.stop.is_set():
+                raise Stopped from None
+            raise
+
     def _noise(self, slot: Slot, program: Program) -> Outcome:
         if program.graph is None:
             return Outcome(skipped="no graph to perturb")
-        return self.call(slot.programs, {"cmd": "reference", "graph": program.graph,
-                                         "inputs": program.inputs, "kind": "noise",
-                                         "noise_seed": 7})
+        return self.call(slot.programs, Noise(program.graph, program.inputs, seed=7))
 
     def _screen(self, slot: Slot, program: Program, t: Target, first: list[np.ndarray],
                 j: oracle.Judgement, result: Assessment) -> tuple[str, dict[str, Any]]:
         """Re-run a failing target: if a fresh compile disagrees bitwise, it is nondeterministic."""
-        o = self.call(slot.targets[t.name], {"cmd": "run", "module": program.module,
-                                            "inputs": program.inputs, "options": t.options,
-                                            "recheck": True})
+        # The worker compiles twice (repeat), as a bisection check does; the fresh compile
+        # is judged against the first run's outputs.
+        o = self.call(slot.targets[t.name], Run(program.module, program.inputs, t.options,
+                                                repeat=True))
         result.executions += 1
         result.worker_s += o.busy_s
         ev = dict(j.evidence)
@@ -312,9 +352,9 @@ class Assessor:
         return j.verdict, ev
 
     def assess(self, slot: Slot, program: Program) -> Assessment:
-        outcomes = {t.name: self.call(slot.targets[t.name], {
-            "cmd": "run", "module": program.module, "inputs": program.inputs, "options": t.options,
-            "want_hlo": i == 0}) for i, t in enumerate(self.targets)}
+        outcomes = {t.name: self.call(slot.targets[t.name], Run(
+            program.module, program.inputs, t.options, want_hlo=i == 0))
+            for i, t in enumerate(self.targets)}
         if any(o.verdict == "plugin_error" for o in outcomes.values()):
             return Assessment("plugin_error", len(outcomes),
                               worker_s=sum(o.busy_s for o in outcomes.values()))
@@ -351,8 +391,7 @@ class Assessor:
         result.expected = ref64.outputs
         results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None}
         results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
-        discrete = any(n.get("discrete") for n in program.graph["nodes"]) \
-            if program.graph is not None else has_discrete_ops(program.module)
+        discrete = self._discrete(slot, program)
         noise_cache: list[Outcome] = []
 
         def noise_outcome() -> Outcome:

@@ -22,6 +22,14 @@ NP_DTYPES: dict[str, np.dtype] = {
 NAMES = {v: k for k, v in NP_DTYPES.items()}
 FLOATS = ("f32", "bf16", "f16", "f64")
 INTS = ("s32", "s8", "u8", "u32")
+# The element type StableHLO spells for each (signless integers, i1 for bool).
+MLIR_NAMES = {"f32": "f32", "bf16": "bf16", "f16": "f16", "f64": "f64", "s32": "i32", "s8": "i8",
+              "u8": "ui8", "u32": "ui32", "bool": "i1"}
+# Wider integers jax emits for indices and shapes: a bisector's cut can carry them, a
+# program's inputs never do.
+INDEX_DTYPES: dict[str, tuple[str, np.dtype]] = {
+    "s64": ("i64", np.dtype(np.int64)), "u64": ("ui64", np.dtype(np.uint64)),
+    "s16": ("i16", np.dtype(np.int16)), "u16": ("ui16", np.dtype(np.uint16))}
 
 # Unit roundoff (half an ulp at 1.0) of each float format.
 UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
@@ -32,12 +40,6 @@ UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0*
 TOLERANCE_K = {"f64": 32.0, "f32": 32.0, "f16": 8.0, "bf16": 8.0}
 # Programs with discrete ops (compare, select, floor, round, ...) flip exact ties legally.
 DISCRETE_FACTOR = 2.0
-# The StableHLO ops that make a module discrete: a replayed module and a bisector's cut
-# are judged by the ops they hold, as a generated program is by its graph's ops.
-DISCRETE_OPS = frozenset({"stablehlo.compare", "stablehlo.select", "stablehlo.round_nearest_even",
-                          "stablehlo.round_nearest_afz", "stablehlo.floor", "stablehlo.ceil",
-                          "stablehlo.sign", "stablehlo.sort", "stablehlo.convert"})
-
 
 def name_of(dtype: np.dtype | type) -> str:
     """The short name ("f32") of a numpy or jax dtype."""

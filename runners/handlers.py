@@ -1,12 +1,10 @@
-"""What a worker process does with one request (runs inside the worker, with jax).
-
-Requests: `generate` a program, `run` a module under a target's options, evaluate a
-`reference` (f64_numpy, eager, f64_eager, f64_jit, noise) from a program graph.
+"""What a worker process does with the campaign's requests (runs inside the worker, with
+jax): generate or load a program, run a module under a target's options, evaluate a
+reference from a program's graph or its module text. `dispatch.HANDLERS` maps each
+request class (protocol.py) to its handler here or in bisect/serve.py.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -15,31 +13,51 @@ from .campaign import GeneratorSpec, build
 from .generator import Graph, generate
 from .inputs import make_inputs
 from .program import promote_floats
+from .protocol import (
+    ChangedPasses,
+    ClassifyModule,
+    Generate,
+    Generated,
+    GraphReference,
+    LoadCorpus,
+    Loaded,
+    LoadTrace,
+    ModuleClass,
+    ModuleReference,
+    Noise,
+    NoiseSamples,
+    NumpyReference,
+    Outputs,
+    PassEffects,
+    Ran,
+    Run,
+    Validate,
+    Validated,
+)
+from .rules import has_discrete_ops
 
 # The float64 jit reference runs under a setting other than default jit.
 F64_JIT_OPTIONS = targets.REFERENCE_OPTIONS
 
 
-def _generate(req: dict[str, Any]) -> dict[str, Any]:
-    spec = build(GeneratorSpec, req["generator"], "spec.generator")
-    graph = generate(req["seed"], req["index"], spec, req.get("bias"))
-    recipe = {"seed": req["seed"], "index": req["index"], "special": req["special"]}
+def generate_program(req: Generate) -> Generated:
+    spec = build(GeneratorSpec, req.generator, "spec.generator")
+    graph = generate(req.seed, req.index, spec, req.bias)
+    recipe = {"seed": req.seed, "index": req.index, "special": req.special}
     inputs = make_inputs(recipe, graph.inputs)
-    return {"module": spmd.lower_text(graph), "graph": graph.to_json(), "inputs": inputs,
-            "input_dtypes": [v["dtype"] for v in graph.inputs], "recipe": recipe}
+    return Generated(module=spmd.lower_text(graph), graph=graph.to_json(), inputs=inputs,
+                     input_dtypes=[v["dtype"] for v in graph.inputs], recipe=recipe)
 
 
-def _run(req: dict[str, Any]) -> dict[str, Any]:
-    ex = targets.run_module(req["module"], req["inputs"], req["options"],
-                            want_hlo=req.get("want_hlo", False))
-    reply = {"outputs": ex.outputs, "compile_s": ex.compile_s, "run_s": ex.run_s,
-             "hlo": ex.optimized_hlo}
-    if req.get("recheck"):
-        # Nondeterminism screen: a fresh compile and run of the same module must agree
-        # bitwise with the first (CPU results are deterministic across runs, measured).
-        again = targets.run_module(req["module"], req["inputs"], req["options"])
-        reply["recheck"] = again.outputs
-    return reply
+def run(req: Run) -> Ran:
+    ex = targets.run_module(req.module, req.inputs, req.options, want_hlo=req.want_hlo)
+    again = None
+    if req.repeat:
+        # A fresh compile and run of the same module must agree bitwise with the first
+        # (CPU results are deterministic across runs, docs/architecture.md "Oracle").
+        again = targets.run_module(req.module, req.inputs, req.options).outputs
+    return Ran(outputs=ex.outputs, compile_s=ex.compile_s, run_s=ex.run_s, hlo=ex.optimized_hlo,
+               again=again)
 
 
 def _promote_inputs(inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -54,16 +72,16 @@ INTERPRETER_UNSUPPORTED = ("chlo.erf", "chlo.square", "bf16")
 INTERPRETER_MAX_OPS = 150
 
 
-def _interpret(module: str, inputs: list[np.ndarray]) -> dict[str, Any]:
+def interpret(module: str, inputs: list[np.ndarray]) -> Outputs:
     from jax._src.interpreters import mlir
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import stablehlo
 
     blocked = [u for u in INTERPRETER_UNSUPPORTED if u in module]
     if blocked:
-        return {"outputs": None, "skipped": f"interpreter cannot run {blocked[0]}"}
+        return Outputs(None, skipped=f"interpreter cannot run {blocked[0]}")
     if module.count(" = ") > INTERPRETER_MAX_OPS:
-        return {"outputs": None, "skipped": f"more than {INTERPRETER_MAX_OPS} ops"}
+        return Outputs(None, skipped=f"more than {INTERPRETER_MAX_OPS} ops")
     with mlir.make_ir_context() as ctx:
         stablehlo.register_interpreter_dialect(ctx)
         parsed = ir.Module.parse(module)
@@ -72,50 +90,37 @@ def _interpret(module: str, inputs: list[np.ndarray]) -> dict[str, Any]:
         args = [ir.DenseElementsAttr.get(np.ascontiguousarray(x),
                                          signless=np.asarray(x).dtype.kind != "u")
                 for x in inputs]
-        return {"outputs": [np.array(o) for o in stablehlo.eval_module(parsed, args)]}
+        return Outputs([np.array(o) for o in stablehlo.eval_module(parsed, args)])
 
 
-def _reference(req: dict[str, Any]) -> dict[str, Any]:
-    kind = req["kind"]
-    if kind == "interpreter":
-        return _interpret(req["module"], req["inputs"])
-    if kind == "f64_text":
-        text = promote_floats(req["module"])
+def module_reference(req: ModuleReference) -> Outputs:
+    if req.kind == "interpreter":
+        return interpret(req.module, req.inputs)
+    if req.kind == "f64_text":
+        text = promote_floats(req.module)
         if text is None:
             raise ValueError("module cannot be promoted to float64 (it bit-casts floats)")
-        return {"outputs": targets.run_module(text, _promote_inputs(req["inputs"]), F64_JIT_OPTIONS).outputs}
-    if kind == "f64_numpy":
-        return _numpy_reference(req)
-    if kind == "reference_o0":
-        return {"outputs": targets.run_module(req["module"], req["inputs"], F64_JIT_OPTIONS).outputs}
-    graph = Graph.from_json(req["graph"])
-    if kind == "eager":
-        return {"outputs": evaluate.eager(graph, req["inputs"])}
-    if kind == "f64_eager":
-        return {"outputs": evaluate.eager(graph, req["inputs"], promote=True)}
-    if kind == "unsharded":  # an SPMD program's own module, on one device (runners/spmd.py)
-        return {"outputs": targets.run_module(evaluate.lower_text(graph), req["inputs"], {}).outputs}
-    if kind == "noise":
-        # Two antithetic samples (perturbations U and -U): a rounding tie that one legal
-        # configuration breaks upwards and another downwards is flipped by one of them.
-        # Two directed samples (every op up, then down, by its largest legal rounding): a
-        # clean-run f16 floor(rsqrt(1.00098)) = floor(0.99951) flipped to 1 in one
-        # configuration whose rsqrt was one ulp high, beyond what U(-u, u) per op reaches.
-        seed = req.get("noise_seed", 0)
-        samples = [evaluate.eager(graph, req["inputs"], promote=True,
-                                  perturb=np.random.default_rng(seed), sign=sign)
-                   for sign in (1.0, -1.0)]
-        samples += [evaluate.eager(graph, req["inputs"], promote=True, sign=sign, directed=True)
-                    for sign in (1.0, -1.0)]
-        return {"outputs": samples[0], "samples": samples,
-                "overflow": evaluate.overflow_prone(graph, req["inputs"])}
-    if kind == "f64_jit":
+        return Outputs(targets.run_module(text, _promote_inputs(req.inputs), F64_JIT_OPTIONS).outputs)
+    if req.kind == "reference_o0":
+        return Outputs(targets.run_module(req.module, req.inputs, F64_JIT_OPTIONS).outputs)
+    raise ValueError(f"unknown module reference {req.kind!r}")
+
+
+def graph_reference(req: GraphReference) -> Outputs:
+    graph = Graph.from_json(req.graph)
+    if req.kind == "eager":
+        return Outputs(evaluate.eager(graph, req.inputs))
+    if req.kind == "f64_eager":
+        return Outputs(evaluate.eager(graph, req.inputs, promote=True))
+    if req.kind == "unsharded":  # an SPMD program's own module, on one device (runners/spmd.py)
+        return Outputs(targets.run_module(evaluate.lower_text(graph), req.inputs, {}).outputs)
+    if req.kind == "f64_jit":
         text = evaluate.lower_f64_text(graph)
-        return {"outputs": targets.run_module(text, _promote_inputs(req["inputs"]), F64_JIT_OPTIONS).outputs}
-    raise ValueError(f"unknown reference {kind!r}")
+        return Outputs(targets.run_module(text, _promote_inputs(req.inputs), F64_JIT_OPTIONS).outputs)
+    raise ValueError(f"unknown graph reference {req.kind!r}")
 
 
-def _numpy_reference(req: dict[str, Any]) -> dict[str, Any]:
+def numpy_reference(req: NumpyReference) -> Outputs:
     """The float64 reference in numpy (npref), on the module every float type is promoted
     in: the float64 lowering of a graph (what f64_eager and f64_jit evaluate), or a replayed
     module promoted as f64_text promotes it. Not the own-precision module: jax lowers f16
@@ -123,16 +128,32 @@ def _numpy_reference(req: dict[str, Any]) -> dict[str, Any]:
     (11 of 150 programs disagreed with f64_eager by a unit roundoff of their dtype)."""
     from . import npref
 
-    inputs = _promote_inputs(req["inputs"])
-    if req.get("graph") is not None:
-        text = evaluate.lower_f64_text(Graph.from_json(req["graph"]))
+    inputs = _promote_inputs(req.inputs)
+    if req.graph is not None:
+        text = evaluate.lower_f64_text(Graph.from_json(req.graph))
     else:
-        text = promote_floats(req["module"])
+        text = promote_floats(req.module)
         if text is None:
             # It bit-casts floats: evaluated at its own types (npref holds them in float64).
-            text, inputs = req["module"], req["inputs"]
+            text, inputs = req.module, req.inputs
     result = npref.evaluate_module(text, inputs)
-    return {"outputs": result.outputs, "fallbacks": dict(result.fallbacks)}
+    return Outputs(result.outputs, fallbacks=dict(result.fallbacks))
+
+
+def noise(req: Noise) -> NoiseSamples:
+    # Two antithetic samples (perturbations U and -U): a rounding tie that one legal
+    # configuration breaks upwards and another downwards is flipped by one of them.
+    # Two directed samples (every op up, then down, by its largest legal rounding): a
+    # clean-run f16 floor(rsqrt(1.00098)) = floor(0.99951) flipped to 1 in one
+    # configuration whose rsqrt was one ulp high, beyond what U(-u, u) per op reaches.
+    graph = Graph.from_json(req.graph)
+    samples = [evaluate.eager(graph, req.inputs, promote=True,
+                              perturb=np.random.default_rng(req.seed), sign=sign)
+               for sign in (1.0, -1.0)]
+    samples += [evaluate.eager(graph, req.inputs, promote=True, sign=sign, directed=True)
+                for sign in (1.0, -1.0)]
+    return NoiseSamples(outputs=samples[0], samples=samples,
+                        overflow=evaluate.overflow_prone(graph, req.inputs))
 
 
 TRIVIAL_MODULE = """module @check {
@@ -143,72 +164,56 @@ TRIVIAL_MODULE = """module @check {
 }"""
 
 
-def _validate(req: dict[str, Any]) -> dict[str, Any]:
+def validate(req: Validate) -> Validated:
     """Check plugins import and each target's options are known to this XLA."""
     from . import plugins
     from .campaign import SpecError
 
     errors = []
-    for ref in req["plugins"]:
+    for ref in req.plugins:
         try:
             plugins.probe(ref)  # imports it and runs it once on a small module
         except SpecError as e:
             errors.append(str(e))
-    for i, t in enumerate(req["targets"]):
+    for i, t in enumerate(req.targets):
         try:
             targets.compile_module(TRIVIAL_MODULE, t["options"])
         except Exception as e:  # XLA raises its own runtime error type
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             errors.append(f"spec.targets[{i}].options ({t['name']}): XLA rejected them: {msg}")
-    return {"errors": errors}
+    return Validated(errors)
 
 
-def _load(req: dict[str, Any]) -> dict[str, Any]:
+def load_trace(req: LoadTrace) -> Loaded:
     from .traces import load
 
-    p = load(req["path"], req.get("seed", 0))
-    return {"id": p.id, "module": p.module, "inputs": p.inputs, "input_dtypes": p.input_dtypes,
-            "provenance": p.provenance}
+    p = load(req.path, req.seed)
+    return Loaded(id=p.id, module=p.module, inputs=p.inputs, input_dtypes=p.input_dtypes,
+                  provenance=p.provenance)
 
 
-def _load_corpus(req: dict[str, Any]) -> dict[str, Any]:
+def load_corpus(req: LoadCorpus) -> Loaded:
     from pathlib import Path
 
     from .corpus import load
 
-    p = load(Path(req["path"]), req.get("seed", 0))
-    return {"id": p.id, "module": p.module, "inputs": p.inputs, "input_dtypes": p.input_dtypes,
-            "provenance": p.provenance}
+    p = load(Path(req.path), req.seed)
+    return Loaded(id=p.id, module=p.module, inputs=p.inputs, input_dtypes=p.input_dtypes,
+                  provenance=p.provenance)
 
 
-def _pass_effects(req: dict[str, Any]) -> dict[str, Any]:
+def pass_effects(req: PassEffects) -> ChangedPasses:
     """Which of `passes` changed the module: disabling the pass changes the optimized HLO."""
     from .coverage import hlo_fingerprint
 
-    base = hlo_fingerprint(targets.compile_module(req["module"], {}).get_hlo_text())
+    base = hlo_fingerprint(targets.compile_module(req.module, {}).get_hlo_text())
     changed = []
-    for name in req["passes"]:
-        exe = targets.compile_module(req["module"], {"xla_disable_hlo_passes": name})
+    for name in req.passes:
+        exe = targets.compile_module(req.module, {"xla_disable_hlo_passes": name})
         if hlo_fingerprint(exe.get_hlo_text()) != base:
             changed.append(name)
-    return {"changed": changed}
+    return ChangedPasses(changed)
 
 
-HANDLERS = {
-    "ping": lambda req: {},
-    "validate": _validate,
-    "generate": _generate,
-    "load": _load,
-    "load_corpus": _load_corpus,
-    "pass_effects": _pass_effects,
-    "run": _run,
-    "reference": _reference,
-}
-
-
-def handle(req: dict[str, Any]) -> dict[str, Any]:
-    """Serve one worker request by its `cmd`."""
-    fn = HANDLERS.get(req["cmd"])
-    if fn is None:
-        raise ValueError(f"unknown request {req['cmd']!r}")
-    return fn(req)
+def classify(req: ClassifyModule) -> ModuleClass:
+    return ModuleClass(has_discrete_ops(req.module))

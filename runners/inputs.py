@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .dtypes import NP_DTYPES
+from .dtypes import FLOATS, NP_DTYPES
 
 
 def _float_special(rng: np.random.Generator, dt: np.dtype, n: int) -> np.ndarray:
@@ -44,7 +44,7 @@ def make_array(rng: np.random.Generator, shape: Sequence[int], dtype: str, speci
     n = int(np.prod(shape, dtype=np.int64))
     if dtype == "bool":
         flat = rng.random(n) < 0.5
-    elif dtype in ("f32", "bf16", "f16", "f64"):
+    elif dtype in FLOATS:
         if special:
             flat = _float_special(rng, dt, n)
         else:

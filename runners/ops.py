@@ -28,8 +28,8 @@ from .dtypes import FLOATS, INTS, NP_DTYPES
 
 ALL = FLOATS + INTS + ("bool",)
 NUMERIC = FLOATS + INTS
-SIGNED = ("s32", "s8")
-INT_BITS = {"s32": 32, "s8": 8, "u8": 8, "u32": 32}
+SIGNED = tuple(d for d in INTS if NP_DTYPES[d].kind == "i")
+INT_BITS = {d: 8 * NP_DTYPES[d].itemsize for d in INTS}
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,11 @@ class OpDef:
     # The program shape from real bugs this op belongs to (campaign.SHAPE_FAMILIES): drawn only
     # when the campaign's `generator.shapes` names it, or when `generator.ops` names the op.
     family: str | None = None
+    # The StableHLO ops this entry lowers to that carry its meaning. With one op, the
+    # entry's bitwise tags hold for that op wherever it appears (a replayed module, a
+    # bisector's cut); `discrete` holds for each op named. Ops with regions whose body
+    # decides their meaning (reduce, scatter, sort) are named by no entry.
+    stablehlo: tuple[str, ...] = ()
 
 
 OPS: dict[str, OpDef] = {}
@@ -545,29 +550,42 @@ def _needs_rank(k: int, plan: Callable[[Ctx, Val], Plan | None]) -> Callable[[Ct
 
 # --- elementwise ---------------------------------------------------------------------------
 
+def _hlo(name: str) -> tuple[str, ...]:
+    """A StableHLO op name, `stablehlo.` implied unless another dialect is given."""
+    if not name:
+        return ()
+    return (name if "." in name else f"stablehlo.{name}",)
+
+
 def unary(name: str, fn: Callable[[Any], Any], dtypes: tuple[str, ...], guard_kind: str | None = None,
           discrete: bool = False, own_dtypes: bool = False, tags: frozenset[str] = frozenset(),
-          ref: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+          ref: Callable[[np.ndarray], np.ndarray] | None = None, hlo: str = "") -> None:
     def build(attrs: dict, x: Any) -> Any:
         return fn(guard(guard_kind, x))
     _reg(OpDef(name, "elementwise", dtypes, same(1), build, guard_kind, discrete, own_dtypes, tags,
-               Elementwise(ref, (guard_kind,)) if ref is not None else None))
+               Elementwise(ref, (guard_kind,)) if ref is not None else None, stablehlo=_hlo(hlo)))
 
 
 def binary(name: str, fn: Callable[[Any, Any], Any], dtypes: tuple[str, ...],
            lhs_guard: str | None = None, rhs_guard: str | None = None, discrete: bool = False,
            own_dtypes: bool = False, int_rhs: Callable[[Any], Any] | None = None,
            tags: frozenset[str] = frozenset(),
-           ref: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> None:
+           ref: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None, hlo: str = "") -> None:
     def build(attrs: dict, x: Any, y: Any) -> Any:
         if int_rhs is not None and not jnp.issubdtype(y.dtype, jnp.floating):
             y = int_rhs(y)
         return fn(guard(lhs_guard, x), guard(rhs_guard, y))
     column = Elementwise(ref, (lhs_guard, rhs_guard), int_rhs is not None) if ref is not None else None
     _reg(OpDef(name, "elementwise", dtypes, same(2), build, lhs_guard or rhs_guard, discrete,
-               own_dtypes, tags, column))
+               own_dtypes, tags, column, stablehlo=_hlo(hlo)))
 
 
+# logistic has no entry: jax lowers it to exp, add and divide.
+_APPROX_HLO = {"exp": "exponential", "log": "log", "log1p": "log_plus_one",
+               "expm1": "exponential_minus_one", "tanh": "tanh",
+               "sqrt": "sqrt", "rsqrt": "rsqrt", "cbrt": "cbrt", "sin": "sine", "cos": "cosine",
+               "tan": "tan", "erf": "chlo.erf", "erf_inv": "chlo.erf_inv", "lgamma": "chlo.lgamma",
+               "digamma": "chlo.digamma", "atanh": "chlo.atanh", "sinh": "chlo.sinh"}
 for _name, _fn, _g, _ref in [
     ("exp", lax.exp, "bounded", np.exp), ("log", lax.log, "pos", np.log),
     ("log1p", lax.log1p, "pos", np.log1p), ("expm1", lax.expm1, "bounded", np.expm1),
@@ -582,44 +600,46 @@ for _name, _fn, _g, _ref in [
 ]:
     # Only sqrt is correctly rounded by IEEE 754; the others may err by an ulp ("approx").
     unary(_name, _fn, FLOATS, _g, tags=frozenset() if _name == "sqrt" else frozenset({"approx"}),
-          ref=_ref)
+          ref=_ref, hlo=_APPROX_HLO.get(_name, ""))
 EXACT, SELECTS, ROUNDED = frozenset({"exact"}), frozenset({"selects"}), frozenset({"rounded"})
 for _name, _fn, _ref in [("floor", lax.floor, np.floor), ("ceil", lax.ceil, np.ceil),
                          ("sign", lax.sign, np_sign)]:
-    unary(_name, _fn, FLOATS, discrete=True, tags=EXACT, ref=_ref)
+    unary(_name, _fn, FLOATS, discrete=True, tags=EXACT, ref=_ref, hlo=_name)
 unary("round", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), FLOATS, discrete=True,
-      tags=EXACT, ref=np.rint)
+      tags=EXACT, ref=np.rint, hlo="round_nearest_even")
 unary("round_away", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), FLOATS,
-      discrete=True, tags=EXACT, ref=np_round_away)
-unary("is_finite", lax.is_finite, FLOATS, discrete=True, tags=EXACT, ref=np.isfinite)
-unary("abs", lax.abs, FLOATS + SIGNED, tags=SELECTS, ref=np.abs)
-unary("neg", lax.neg, FLOATS + SIGNED, tags=SELECTS, ref=np.negative)
-unary("not", lax.bitwise_not, INTS + ("bool",), ref=np_not)
-unary("population_count", lax.population_count, INTS, ref=np_popcount)
-unary("clz", lax.clz, INTS, ref=np_clz)
+      discrete=True, tags=EXACT, ref=np_round_away, hlo="round_nearest_afz")
+unary("is_finite", lax.is_finite, FLOATS, discrete=True, tags=EXACT, ref=np.isfinite, hlo="is_finite")
+unary("abs", lax.abs, FLOATS + SIGNED, tags=SELECTS, ref=np.abs, hlo="abs")
+unary("neg", lax.neg, FLOATS + SIGNED, tags=SELECTS, ref=np.negative, hlo="negate")
+unary("not", lax.bitwise_not, INTS + ("bool",), ref=np_not, hlo="not")
+unary("population_count", lax.population_count, INTS, ref=np_popcount, hlo="popcnt")
+unary("clz", lax.clz, INTS, ref=np_clz, hlo="count_leading_zeros")
 
-for _name, _fn, _tags, _ref in [("add", lax.add, ROUNDED, np.add), ("sub", lax.sub, ROUNDED, np.subtract),
-                                ("mul", lax.mul, ROUNDED, np.multiply), ("max", lax.max, SELECTS, np_max),
-                                ("min", lax.min, SELECTS, np_min)]:
-    binary(_name, _fn, NUMERIC, tags=_tags, ref=_ref)
-binary("div", lax.div, NUMERIC, rhs_guard="pos", int_rhs=int_nonzero, ref=np_div)
-binary("rem", lax.rem, NUMERIC, rhs_guard="pos", discrete=True, int_rhs=int_nonzero, ref=np_rem)
+for _name, _fn, _tags, _ref, _h in [
+        ("add", lax.add, ROUNDED, np.add, "add"), ("sub", lax.sub, ROUNDED, np.subtract, "subtract"),
+        ("mul", lax.mul, ROUNDED, np.multiply, "multiply"), ("max", lax.max, SELECTS, np_max, "maximum"),
+        ("min", lax.min, SELECTS, np_min, "minimum")]:
+    binary(_name, _fn, NUMERIC, tags=_tags, ref=_ref, hlo=_h)
+binary("div", lax.div, NUMERIC, rhs_guard="pos", int_rhs=int_nonzero, ref=np_div, hlo="divide")
+binary("rem", lax.rem, NUMERIC, rhs_guard="pos", discrete=True, int_rhs=int_nonzero, ref=np_rem, hlo="remainder")
 binary("pow", lax.pow, FLOATS, lhs_guard="pos", rhs_guard="bounded", tags=frozenset({"approx"}),
-       ref=np.power)
-binary("atan2", lax.atan2, FLOATS, tags=frozenset({"approx"}), ref=np.arctan2)
-binary("nextafter", lax.nextafter, ("f32", "f64"), own_dtypes=True, tags=EXACT, ref=np_nextafter)
+       ref=np.power, hlo="power")
+binary("atan2", lax.atan2, FLOATS, tags=frozenset({"approx"}), ref=np.arctan2, hlo="atan2")
+binary("nextafter", lax.nextafter, ("f32", "f64"), own_dtypes=True, tags=EXACT, ref=np_nextafter, hlo="chlo.next_after")
 for _name, _fn, _ref in [("and", lax.bitwise_and, np.bitwise_and), ("or", lax.bitwise_or, np.bitwise_or),
                          ("xor", lax.bitwise_xor, np.bitwise_xor)]:
-    binary(_name, _fn, INTS + ("bool",), ref=_ref)
+    binary(_name, _fn, INTS + ("bool",), ref=_ref, hlo=_name)
 for _name, _fn, _ref in [("shift_left", lax.shift_left, np_shift_left),
                          ("shift_right_logical", lax.shift_right_logical, np_shift_right_logical),
                          ("shift_right_arithmetic", lax.shift_right_arithmetic, np_shift_right_arithmetic)]:
-    binary(_name, _fn, INTS, ref=_ref)
+    binary(_name, _fn, INTS, ref=_ref, hlo=_name)
 COMPARES = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
             "gt": np.greater, "ge": np.greater_equal}
 for _dir in ("eq", "ne", "lt", "le", "gt", "ge"):
     # numpy compares NaN as IEEE does (false, except ne), like lax.
-    binary(f"compare_{_dir}", getattr(lax, _dir), NUMERIC, discrete=True, tags=EXACT, ref=COMPARES[_dir])
+    binary(f"compare_{_dir}", getattr(lax, _dir), NUMERIC, discrete=True, tags=EXACT, ref=COMPARES[_dir],
+           hlo="compare")
 
 
 def _plan_clamp(ctx: Ctx, x: Val) -> Plan:
@@ -646,7 +666,8 @@ def _np_clamp_entry(attrs: dict, x: np.ndarray) -> np.ndarray:
 
 
 _reg(OpDef("clamp", "elementwise", NUMERIC, _plan_clamp, _build_clamp, tags=SELECTS,
-           numpy=_np_clamp_entry))
+           numpy=_np_clamp_entry,
+           stablehlo=("stablehlo.clamp",)))
 
 
 def _plan_select(ctx: Ctx, x: Val) -> Plan:
@@ -654,7 +675,8 @@ def _plan_select(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("select", "elementwise", ALL, _plan_select, lambda a, p, x, y: lax.select(p, x, y),
-           tags=SELECTS, numpy=lambda a, p, x, y: np.where(p, x, y)))
+           tags=SELECTS, numpy=lambda a, p, x, y: np.where(p, x, y),
+           stablehlo=("stablehlo.select",)))
 
 COMPARE_DIRECTIONS = ("ge", "le", "gt", "lt", "eq", "ne")
 
@@ -678,7 +700,8 @@ def _np_select_compare(attrs: dict, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 _reg(OpDef("select_compare", "elementwise", NUMERIC, _plan_select_compare, _build_select_compare,
-           discrete=True, tags=SELECTS, numpy=_np_select_compare))
+           discrete=True, tags=SELECTS, numpy=_np_select_compare,
+           stablehlo=("stablehlo.compare", "stablehlo.select")))
 
 
 def _plan_select_extremum(ctx: Ctx, x: Val) -> Plan:
@@ -711,7 +734,8 @@ def _np_select_extremum(attrs: dict, x: np.ndarray, y: np.ndarray, z: np.ndarray
 
 
 _reg(OpDef("select_extremum", "elementwise", NUMERIC, _needs_rank(1, _plan_select_extremum),
-           _build_select_extremum, discrete=True, tags=EXACT, numpy=_np_select_extremum))
+           _build_select_extremum, discrete=True, tags=EXACT, numpy=_np_select_extremum,
+           stablehlo=("stablehlo.compare", "stablehlo.select")))
 
 
 # --- conversion ----------------------------------------------------------------------------
@@ -725,7 +749,8 @@ def _build_convert(attrs: dict, x: Any) -> Any:
 
 
 _reg(OpDef("convert", "conversion", ALL, _plan_convert, _build_convert, discrete=True, tags=EXACT,
-           numpy=lambda a, x: np_convert(x, a["dtype"])))
+           numpy=lambda a, x: np_convert(x, a["dtype"]),
+           stablehlo=("stablehlo.convert",)))
 
 BITCAST_PAIRS = {"f32": ("s32", "u32"), "s32": ("f32", "u32"), "u32": ("f32", "s32"),
                  "s8": ("u8",), "u8": ("s8",), "f16": ("bf16",), "bf16": ("f16",)}
@@ -740,7 +765,8 @@ def _build_bitcast(attrs: dict, x: Any) -> Any:
 
 
 _reg(OpDef("bitcast_convert", "conversion", tuple(BITCAST_PAIRS), _plan_bitcast, _build_bitcast,
-           discrete=True, own_dtypes=True, tags=EXACT, numpy=lambda a, x: np_bitcast(x, a["dtype"])))
+           discrete=True, own_dtypes=True, tags=EXACT, numpy=lambda a, x: np_bitcast(x, a["dtype"]),
+           stablehlo=("stablehlo.bitcast_convert",)))
 
 
 def _plan_reduce_precision(ctx: Ctx, x: Val) -> Plan:
@@ -753,7 +779,8 @@ def _plan_reduce_precision(ctx: Ctx, x: Val) -> Plan:
 _reg(OpDef("reduce_precision", "conversion", FLOATS, _plan_reduce_precision,
            lambda a, x: lax.reduce_precision(x, a["exponent_bits"], a["mantissa_bits"]),
            discrete=True, tags=EXACT,
-           numpy=lambda a, x: np_reduce_precision(x, a["exponent_bits"], a["mantissa_bits"]).astype(x.dtype)))
+           numpy=lambda a, x: np_reduce_precision(x, a["exponent_bits"], a["mantissa_bits"]).astype(x.dtype),
+           stablehlo=("stablehlo.reduce_precision",)))
 
 
 # --- reductions ----------------------------------------------------------------------------
@@ -785,10 +812,13 @@ def _plan_arg(ctx: Ctx, x: Val) -> Plan:
 # numpy's argmax and argmin, like lax's, take the first NaN, else the first extremum.
 _reg(OpDef("argmax", "reduction", NUMERIC, _needs_rank(1, _plan_arg),
            lambda a, x: lax.argmax(x, a["axis"], jnp.int32), discrete=True, tags=EXACT,
-           numpy=lambda a, x: np.argmax(x, a["axis"]).astype(np.int32)))
+           numpy=lambda a, x: np.argmax(x, a["axis"]).astype(np.int32),
+           # A reduce whose body compares and selects: those ops make it discrete.
+           stablehlo=("stablehlo.compare", "stablehlo.select")))
 _reg(OpDef("argmin", "reduction", NUMERIC, _needs_rank(1, _plan_arg),
            lambda a, x: lax.argmin(x, a["axis"], jnp.int32), discrete=True, tags=EXACT,
-           numpy=lambda a, x: np.argmin(x, a["axis"]).astype(np.int32)))
+           numpy=lambda a, x: np.argmin(x, a["axis"]).astype(np.int32),
+           stablehlo=("stablehlo.compare", "stablehlo.select")))
 
 
 def _plan_cumulative(ctx: Ctx, x: Val) -> Plan:
@@ -877,7 +907,8 @@ def _build_dot(attrs: dict, x: Any, y: Any) -> Any:
 _reg(OpDef("dot_general", "linalg", FLOATS + ("s32",), _needs_rank(1, _plan_dot), _build_dot,
            tags=frozenset({"sums"}),
            numpy=lambda a, x, y: np_dot_general(x, y, a["lhs_contract"], a["rhs_contract"],
-                                                a["lhs_batch"], a["rhs_batch"])))
+                                                a["lhs_batch"], a["rhs_batch"]),
+           stablehlo=("stablehlo.dot_general",)))
 
 
 def _plan_conv(ctx: Ctx, x: Val) -> Plan | None:
@@ -917,7 +948,8 @@ def _np_conv_entry(attrs: dict, x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 _reg(OpDef("conv_general_dilated", "linalg", FLOATS, _plan_conv, _build_conv,
-           tags=frozenset({"sums"}), numpy=_np_conv_entry))
+           tags=frozenset({"sums"}), numpy=_np_conv_entry,
+           stablehlo=("stablehlo.convolution",)))
 
 
 # --- shape manipulation --------------------------------------------------------------------
@@ -944,7 +976,8 @@ def _plan_reshape(ctx: Ctx, x: Val) -> Plan | None:
 
 
 _reg(OpDef("reshape", "shape", ALL, _plan_reshape, lambda a, x: lax.reshape(x, tuple(a["shape"])),
-           tags=SELECTS, numpy=lambda a, x: np.reshape(x, a["shape"])))
+           tags=SELECTS, numpy=lambda a, x: np.reshape(x, a["shape"]),
+           stablehlo=("stablehlo.reshape",)))
 
 
 def _plan_transpose(ctx: Ctx, x: Val) -> Plan:
@@ -957,7 +990,8 @@ def _plan_transpose(ctx: Ctx, x: Val) -> Plan:
 
 _reg(OpDef("transpose", "shape", ALL, _needs_rank(2, _plan_transpose),
            lambda a, x: lax.transpose(x, tuple(a["perm"])),
-           tags=SELECTS, numpy=lambda a, x: np.transpose(x, a["perm"])))
+           tags=SELECTS, numpy=lambda a, x: np.transpose(x, a["perm"]),
+           stablehlo=("stablehlo.transpose",)))
 
 
 def _plan_broadcast(ctx: Ctx, x: Val) -> Plan | None:
@@ -980,7 +1014,8 @@ def np_broadcast_in_dim(x: np.ndarray, shape: Sequence[int], dims: Sequence[int]
 
 _reg(OpDef("broadcast_in_dim", "shape", ALL, _plan_broadcast,
            lambda a, x: lax.broadcast_in_dim(x, tuple(a["shape"]), tuple(a["dims"])),
-           tags=SELECTS, numpy=lambda a, x: np_broadcast_in_dim(x, a["shape"], a["dims"])))
+           tags=SELECTS, numpy=lambda a, x: np_broadcast_in_dim(x, a["shape"], a["dims"]),
+           stablehlo=("stablehlo.broadcast_in_dim",)))
 
 
 def _plan_squeeze(ctx: Ctx, x: Val) -> Plan | None:
@@ -989,7 +1024,8 @@ def _plan_squeeze(ctx: Ctx, x: Val) -> Plan | None:
 
 
 _reg(OpDef("squeeze", "shape", ALL, _plan_squeeze, lambda a, x: lax.squeeze(x, tuple(a["dims"])),
-           tags=SELECTS, numpy=lambda a, x: np.squeeze(x, tuple(a["dims"]))))
+           tags=SELECTS, numpy=lambda a, x: np.squeeze(x, tuple(a["dims"])),
+           stablehlo=("stablehlo.reshape",)))
 
 
 def _plan_expand(ctx: Ctx, x: Val) -> Plan | None:
@@ -1000,7 +1036,8 @@ def _plan_expand(ctx: Ctx, x: Val) -> Plan | None:
 
 _reg(OpDef("expand_dims", "shape", ALL, _plan_expand,
            lambda a, x: lax.expand_dims(x, tuple(a["dims"])),
-           tags=SELECTS, numpy=lambda a, x: np.expand_dims(x, tuple(a["dims"]))))
+           tags=SELECTS, numpy=lambda a, x: np.expand_dims(x, tuple(a["dims"])),
+           stablehlo=("stablehlo.broadcast_in_dim",)))
 
 
 def _plan_rev(ctx: Ctx, x: Val) -> Plan:
@@ -1009,7 +1046,8 @@ def _plan_rev(ctx: Ctx, x: Val) -> Plan:
 
 
 _reg(OpDef("rev", "shape", ALL, _needs_rank(1, _plan_rev), lambda a, x: lax.rev(x, tuple(a["dims"])),
-           tags=SELECTS, numpy=lambda a, x: np.flip(x, tuple(a["dims"]))))
+           tags=SELECTS, numpy=lambda a, x: np.flip(x, tuple(a["dims"])),
+           stablehlo=("stablehlo.reverse",)))
 
 
 def _plan_pad(ctx: Ctx, x: Val) -> Plan:
@@ -1042,7 +1080,8 @@ def _np_pad_entry(attrs: dict, x: np.ndarray) -> np.ndarray:
     return np_pad(x, np.asarray(value, x.dtype), attrs["config"])
 
 
-_reg(OpDef("pad", "shape", ALL, _plan_pad, _build_pad, tags=SELECTS, numpy=_np_pad_entry))
+_reg(OpDef("pad", "shape", ALL, _plan_pad, _build_pad, tags=SELECTS, numpy=_np_pad_entry,
+           stablehlo=("stablehlo.pad",)))
 
 
 def _plan_concat(ctx: Ctx, x: Val) -> Plan:
@@ -1057,7 +1096,8 @@ def _plan_concat(ctx: Ctx, x: Val) -> Plan:
 
 _reg(OpDef("concatenate", "shape", ALL, _needs_rank(1, _plan_concat),
            lambda a, *xs: lax.concatenate(xs, a["axis"]), tags=SELECTS,
-           numpy=lambda a, *xs: np.concatenate(xs, a["axis"])))
+           numpy=lambda a, *xs: np.concatenate(xs, a["axis"]),
+           stablehlo=("stablehlo.concatenate",)))
 
 
 def _plan_slice(ctx: Ctx, x: Val) -> Plan:
@@ -1073,7 +1113,8 @@ def _plan_slice(ctx: Ctx, x: Val) -> Plan:
 
 _reg(OpDef("slice", "shape", ALL, _needs_rank(1, _plan_slice),
            lambda a, x: lax.slice(x, a["start"], a["limit"], a["stride"]), tags=SELECTS,
-           numpy=lambda a, x: x[tuple(slice(*t) for t in zip(a["start"], a["limit"], a["stride"], strict=True))]))
+           numpy=lambda a, x: x[tuple(slice(*t) for t in zip(a["start"], a["limit"], a["stride"], strict=True))],
+           stablehlo=("stablehlo.slice",)))
 
 
 def _index_operands(ctx: Ctx, n: int) -> list[Val]:
@@ -1094,7 +1135,8 @@ def _plan_dynamic_slice(ctx: Ctx, x: Val) -> Plan:
 _reg(OpDef("dynamic_slice", "indexing", ALL, _needs_rank(1, _plan_dynamic_slice),
            lambda a, x, *idx: lax.dynamic_slice(x, idx, a["sizes"]),
            tags=frozenset({"index"}) | SELECTS,
-           numpy=lambda a, x, *idx: np_dynamic_slice(x, _wrap_negative(x, idx), a["sizes"])))
+           numpy=lambda a, x, *idx: np_dynamic_slice(x, _wrap_negative(x, idx), a["sizes"]),
+           stablehlo=("stablehlo.dynamic_slice",)))
 
 
 def _plan_dus(ctx: Ctx, x: Val) -> Plan:
@@ -1105,7 +1147,8 @@ def _plan_dus(ctx: Ctx, x: Val) -> Plan:
 _reg(OpDef("dynamic_update_slice", "indexing", ALL, _needs_rank(1, _plan_dus),
            lambda a, x, u, *idx: lax.dynamic_update_slice(x, u, idx),
            tags=frozenset({"index"}) | SELECTS,
-           numpy=lambda a, x, u, *idx: np_dynamic_update_slice(x, u, _wrap_negative(x, idx))))
+           numpy=lambda a, x, u, *idx: np_dynamic_update_slice(x, u, _wrap_negative(x, idx)),
+           stablehlo=("stablehlo.dynamic_update_slice",)))
 
 
 def _plan_gather(ctx: Ctx, x: Val) -> Plan:
@@ -1136,7 +1179,8 @@ def _np_gather_entry(attrs: dict, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 _reg(OpDef("gather", "indexing", ALL, _needs_rank(1, _plan_gather), _build_gather,
-           tags=frozenset({"index"}) | SELECTS, numpy=_np_gather_entry))
+           tags=frozenset({"index"}) | SELECTS, numpy=_np_gather_entry,
+           stablehlo=("stablehlo.gather",)))
 
 
 def _plan_scatter(ctx: Ctx, x: Val) -> Plan:
@@ -1218,7 +1262,9 @@ def _plan_top_k(ctx: Ctx, x: Val) -> Plan:
 
 _reg(OpDef("top_k", "sort", NUMERIC, _needs_rank(1, _plan_top_k),
            lambda a, x: lax.top_k(x, a["k"])[a["output"]], discrete=True, tags=SELECTS,
-           numpy=lambda a, x: np_top_k(x, a["k"])[a["output"]]))
+           numpy=lambda a, x: np_top_k(x, a["k"])[a["output"]],
+           # jax emits chlo.top_k; a module lowered further holds the sort it becomes.
+           stablehlo=("chlo.top_k", "stablehlo.sort")))
 
 
 # --- control flow --------------------------------------------------------------------------
@@ -1672,3 +1718,12 @@ def ops_for(dtype: str, allow: Sequence[str] = (), exclude: Sequence[str] = (),
     return [op for op in OPS.values()
             if dtype in op.dtypes and (not allow or op.name in allow) and op.name not in exclude
             and (op.family is None or op.family in families or op.name in allow)]
+
+
+# StableHLO ops that no entry lowers to alone but every module may hold, with their
+# bitwise tags: literals, index ramps and barriers (they pass their operands through).
+STABLEHLO_ONLY_TAGS: dict[str, frozenset[str]] = {
+    "stablehlo.constant": EXACT,
+    "stablehlo.iota": EXACT,
+    "stablehlo.optimization_barrier": SELECTS,
+}

@@ -17,10 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import NP_DTYPES, bit_view
+from .dtypes import MLIR_NAMES, NP_DTYPES, bit_view
 
-MLIR_TYPES = {"f32": "f32", "bf16": "bf16", "f16": "f16", "f64": "f64", "i32": "s32",
-              "i8": "s8", "ui8": "u8", "ui32": "u32", "i1": "bool"}
+MLIR_TYPES = {mlir: name for name, mlir in MLIR_NAMES.items()}
 
 
 class ProgramError(ValueError):

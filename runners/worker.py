@@ -2,7 +2,9 @@
 
 A compiler abort, segfault or hang must not take the campaign down: the coordinator
 talks to each worker over a pipe, bounds every request by a timeout, and turns a dead or
-silent worker into a `crash` or `hang` result before starting a fresh one.
+silent worker into a `crash` or `hang` result before starting a fresh one. Every worker
+serves every request of the protocol (protocol.py, dispatch.py), campaign and bisection
+alike.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, overload
 
+from .protocol import Failed, Ping, Reply, Request, RequestFailed, from_wire, to_wire
+
+R = TypeVar("R", bound=Reply)
 _CTX = mp.get_context("spawn")
 # A worker that evaluates many programs op by op grows by about 20 MB a program (compiled
 # primitives are never given back, not even by jax.clear_caches()); past this size it
@@ -55,7 +60,15 @@ class WorkerHung(RuntimeError):
     """The worker did not answer within the timeout (hang); it has been killed."""
 
 
-def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, handler_module: str) -> None:
+@dataclass
+class _Answer:
+    """What crosses the pipe back: the reply, and whether the worker exits after it."""
+
+    reply: Reply
+    recycle: bool
+
+
+def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
     # Ctrl-C reaches the whole process group. The coordinator stops and closes its
     # workers itself; a worker dying of the signal first would be judged a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -70,11 +83,10 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, handler_modu
     jax.config.update("jax_enable_x64", True)
     # Injected transformations are not part of the persistent cache key (docs/architecture.md, "Workers").
     jax.config.update("jax_enable_compilation_cache", False)
-    import importlib
 
+    from . import dispatch
     from . import plugins as plugin_mod
 
-    handlers = importlib.import_module(handler_module)
     if plugins:
         plugin_mod.register(plugins)
     while True:
@@ -85,25 +97,21 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, handler_modu
         if request is None:
             return
         started = time.perf_counter()
+        reply: Reply
         try:
-            reply = {"ok": True, **handlers.handle(request)}
+            reply = dispatch.handle(request)
         except Exception as e:  # every failure of a request is data for the oracle
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}",
-                     "traceback": traceback.format_exc(limit=8)}
-        # Time spent inside jax/XLA for this request: the campaign's measure of harness overhead.
-        reply["busy_s"] = time.perf_counter() - started
-        reply["recycle"] = _rss_bytes() > RECYCLE_RSS_BYTES
-        conn.send(reply)
-        if reply["recycle"]:
+            reply = Failed(f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
+        reply.busy_s = time.perf_counter() - started
+        answer = _Answer(reply, _rss_bytes() > RECYCLE_RSS_BYTES)
+        conn.send(answer)
+        if answer.recycle:
             return
 
 
 @dataclass
 class Worker:
-    """A restartable worker process. `plugins` are registered only in this process.
-
-    `handler_module` names the module whose `handle(request) -> dict` serves requests.
-    """
+    """A restartable worker process. `plugins` are registered only in this process."""
 
     name: str
     plugins: Sequence[str] = ()
@@ -113,13 +121,12 @@ class Worker:
     restarts: int = 0
     recycles: int = 0
     _busy: bool = field(default=False, repr=False)
-    handler_module: str = "xla_sentinel.handlers"
 
     def start(self) -> None:
         parent, child = _CTX.Pipe()
         log = str(self.log_path) if self.log_path else None
         self._proc = _CTX.Process(target=_serve,
-                                  args=(child, tuple(self.plugins), log, self.handler_module),
+                                  args=(child, tuple(self.plugins), log),
                                   daemon=True, name=f"xla-sentinel-{self.name}")
         self._proc.start()
         child.close()
@@ -132,7 +139,26 @@ class Worker:
             f.seek(max(0, f.seek(0, 2) - 4000))
             return f.read().decode(errors="replace")
 
-    def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    @overload
+    def call(self, request: Request[R], timeout: float) -> R: ...
+    @overload
+    def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]: ...
+
+    def call(self, request: Request[Any] | dict[str, Any], timeout: float) -> Any:
+        """The worker's reply to `request`; raises RequestFailed when its handler raised,
+        WorkerHung or WorkerDied when it did not answer. A dict request (the JSON form,
+        protocol.from_wire) gets the JSON form of the reply back, failures included."""
+        if isinstance(request, dict):
+            try:
+                return to_wire(self.call(from_wire(request), timeout))
+            except RequestFailed as e:
+                return to_wire(Failed(e.error, e.traceback, busy_s=e.busy_s))
+        reply = self._exchange(request, timeout)
+        if isinstance(reply, Failed):
+            raise RequestFailed(reply)
+        return reply
+
+    def _exchange(self, request: Request[Any], timeout: float) -> Reply:
         if self._proc is None or not self._proc.is_alive():
             self.start()
         # Local references: close() from another thread may clear the attributes meanwhile.
@@ -144,12 +170,12 @@ class Worker:
                 self.kill()
                 self.restarts += 1
                 raise WorkerHung(f"{self.name}: no answer within {timeout:.0f} s")
-            reply = conn.recv()
-            if reply.get("recycle"):
+            answer: _Answer = conn.recv()
+            if answer.recycle:
                 proc.join(30)
                 self._proc = None
                 self.recycles += 1
-            return reply
+            return answer.reply
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             proc.join(5)
             tail = self._log_tail()
@@ -184,4 +210,4 @@ def wait_ready(workers: Sequence[Worker], timeout: float = 120.0) -> None:
         w.start()
     deadline = time.monotonic() + timeout
     for w in workers:
-        w.call({"cmd": "ping"}, max(1.0, deadline - time.monotonic()))
+        w.call(Ping(), max(1.0, deadline - time.monotonic()))

@@ -20,6 +20,7 @@ from .. import oracle
 from ..dtypes import DISCRETE_FACTOR, FLOATS, TOLERANCE_K, UNIT_ROUNDOFF
 from ..plugins import split_ref
 from ..program import save_arrays
+from ..protocol import Strip
 from ..versions import package_versions
 from . import repro_template
 from .context import Context
@@ -56,7 +57,7 @@ def run(ctx: Context) -> dict[str, Any]:
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir()
-    module = ctx.lab.ask_reference({"cmd": "strip", "module": case.module})["module"]
+    module = ctx.lab.ask_reference(Strip(case.module)).module
     (folder / "module.mlir").write_text(module)
     fusion = ctx.evidence.get("fusion", {})
     for key, name in (("reduced_hlo", "optimized.hlo"), ("program_hlo", "program_optimized.hlo")):

@@ -5,7 +5,6 @@ stages left here and add their own; each records its evidence under its name.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,25 +12,13 @@ from typing import Any
 import numpy as np
 
 from .. import exact, oracle
-from ..dtypes import DISCRETE_OPS, FLOATS
+from ..dtypes import FLOATS
 from ..model import COMPILER_FAILURES
 from ..program import Program
 from .lab import Case, Check, Lab, own_dtype
 
-# The bitwise rule's tags (exact.py, ops.py) for the StableHLO ops generated programs
-# lower to; an op not listed is not bitwise. A reduce selects when its body is a max or min.
-_S, _E, _R = frozenset({"selects"}), frozenset({"exact"}), frozenset({"rounded"})
-STABLEHLO_TAGS = {
-    **{f"stablehlo.{n}": _S for n in (
-        "maximum", "minimum", "abs", "negate", "select", "clamp", "reshape", "transpose",
-        "broadcast_in_dim", "slice", "dynamic_slice", "dynamic_update_slice", "concatenate",
-        "pad", "reverse", "gather", "optimization_barrier")},
-    **{f"stablehlo.{n}": _E for n in (
-        "compare", "convert", "floor", "ceil", "round_nearest_even", "round_nearest_afz", "sign",
-        "is_finite", "bitcast_convert", "reduce_precision", "iota", "constant")},
-    "chlo.next_after": _E,
-    **{f"stablehlo.{n}": _R for n in ("add", "subtract", "multiply")},
-}
+# Ops that select pass their operands through one to one, whatever their number.
+_SELECTS = frozenset({"selects"})
 
 
 @dataclass
@@ -40,7 +27,7 @@ class Context:
     record: dict[str, Any]
     program: Program
     lab: Lab
-    info: dict[str, Any]  # module.module_info of the finding's module
+    info: dict[str, Any]  # module.module_info of the finding's module, ops annotated by rules.py
     values: dict[str, np.ndarray]  # float64 reference of every value of @main, by name
     evidence: dict[str, Any] = field(default_factory=dict)  # stage name -> its evidence
     stopped: str | None = None  # why the pipeline ended early (nondeterministic, ...)
@@ -132,15 +119,12 @@ class Context:
         states: dict[str, exact.State] = {}
         for i in sorted(keep):
             op = self.ops[i]
-            tags = STABLEHLO_TAGS.get(op["name"], frozenset())
-            if op["name"] == "stablehlo.reduce" and re.search(r"applies stablehlo\.(maximum|minimum)",
-                                                              op["text"]):
-                tags = _S
+            tags = frozenset(op["tags"])  # rules.annotate_ops, in the worker
             args = [states.get(v, exact.State()) for v in op["operands"]]
             arg_dtypes = [str(self.dtype(v)) for v in op["operands"]]
             # Of the ops with several results only those that select (a barrier) pass
             # their operands through one to one.
-            several = len(op["results"]) > 1 and tags != _S
+            several = len(op["results"]) > 1 and tags != _SELECTS
             for r in op["results"]:
                 states[r["vid"]] = exact.NOT_BITWISE if several else exact.node_state(
                     tags, str(r["dtype"]), arg_dtypes, args, convert=op["name"] == "stablehlo.convert")
@@ -165,7 +149,7 @@ class Context:
                     expected=[self.values[o] for o in outs],
                     infos=[oracle.OutputInfo(self.dtype(o), self.tainted(o, kept), bitwise.get(o, False))
                            for o in outs],
-                    discrete=any(self.ops[i]["name"] in DISCRETE_OPS for i in keep),
+                    discrete=any(self.ops[i]["discrete"] for i in keep),
                     ops=sorted(keep))
 
     def canonical_op(self, i: int) -> str:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import NP_DTYPES
+from ..dtypes import INDEX_DTYPES, NP_DTYPES
 from ..program import MLIR_TYPES
 
-MLIR_ELEMENTS: dict[str, str] = {**MLIR_TYPES, "i64": "s64", "ui64": "u64", "i16": "s16",
-                                 "ui16": "u16"}
-NUMPY: dict[str, np.dtype] = {**NP_DTYPES, "s64": np.dtype(np.int64), "u64": np.dtype(np.uint64),
-                              "s16": np.dtype(np.int16), "u16": np.dtype(np.uint16)}
+MLIR_ELEMENTS: dict[str, str] = {**MLIR_TYPES, **{m: n for n, (m, _) in INDEX_DTYPES.items()}}
+NUMPY: dict[str, np.dtype] = {**NP_DTYPES, **{n: d for n, (_, d) in INDEX_DTYPES.items()}}
 _NAMES = {v: k for k, v in NUMPY.items()}
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import hlo, oracle
 from ..dtypes import FLOATS, NP_DTYPES
+from ..protocol import RequestFailed, RunHlo
 from ..worker import WorkerDied, WorkerHung
 from .context import Context
 from .elements import name_of
@@ -110,18 +111,17 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray],
     outputs) or else against the extracted HLO widened to float64."""
     lab = ctx.lab
     lab.compiles[NAME] += 1
-    target = lab.target.call({"cmd": "run_hlo", "hlo": text, "inputs": inputs,
-                              "options": lab.options}, lab.timeout)
-    if not target["ok"]:
-        return {"error": target["error"][:500]}
-    legal = lab.ask_reference({"cmd": "run_hlo", "hlo": text, "inputs": inputs, "options": LEGAL})
+    try:
+        target = lab.target.call(RunHlo(text, inputs, lab.options), lab.timeout)
+    except RequestFailed as e:
+        return {"error": e.error[:500]}
+    legal = lab.ask_reference(RunHlo(text, inputs, LEGAL))
     if expected is None:
         wide_inputs = [x.astype(np.float64) if x.dtype.kind == "f" or x.dtype == NP_DTYPES["bf16"]
                        else x for x in inputs]
-        expected = lab.ask_reference({"cmd": "run_hlo", "hlo": _NARROW_FLOAT.sub("f64[", text),
-                                      "inputs": wide_inputs, "options": LEGAL})["outputs"]
+        expected = lab.ask_reference(RunHlo(_NARROW_FLOAT.sub("f64[", text), wide_inputs, LEGAL)).outputs
     floats_in = any(name_of(x.dtype) in FLOATS for x in inputs)
-    infos = [oracle.OutputInfo(name_of(o.dtype), floats_in) for o in target["outputs"]]
+    infos = [oracle.OutputInfo(name_of(o.dtype), floats_in) for o in target.outputs]
     literal: dict[str, list[np.ndarray]] = {}
     if expected is not None and ctx.reduced is not None and ctx.bitwise_finding:
         # The fusion computes the reduced case's outputs: those fixed bitwise are judged
@@ -141,7 +141,7 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray],
         return oracle.judge("x", {"x": outputs, "rounded": rounded, **literal}, expected, infos,
                             lambda: None, discrete, exact="literal")
 
-    mine, theirs = alone(target["outputs"]), alone(legal["outputs"])
+    mine, theirs = alone(target.outputs), alone(legal.outputs)
     return {"fails_alone": mine.verdict != "pass", "verdict": mine.verdict,
             "error": mine.evidence.get("error"), "threshold": mine.evidence.get("threshold"),
             # The legal configuration fails on it too: the wrong result is in the optimized

@@ -19,16 +19,10 @@ from typing import Any
 import numpy as np
 
 from .. import oracle
+from ..protocol import Cut, R, Ran, Request, RequestFailed, Run
 from ..worker import Worker, WorkerDied, WorkerHung
 from .elements import NUMPY
 from .options import LEGAL
-
-
-class BisectWorker(Worker):
-    """A campaign Worker (restart, timeout, crash detection) that serves bisection requests."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, handler_module="xla_sentinel.bisect.serve", **kwargs)
 
 
 class LabError(RuntimeError):
@@ -45,6 +39,23 @@ class Case:
     infos: list[oracle.OutputInfo]
     discrete: bool
     ops: list[int] = field(default_factory=list)  # indices of the original @main ops it keeps
+
+
+@dataclass
+class TargetRun:
+    """The target's run of a case: `ran` when it compiled and ran, else why not."""
+
+    verdict: str  # "pass" when it ran, else crash / hang / compile_error
+    error: str = ""
+    ran: Ran | None = None
+
+    @property
+    def same(self) -> bool | None:
+        """Whether a repeated run agreed bitwise with the first (None: not repeated)."""
+        if self.ran is None or self.ran.again is None:
+            return None
+        return all(np.array_equal(a, b, equal_nan=True)
+                   for a, b in zip(self.ran.outputs, self.ran.again, strict=True))
 
 
 @dataclass
@@ -65,9 +76,9 @@ class Lab:
         self.options = dict(options)
         self.plugins = list(plugins)
         self.timeout = timeout
-        self.target = BisectWorker("bisect-target", tuple(plugins),
+        self.target = Worker("bisect-target", tuple(plugins),
                                    log_dir / "bisect-target.log" if log_dir else None)
-        self.reference = BisectWorker("bisect-reference", (),
+        self.reference = Worker("bisect-reference", (),
                                       log_dir / "bisect-reference.log" if log_dir else None)
         self.compiles: Counter[str] = Counter()  # target compiles per stage
         self.stage = "setup"
@@ -76,66 +87,63 @@ class Lab:
         self.target.close()
         self.reference.close()
 
-    def ask_reference(self, request: dict[str, Any]) -> dict[str, Any]:
+    def ask_reference(self, request: Request[R]) -> R:
+        """A request to the reference worker that must succeed (cutting, evaluating)."""
+        name = type(request).__name__
         try:
-            reply = self.reference.call(request, self.timeout)
+            return self.reference.call(request, self.timeout)
         except (WorkerDied, WorkerHung) as e:
-            raise LabError(f"reference worker failed on {request['cmd']}: {e}") from None
-        if not reply["ok"]:
-            raise LabError(f"{request['cmd']}: {reply['error']}")
-        return reply
+            raise LabError(f"reference worker failed on {name}: {e}") from None
+        except RequestFailed as e:
+            raise LabError(f"{name}: {e.error}") from None
 
     def cut(self, module: str, keep: list[int], params: list[str], outputs: list[str]) -> str:
-        return self.ask_reference({"cmd": "cut", "module": module, "keep": keep, "params": params,
-                                   "outputs": outputs})["module"]
+        return self.ask_reference(Cut(module, keep, params, outputs)).module
 
     def run_target(self, module: str, inputs: list[np.ndarray], options: dict[str, Any] | None = None,
-                   *, want_hlo: bool = False, repeat: bool = False) -> dict[str, Any]:
-        """The target's reply, or {"ok": False, "verdict": crash|hang|compile_error, ...}."""
+                   *, want_hlo: bool = False, repeat: bool = False) -> TargetRun:
+        """The target's run of the module, or the compiler failure that prevented it."""
         self.compiles[self.stage] += 2 if repeat else 1
-        request = {"cmd": "run", "module": module, "inputs": inputs, "want_hlo": want_hlo,
-                   "repeat": repeat, "options": self.options if options is None else options}
+        request = Run(module, inputs, self.options if options is None else options,
+                      want_hlo=want_hlo, repeat=repeat)
         try:
-            reply = self.target.call(request, self.timeout)
+            return TargetRun("pass", ran=self.target.call(request, self.timeout))
         except WorkerHung as e:
-            return {"ok": False, "verdict": "hang", "error": str(e)}
+            return TargetRun("hang", str(e))
         except WorkerDied as e:
-            return {"ok": False, "verdict": "crash", "error": f"{e}\n{e.log_tail[-1500:]}"}
-        if not reply["ok"]:
-            return {**reply, "verdict": "compile_error"}
-        return reply
+            return TargetRun("crash", f"{e}\n{e.log_tail[-1500:]}")
+        except RequestFailed as e:
+            return TargetRun("compile_error", e.error)
 
     def check_compile(self, case: Case, verdict: str, options: dict[str, Any] | None = None, *,
                       repeat: bool = False, want_hlo: bool = False) -> Check:
         """Does the target still fail to compile (or run) this case the way `verdict` says?
         A crash cannot be run twice in one request, so a repeat is a second request."""
-        reply = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo)
-        got = reply["verdict"] if not reply["ok"] else "pass"
+        first = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo)
         deterministic = None
         if repeat:
-            again = self.run_target(case.module, case.inputs, options)
-            deterministic = got == (again["verdict"] if not again["ok"] else "pass")
-        return Check(got == verdict, got, {"error": reply.get("error", "")[:2000]},
-                     reply.get("outputs"), deterministic, reply.get("hlo"))
+            deterministic = first.verdict == self.run_target(case.module, case.inputs, options).verdict
+        return Check(first.verdict == verdict, first.verdict, {"error": first.error[:2000]},
+                     first.ran.outputs if first.ran else None, deterministic,
+                     first.ran.hlo if first.ran else None)
 
     def legal(self, module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The case at its own precision under the float64 jit's legal settings, no plugins."""
-        return self.ask_reference({"cmd": "run", "module": module, "inputs": inputs,
-                                   "options": LEGAL})["outputs"]
+        return self.ask_reference(Run(module, inputs, LEGAL)).outputs
 
     def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
               want_hlo: bool = False) -> Check:
         """Does the target compute wrong numbers on this case?"""
-        reply = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo, repeat=repeat)
-        if not reply["ok"]:
-            return Check(False, reply["verdict"], {"error": reply["error"][:2000]})
-        outputs = reply["outputs"]
+        run = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo, repeat=repeat)
+        if run.ran is None:
+            return Check(False, run.verdict, {"error": run.error[:2000]})
+        outputs = run.ran.outputs
         results = {"target": outputs, "legal": self.legal(case.module, case.inputs)}
         # The legal compile is the literal result for outputs judged bitwise.
         j = oracle.judge("target", results, case.expected, case.infos, lambda: None, case.discrete,
                          exact="legal")
         return Check(j.verdict != "pass", j.verdict, {**j.evidence, "output": j.output}, outputs,
-                     reply.get("same"), reply.get("hlo"))
+                     run.same, run.ran.hlo)
 
 
 def own_dtype(value: np.ndarray, dtype: str) -> np.ndarray:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import COMPILER_FAILURES
+from ..protocol import ListPasses, RequestFailed
 from ..worker import WorkerDied, WorkerHung
 from .context import Context
 from .lab import Case, LabError
@@ -82,12 +83,9 @@ def _passes_seen(ctx: Context, case: Case) -> list[str]:
     for worker in (ctx.lab.target, ctx.lab.reference):
         ctx.lab.compiles[NAME] += worker is ctx.lab.target
         try:
-            reply = worker.call({"cmd": "passes", "module": case.module, "options": ctx.lab.options},
-                                ctx.lab.timeout)
-        except (WorkerDied, WorkerHung):
+            names.update(worker.call(ListPasses(case.module, ctx.lab.options), ctx.lab.timeout).passes)
+        except (WorkerDied, WorkerHung, RequestFailed):
             continue
-        if reply["ok"]:
-            names.update(reply["passes"])
     if not names:
         raise LabError("no compile of the case listed its passes")
     return sorted(names)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..program import Program, ProgramError
+from ..protocol import EveryValue, Info
 from . import bundle, fusion, graph, passes, reduce, reproduce, shrink
 from .context import Context
 from .lab import Lab, LabError
@@ -58,9 +59,8 @@ def open_context(finding_dir: Path, timeout: float = 120.0) -> Context:
     logs.mkdir(exist_ok=True)
     lab = Lab(evidence.get("target_options") or {}, evidence.get("plugins") or [], timeout, logs)
     try:
-        info = lab.ask_reference({"cmd": "info", "module": program.module})
-        values = lab.ask_reference({"cmd": "reference", "module": program.module,
-                                    "inputs": program.inputs})["values"]
+        info = lab.ask_reference(Info(program.module)).info
+        values = lab.ask_reference(EveryValue(program.module, program.inputs)).values
     except LabError as e:
         lab.close()
         raise BisectError(f"{finding_dir / 'program' / 'module.mlir'}: {e}") from None

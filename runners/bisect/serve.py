@@ -1,9 +1,9 @@
-"""Requests a bisection worker answers (runs inside the worker process, with jax).
+"""What a worker does with the bisector's requests (runs inside the worker, with jax).
 
-`info` and `cut` edit modules; `run` compiles and runs a module under XLA options
-(optionally twice, to check the result is reproducible); `run_hlo` does the same for HLO
-text; `reference` evaluates every value of a module op by op in float64; `passes` lists
-the HLO passes XLA runs on a module.
+`Info`, `Cut` and `Strip` read and edit modules; `RunHlo` compiles and runs HLO text;
+`EveryValue` evaluates every value of a module op by op in float64; `ListPasses` lists
+the HLO passes XLA runs on a module. Running a module is the campaign's `Run`
+(handlers.run); `dispatch.HANDLERS` maps every request class to its handler.
 """
 
 from __future__ import annotations
@@ -19,6 +19,20 @@ import numpy as np
 from .. import targets
 from ..dtypes import FLOATS, NP_DTYPES
 from ..program import promote_floats
+from ..protocol import (
+    Cut,
+    EveryValue,
+    Info,
+    ListPasses,
+    ModuleInfo,
+    ModuleText,
+    Outputs,
+    PassNames,
+    RunHlo,
+    Strip,
+    Values,
+)
+from ..rules import annotate_ops
 from . import module as mod
 from .elements import NUMPY
 from .options import LEGAL
@@ -38,18 +52,6 @@ def _compiled(text: str, options: dict[str, Any]) -> Any:
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return exe
-
-
-def _run(req: dict[str, Any]) -> dict[str, Any]:
-    ex = targets.run_module(req["module"], req["inputs"], req["options"],
-                            want_hlo=req.get("want_hlo", False))
-    reply: dict[str, Any] = {"outputs": ex.outputs, "hlo": ex.optimized_hlo}
-    if req.get("repeat"):
-        # A fresh compile and run must agree bitwise (CPU is deterministic, docs/architecture.md "Oracle").
-        again = targets.run_module(req["module"], req["inputs"], req["options"]).outputs
-        reply["same"] = all(np.array_equal(a, b, equal_nan=True)
-                            for a, b in zip(ex.outputs, again, strict=True))
-    return reply
 
 
 def run_hlo_text(text: str, inputs: list[np.ndarray], options: dict[str, Any]) -> list[np.ndarray]:
@@ -74,16 +76,16 @@ def _wide(value: np.ndarray) -> np.ndarray:
     return a
 
 
-def _reference(req: dict[str, Any]) -> dict[str, Any]:
+def every_value(req: EveryValue) -> Values:
     """Every value of @main in float64: each op compiled alone on float64 operands (the
     float64 eager reference of docs/architecture.md, for any module). Ops that do not widen (hex
     constants, bitcasts) run at their own precision on rounded operands; their names are
     returned in `own_precision`."""
-    parsed = mod.Parsed(req["module"])
+    parsed = mod.Parsed(req.module)
     parsed_info = parsed.info()
     types = {a["vid"]: a for a in parsed_info["args"]}
     values: dict[str, np.ndarray] = {a["vid"]: _wide(x)
-                                     for a, x in zip(parsed_info["args"], req["inputs"], strict=True)}
+                                     for a, x in zip(parsed_info["args"], req.inputs, strict=True)}
     own_precision = []
     for i, op in enumerate(parsed_info["ops"]):
         for r in op["results"]:
@@ -108,7 +110,7 @@ def _reference(req: dict[str, Any]) -> dict[str, Any]:
             exe = _compiled(text, LEGAL)
             results = targets.execute(exe, [_own(values[p], types[p]["dtype"]) for p in params])
         values.update({v: _wide(r) for v, r in zip(outs, results, strict=True)})
-    return {"values": values, "own_precision": own_precision}
+    return Values(values, own_precision)
 
 
 def _narrowing_float_convert(op: dict[str, Any], types: dict[str, dict[str, Any]]) -> bool:
@@ -121,34 +123,29 @@ def _narrowing_float_convert(op: dict[str, Any], types: dict[str, dict[str, Any]
 _DUMP_NAME = re.compile(r"\.(?:after|before)_([\w\-]+)")
 
 
-def _passes(req: dict[str, Any]) -> dict[str, Any]:
+def list_passes(req: ListPasses) -> PassNames:
     """Names of the HLO passes XLA runs on this module, from a dump of every pass."""
     with tempfile.TemporaryDirectory(prefix="sentinel-passes-") as tmp:
-        options = {**req["options"], "xla_dump_to": tmp, "xla_dump_hlo_pass_re": ".*"}
-        targets.compile_module(req["module"], options)
+        options = {**req.options, "xla_dump_to": tmp, "xla_dump_hlo_pass_re": ".*"}
+        targets.compile_module(req.module, options)
         names = set()
         for f in os.listdir(tmp):
             names.update(_DUMP_NAME.findall(f.removesuffix(".txt")))
     names -= {"pipeline-start", "pipeline-end"}
-    return {"passes": sorted(names)}
+    return PassNames(sorted(names))
 
 
-def handle(req: dict[str, Any]) -> dict[str, Any]:
-    cmd = req["cmd"]
-    if cmd == "ping":
-        return {}
-    if cmd == "info":
-        return mod.module_info(req["module"])
-    if cmd == "cut":
-        return {"module": mod.cut(req["module"], req["keep"], req["params"], req["outputs"])}
-    if cmd == "strip":
-        return {"module": mod.strip_locations(req["module"])}
-    if cmd == "run":
-        return _run(req)
-    if cmd == "run_hlo":
-        return {"outputs": run_hlo_text(req["hlo"], req["inputs"], req["options"])}
-    if cmd == "reference":
-        return _reference(req)
-    if cmd == "passes":
-        return _passes(req)
-    raise ValueError(f"unknown bisection request {cmd!r}")
+def info(req: Info) -> ModuleInfo:
+    return ModuleInfo(annotate_ops(mod.module_info(req.module)))
+
+
+def cut(req: Cut) -> ModuleText:
+    return ModuleText(mod.cut(req.module, req.keep, req.params, req.outputs))
+
+
+def strip(req: Strip) -> ModuleText:
+    return ModuleText(mod.strip_locations(req.module))
+
+
+def run_hlo(req: RunHlo) -> Outputs:
+    return Outputs(run_hlo_text(req.hlo, req.inputs, req.options))

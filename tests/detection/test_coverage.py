@@ -7,6 +7,7 @@ import re
 import numpy as np
 from xla_sentinel import coverage, evaluate, handlers, targets
 from xla_sentinel.generator import Graph
+from xla_sentinel.protocol import PassEffects
 
 # x, y: f32[4, 8] -> add -> exp -> reduce_sum over axis 1 -> f32[4]; and add -> tanh.
 HAND_BUILT = {
@@ -87,7 +88,6 @@ def test_campaign_totals_sum_programs() -> None:
 
 def test_pass_effects_name_the_passes_that_changed_the_module() -> None:
     module = evaluate.lower_text(Graph.from_json(HAND_BUILT))
-    changed = handlers.handle({"cmd": "pass_effects", "module": module,
-                               "passes": ["fusion", "dot-library-rewriter"]})["changed"]
+    changed = handlers.pass_effects(PassEffects(module, ["fusion", "dot-library-rewriter"])).changed
     # Without fusion the elementwise chain is no longer fused; there is no dot to rewrite.
     assert changed == ["fusion"]

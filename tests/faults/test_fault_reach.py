@@ -18,6 +18,7 @@ from xla_sentinel.campaign import GeneratorSpec
 from xla_sentinel.faults import fault_path
 from xla_sentinel.generator import generate
 from xla_sentinel.inputs import make_inputs
+from xla_sentinel.protocol import RequestFailed, Run
 from xla_sentinel.worker import Worker, WorkerDied
 
 SPEC = GeneratorSpec(minOps=2, maxOps=16)  # bench/detection.py's generator settings
@@ -74,10 +75,12 @@ def test_state_update_programs_reach_dus_copy_elided() -> None:
             module = evaluate.lower_text(graph)
             clean = targets.run_module(module, inputs, {}).outputs
             try:
-                reply = worker.call({"cmd": "run", "module": module, "inputs": inputs, "options": {}}, 120)
+                reply = worker.call(Run(module, inputs, {}), 120)
             except WorkerDied:
                 return
-            if reply["ok"] and _differ(clean, reply["outputs"]):
+            except RequestFailed:
+                continue
+            if _differ(clean, reply.outputs):
                 return
     finally:
         worker.close()

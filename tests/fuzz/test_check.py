@@ -76,9 +76,9 @@ def test_the_interpreter_reads_unsigned_inputs() -> None:
                   outputs=[3])
     inputs = [np.array([0, 1, 200, 255], np.uint8), np.array([7, 2**31, 2**32 - 1, 3], np.uint32)]
 
-    reply = handlers._interpret(evaluate.lower_text(graph), inputs)
+    reply = handlers.interpret(evaluate.lower_text(graph), inputs)
 
-    np.testing.assert_array_equal(reply["outputs"][0], evaluate.eager(graph, inputs)[0])
+    np.testing.assert_array_equal(reply.outputs[0], evaluate.eager(graph, inputs)[0])
 
 
 # rev(convert_bf16(x)): an output IEEE 754 fixes bitwise (exact.py).

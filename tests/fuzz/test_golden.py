@@ -58,11 +58,12 @@ CRASH_CANDIDATES = {fid: "508202ab132241e1" for *_, fid in CRASH_FINDINGS}
 FINDING_FIELDS = ["campaign", "culprit_op", "culprit_pass", "dir", "dtype", "evidence",
                   "fusion_kind", "id", "known_bug", "program", "signature", "target", "time",
                   "verdict"]
-SUMMARY_FIELDS = ["campaign", "corpus_errors", "coverage", "elapsed_s", "executions", "findings",
-                  "findings_known", "findings_new", "harness_share", "injected_passes",
+# cross_checks and reference_fallbacks came with the numpy float64 reference (issue 16).
+SUMMARY_FIELDS = ["campaign", "corpus_errors", "coverage", "cross_checks", "elapsed_s", "executions",
+                  "findings", "findings_known", "findings_new", "harness_share", "injected_passes",
                   "jax_version", "jaxlib_version", "program_status", "programs", "programs_per_s",
-                  "references", "seed", "shard", "signatures", "targets", "trace_errors",
-                  "worker_restarts", "worker_seconds"]
+                  "reference_fallbacks", "references", "seed", "shard", "signatures", "targets",
+                  "trace_errors", "worker_restarts", "worker_seconds"]
 SUMMARY_SIGNATURE_FIELDS = ["count", "culprit_op", "culprit_pass", "first_seen", "fusion_kind", "id",
                             "known_bug", "last_seen", "repro", "target", "verdict"]
 

@@ -13,6 +13,7 @@ import pytest
 from xla_sentinel import evaluate, handlers
 from xla_sentinel.generator import Graph
 from xla_sentinel.oracle import OutputInfo, judge
+from xla_sentinel.protocol import Noise
 
 pytestmark = pytest.mark.usefixtures("x64")
 
@@ -29,9 +30,7 @@ X = np.array([-0.5009765625, 0.1, 3.0, -0.2, 7.0, 0.05, -2.0, 0.3], np.float16)
 
 
 def _noise_samples(x: np.ndarray = X) -> list[list[np.ndarray]]:
-    reply = handlers.HANDLERS["reference"]({"cmd": "reference", "graph": GRAPH.to_json(),
-                                            "inputs": [x], "kind": "noise", "noise_seed": 7})
-    return reply["samples"]
+    return handlers.noise(Noise(GRAPH.to_json(), [x], seed=7)).samples
 
 
 def test_directed_samples_move_every_op_one_ulp_each_way() -> None:
@@ -135,10 +134,9 @@ def test_a_non_finite_result_is_no_verdict_only_where_overflow_is_legal() -> Non
 
 
 def _noise_samples_of(graph: Graph, inputs: list[np.ndarray]):
-    reply = handlers.HANDLERS["reference"]({"cmd": "reference", "graph": graph.to_json(),
-                                            "inputs": inputs, "kind": "noise", "noise_seed": 7})
-    assert reply["overflow"] == evaluate.overflow_prone(graph, inputs)
-    return lambda: reply["samples"]
+    reply = handlers.noise(Noise(graph.to_json(), inputs, seed=7))
+    assert reply.overflow == evaluate.overflow_prone(graph, inputs)
+    return lambda: reply.samples
 
 
 def _reduction(op: str, shape: list[int], attrs: dict) -> Graph:

@@ -70,16 +70,17 @@ def test_promotion_keeps_the_value_of_hex_float_constants() -> None:
 
 
 def test_float64_reference_of_a_replayed_max_reduction_keeps_minus_inf(x64: None) -> None:
-    from xla_sentinel.handlers import handle
+    from xla_sentinel.handlers import module_reference
+    from xla_sentinel.protocol import ModuleReference
 
     x = np.array([[-1.0, -2.0, -3.0], [1.0, -5.0, 2.0]], np.float32)
-    reply = handle({"cmd": "reference", "kind": "f64_text", "module": MAX_REDUCE, "inputs": [x]})
+    reply = module_reference(ModuleReference("f64_text", MAX_REDUCE, [x]))
     # An all-negative row reduces to its maximum, not to the f64 read of 0xFF800000 (~2e-314).
-    np.testing.assert_array_equal(reply["outputs"][0], [-1.0, 2.0])
+    np.testing.assert_array_equal(reply.outputs[0], [-1.0, 2.0])
 
 
 def test_a_replayed_module_is_discrete_by_the_ops_it_holds() -> None:
-    from xla_sentinel.assess import has_discrete_ops
+    from xla_sentinel.rules import has_discrete_ops
 
     assert not has_discrete_ops(MAX_REDUCE)
     assert has_discrete_ops(MODULE)  # its stablehlo.convert rounds: ties flip legally

@@ -1,0 +1,324 @@
+"""The worker protocol: one class per request and per reply (docs/architecture.md, "Workers").
+
+Campaign workers and bisection workers are the same process serving the same requests
+(`dispatch.HANDLERS`, one table from request class to handler). The coordinator sends a
+request object and gets the reply class its request names back; a request the worker
+could not serve comes back as `Failed` and is raised as `RequestFailed`. Objects cross
+the pipe pickled. No jax here: the coordinator imports this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+import numpy as np
+
+Arrays = list[np.ndarray]
+
+
+@dataclass
+class Reply:
+    """What every reply carries: the time the worker spent on the request (inside jax/XLA;
+    the campaign's measure of harness overhead)."""
+
+    busy_s: float = field(default=0.0, kw_only=True)
+
+
+R = TypeVar("R", bound=Reply)
+
+
+class Request(Generic[R]):
+    """A request whose reply is an R. `cmd` is its name in the JSON form (`from_wire`)."""
+
+    cmd: ClassVar[str]
+
+
+# --- replies -------------------------------------------------------------------------------
+
+@dataclass
+class Failed(Reply):
+    """The handler raised: the error as `Type: message`, and where."""
+
+    error: str
+    traceback: str = ""
+
+
+@dataclass
+class Pong(Reply):
+    pass
+
+
+@dataclass
+class Validated(Reply):
+    errors: list[str]  # one line per unusable plugin or target, naming the spec field
+
+
+@dataclass
+class Generated(Reply):
+    module: str
+    graph: dict[str, Any]
+    inputs: Arrays
+    input_dtypes: list[str]
+    recipe: dict[str, Any]
+
+
+@dataclass
+class Loaded(Reply):
+    id: str
+    module: str
+    inputs: Arrays
+    input_dtypes: list[str]
+    provenance: dict[str, Any]
+
+
+@dataclass
+class ChangedPasses(Reply):
+    changed: list[str]
+
+
+@dataclass
+class ModuleClass(Reply):
+    discrete: bool  # holds an op whose exact ties flip legally (docs/architecture.md, "Oracle")
+
+
+@dataclass
+class Ran(Reply):
+    outputs: Arrays
+    compile_s: float = 0.0
+    run_s: float = 0.0
+    hlo: str | None = None  # the optimized HLO, when asked for
+    again: Arrays | None = None  # a second, fresh compile and run, when asked for
+
+
+@dataclass
+class Outputs(Reply):
+    outputs: Arrays | None
+    skipped: str = ""  # why a reference does not apply (outputs is None then)
+    fallbacks: dict[str, int] = field(default_factory=dict)  # f64_numpy: ops evaluated by XLA
+
+
+@dataclass
+class NoiseSamples(Reply):
+    outputs: Arrays
+    samples: list[Arrays]
+    overflow: list[bool]  # per output: may overflow legally
+
+
+@dataclass
+class Values(Reply):
+    values: dict[str, np.ndarray]  # every value of @main in float64, by name
+    own_precision: list[str]  # values of ops that were evaluated at their own precision
+
+
+@dataclass
+class ModuleInfo(Reply):
+    info: dict[str, Any]  # bisect.module.Parsed.info(): args, ops, returns
+
+
+@dataclass
+class ModuleText(Reply):
+    module: str
+
+
+@dataclass
+class PassNames(Reply):
+    passes: list[str]
+
+
+# --- requests ------------------------------------------------------------------------------
+
+@dataclass
+class Ping(Request[Pong]):
+    cmd: ClassVar[str] = "ping"
+
+
+@dataclass
+class Validate(Request[Validated]):
+    """Do the plugins import and run, and does this XLA know each target's options?"""
+
+    plugins: list[str]
+    targets: list[dict[str, Any]]
+    cmd: ClassVar[str] = "validate"
+
+
+@dataclass
+class Generate(Request[Generated]):
+    seed: int
+    index: int
+    generator: dict[str, Any]  # the spec's GeneratorSpec as a dict
+    special: bool
+    bias: dict[str, Any] | None = None
+    cmd: ClassVar[str] = "generate"
+
+
+@dataclass
+class LoadTrace(Request[Loaded]):
+    path: str
+    seed: int = 0
+    cmd: ClassVar[str] = "load"
+
+
+@dataclass
+class LoadCorpus(Request[Loaded]):
+    path: str
+    seed: int = 0
+    cmd: ClassVar[str] = "load_corpus"
+
+
+@dataclass
+class PassEffects(Request[ChangedPasses]):
+    """Which of `passes` change the module's optimized HLO when disabled."""
+
+    module: str
+    passes: list[str]
+    cmd: ClassVar[str] = "pass_effects"
+
+
+@dataclass
+class ClassifyModule(Request[ModuleClass]):
+    module: str
+    cmd: ClassVar[str] = "classify"
+
+
+@dataclass
+class Run(Request[Ran]):
+    """Compile `module` under XLA `options` and run it; `repeat`: compile and run it a
+    second time (CPU results are deterministic, so a different answer is a finding)."""
+
+    module: str
+    inputs: Arrays
+    options: dict[str, Any]
+    want_hlo: bool = False
+    repeat: bool = False
+    cmd: ClassVar[str] = "run"
+
+
+@dataclass
+class RunHlo(Request[Outputs]):
+    hlo: str  # HLO text, defused (hlo.defuse)
+    inputs: Arrays
+    options: dict[str, Any]
+    cmd: ClassVar[str] = "run_hlo"
+
+
+@dataclass
+class GraphReference(Request[Outputs]):
+    """A reference evaluated from a generated program's op graph."""
+
+    kind: Literal["eager", "f64_eager", "f64_jit", "unsharded"]
+    graph: dict[str, Any]
+    inputs: Arrays
+    cmd: ClassVar[str] = "graph_reference"
+
+
+@dataclass
+class ModuleReference(Request[Outputs]):
+    """A reference evaluated from module text (a replayed program has no graph)."""
+
+    kind: Literal["interpreter", "f64_text", "reference_o0"]
+    module: str
+    inputs: Arrays
+    cmd: ClassVar[str] = "module_reference"
+
+
+@dataclass
+class NumpyReference(Request[Outputs]):
+    """The float64 reference in numpy (npref): of the graph's float64 lowering when there
+    is a graph, else of the module promoted to float64."""
+
+    module: str
+    inputs: Arrays
+    graph: dict[str, Any] | None = None
+    cmd: ClassVar[str] = "numpy_reference"
+
+
+@dataclass
+class Noise(Request[NoiseSamples]):
+    """Perturbed float64 evaluations of a graph: the oracle's noise model."""
+
+    graph: dict[str, Any]
+    inputs: Arrays
+    seed: int = 0
+    cmd: ClassVar[str] = "noise"
+
+
+@dataclass
+class EveryValue(Request[Values]):
+    """The float64 value of every value of @main, op by op (the bisector's reference)."""
+
+    module: str
+    inputs: Arrays
+    cmd: ClassVar[str] = "every_value"
+
+
+@dataclass
+class Info(Request[ModuleInfo]):
+    module: str
+    cmd: ClassVar[str] = "info"
+
+
+@dataclass
+class Cut(Request[ModuleText]):
+    """A module whose @main runs the ops `keep` of `module` on `params`, returning `outputs`."""
+
+    module: str
+    keep: list[int]
+    params: list[str]
+    outputs: list[str]
+    cmd: ClassVar[str] = "cut"
+
+
+@dataclass
+class Strip(Request[ModuleText]):
+    """The module without debug locations."""
+
+    module: str
+    cmd: ClassVar[str] = "strip"
+
+
+@dataclass
+class ListPasses(Request[PassNames]):
+    """The HLO passes XLA runs on the module under `options`."""
+
+    module: str
+    options: dict[str, Any]
+    cmd: ClassVar[str] = "passes"
+
+
+REQUESTS: tuple[type[Request[Any]], ...] = (
+    Ping, Validate, Generate, LoadTrace, LoadCorpus, PassEffects, ClassifyModule, Run, RunHlo,
+    GraphReference, ModuleReference, NumpyReference, Noise, EveryValue, Info, Cut, Strip, ListPasses)
+
+
+class RequestFailed(RuntimeError):
+    """The worker answered, but its handler raised (a compile error, a bad file, ...)."""
+
+    def __init__(self, failed: Failed) -> None:
+        super().__init__(failed.error)
+        self.error = failed.error
+        self.traceback = failed.traceback
+        self.busy_s = failed.busy_s
+
+
+# --- the JSON form ------------------------------------------------------------------------
+# Scripts outside the engine (the file-input fuzzer) speak `{"cmd": ..., fields}` and
+# read `{"ok": ..., fields}`; these turn that form into the classes and back.
+
+_BY_CMD = {cls.cmd: cls for cls in REQUESTS}
+
+
+def from_wire(message: dict[str, Any]) -> Request[Any]:
+    """The request a `{"cmd": name, field: value, ...}` dict stands for."""
+    cls = _BY_CMD.get(message.get("cmd", ""))
+    if cls is None:
+        raise ValueError(f"unknown request {message.get('cmd')!r}")
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in message.items() if k in names})
+
+
+def to_wire(reply: Reply) -> dict[str, Any]:
+    """`{"ok": True, fields}` for a reply, `{"ok": False, "error": ...}` for a failure."""
+    d = {f.name: getattr(reply, f.name) for f in fields(reply)}
+    return {"ok": not isinstance(reply, Failed), **d}
+

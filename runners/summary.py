@@ -1,0 +1,82 @@
+"""What a campaign says about itself: the live progress line and summary.json."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from . import coverage
+from .campaign import CampaignSpec
+from .recording import Counters, json_default
+from .store import Store
+from .targets import Target
+from .versions import package_versions
+
+
+def print_progress(c: Counters, total: int | None, final: bool = False) -> None:
+    """One line: a bar (or a count), programs per second, findings by verdict."""
+    el = time.monotonic() - c.started
+    bar = ""
+    if total:
+        done = min(c.programs, total)
+        bar = "[" + "#" * (20 * done // total) + "." * (20 - 20 * done // total) + f"] {done}/{total} "
+    else:
+        bar = f"{c.programs} programs "
+    found = " ".join(f"{k}={v}" for k, v in sorted(c.findings.items())) or "none"
+    line = f"{bar}| {c.programs / max(el, 1e-9):.1f}/s | findings: {found} | {el:.0f}s"
+    end = "\n" if final or not sys.stderr.isatty() else ""
+    sys.stderr.write(("\r" if sys.stderr.isatty() else "") + line + end)
+    sys.stderr.flush()
+
+
+def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spec: CampaignSpec,
+                  targets: list[Target], plugins: list[str], shard: tuple[int, int],
+                  worker_restarts: dict[str, int]) -> dict[str, Any]:
+    """summary.json (the contract of docs/architecture.md, "The flow"); returns it."""
+    totals = store.totals()
+    elapsed = time.monotonic() - counters.started
+    sigs = store.signatures()
+    findings = store.findings()
+    worker_s = counters.worker_s
+    known = sum(1 for f in findings if f.known_bug)
+    stored = coverage.stored_stats(out / "campaign.sqlite")
+    fallbacks: Counter[str] = Counter()
+    for st in stored:
+        fallbacks.update(st.get("reference_fallbacks", {}))
+    summary = {
+        "campaign": name,
+        "programs": totals["programs"],
+        "executions": totals["executions"],
+        "elapsed_s": round(elapsed, 2),
+        "programs_per_s": round(counters.status.total() / max(elapsed, 1e-9), 3),
+        "program_status": totals["status"],
+        "trace_errors": store.programs_with_status("trace_error"),
+        "corpus_errors": store.programs_with_status("corpus_error"),
+        "coverage": coverage.total(stored).to_json(),
+        # Time the worker processes spent in jax/XLA against the slots' wall time: what
+        # is left is the harness (pipes, pickling, the oracle, the store).
+        "worker_seconds": round(worker_s, 2),
+        "harness_share": round(max(0.0, 1 - worker_s / max(elapsed * spec.workers, 1e-9)), 3),
+        "worker_restarts": worker_restarts,
+        "findings": totals["findings"],
+        "findings_new": len(findings) - known,
+        "findings_known": known,
+        "signatures": [s.to_summary() for s in sigs],
+        "targets": [{"name": t.name, "options": t.options} for t in targets],
+        "references": list(spec.references),
+        # f64_numpy: its ops evaluated by XLA, and why the XLA float64 references ran
+        # (suspect, sample, fallback, numpy_failed), in programs.
+        "reference_fallbacks": dict(fallbacks),
+        "cross_checks": dict(Counter(st["cross_check"] for st in stored if st.get("cross_check"))),
+        "injected_passes": plugins,
+        "seed": spec.seed,
+        "shard": {"index": shard[0], "count": shard[1]},
+        "jax_version": package_versions()["jax"],
+        "jaxlib_version": package_versions()["jaxlib"],
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=json_default))
+    return summary
