@@ -1,10 +1,12 @@
-"""Operator at scale: one FuzzCampaign with 1,000 workers reporting 10,000 findings of 100
-distinct signatures, through the real reporter, the real operator process and the emulated
-API server (tests/k8s/apiserver.py).
+"""Operator at scale on the real control plane (tests/controlplane: kube-apiserver, etcd,
+kube-controller-manager): one FuzzCampaign with 1,000 workers reporting 10,000 findings of 100
+distinct signatures through the real reporter (as the chart's worker ServiceAccount), and the
+real operator process (as the chart's operator ServiceAccount).
 
-Prints: the time from the last worker write to a converged status (campaign counters and
-every BugSignature count exact), the operator process's peak and final memory, and the API
-requests per finding made by the operator (kopf's and its own) and by the workers.
+Prints: the time from the last worker write to a converged status (campaign counters and every
+BugSignature count exact), the operator process's peak and final memory, API requests per
+finding made by the operator and by the workers (counted from kube-apiserver's audit log), the
+bytes etcd took in per finding, and etcd's database size at the end.
 
     .venv/bin/python bench/operator_scale.py [--workers 1000 --findings 10000 --signatures 100]
 """
@@ -12,32 +14,33 @@ requests per finding made by the operator (kopf's and its own) and by the worker
 from __future__ import annotations
 
 import argparse
-import asyncio
 import concurrent.futures
 import hashlib
-import socket
+import json
+import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
-import aiohttp  # noqa: E402
-import kmock  # noqa: E402
+from controlplane.cluster import ControlPlane, free_port  # noqa: E402
+from controlplane.kit import (  # noqa: E402
+    NOT_APPLIED,
+    OPERATOR_SA,
+    RELEASE_NS,
+    Api,
+    apply,
+    helm_template,
+    kubectl,
+)
+from k8s.workers import reports_api  # noqa: E402
 from xla_sentinel.k8s_report import K8sReporter  # noqa: E402
-
-from tests.k8s.apiserver import ApiServer  # noqa: E402
-from tests.k8s.workers import core_api  # noqa: E402
 
 NS = "bench"
 API = "xlasentinel.dev/v1alpha1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def memory_kib(pid: int) -> dict[str, int]:
@@ -49,11 +52,11 @@ def memory_kib(pid: int) -> dict[str, int]:
     return fields
 
 
-def run_worker(url: str, uid: str, index: int, per_worker: int, n_workers: int,
+def run_worker(kubeconfig: Path, uid: str, index: int, per_worker: int,
                signatures: list[str]) -> None:
     """One worker pod's lifetime: start, a finding at a time, progress, done."""
-    reporter = K8sReporter(core_api(url), namespace=NS, campaign="scale", campaign_uid=uid,
-                           worker=f"main-{index}", progress_interval=60.0)
+    reporter = K8sReporter(reports_api(kubeconfig), namespace=NS, campaign="scale",
+                           campaign_uid=uid, worker=f"main-{index}", progress_interval=60.0)
     reporter.start()
     for j in range(per_worker):
         g = index * per_worker + j
@@ -68,91 +71,98 @@ def run_worker(url: str, uid: str, index: int, per_worker: int, n_workers: int,
     reporter.close(done=False)
 
 
-def classify(server: ApiServer) -> dict[str, int]:
-    counts = {"operator": 0, "workers": 0, "other": 0}
-    for r in server._requests:
-        agent = r.headers.get("User-Agent", "")
-        if agent.startswith(("kopf", "xla-sentinel-operator")):
+def requests_by_user(audit_log: Path) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        user = event.get("user", {}).get("username", "")
+        if user.endswith(f":{OPERATOR_SA}"):
             counts["operator"] += 1
-        elif agent.startswith("OpenAPI-Generator"):
+        elif ":xs-xla-sentinel-worker" in user:
             counts["workers"] += 1
         else:
             counts["other"] += 1
     return counts
 
 
-async def converged(server: ApiServer, findings: int, n_sigs: int, workers: int) -> bool:
-    fc = server.get(f"{API}/fuzzcampaigns", NS, "scale") or {}
-    st = fc.get("status") or {}
+def converged(api: Api, findings: int, n_sigs: int, workers: int) -> bool:
+    st = (api.get(f"{API}/fuzzcampaigns", NS, "scale") or {}).get("status") or {}
     if (st.get("findingsTotal"), st.get("signatures"), (st.get("workers") or {}).get("reporting")) \
             != (findings, n_sigs, workers):
         return False
-    sigs = server.all(f"{API}/bugsignatures", NS)
+    sigs = api.all(f"{API}/bugsignatures", NS)
     return len(sigs) == n_sigs and sum((s.get("status") or {}).get("count", 0) for s in sigs) == findings
 
 
-async def main(args: argparse.Namespace) -> None:
+def main(args: argparse.Namespace) -> None:
     per_worker = args.findings // args.workers
     findings = per_worker * args.workers
     signatures = [hashlib.sha256(f"sig{i}".encode()).hexdigest()[:16] for i in range(args.signatures)]
-    server = ApiServer(crd_dir=str(ROOT / "crds"), namespaces={"default", NS})
-    async with server, kmock.Server(server):
-        url = str(server.url)
+    with ControlPlane(audit=True) as cp:
+        api = Api(cp)
+        for ns in (RELEASE_NS, NS):
+            kubectl(cp, "create", "namespace", ns)
+        objs = helm_template(f"operator.watchNamespaces={{{NS}}}")
+        apply(cp, [o for o in objs if o["kind"] == "CustomResourceDefinition"])
+        kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        apply(cp, [o for o in objs if o["kind"] not in NOT_APPLIED
+                   and o["kind"] != "CustomResourceDefinition"])
+        op_config = cp.write_kubeconfig(f"system:serviceaccount:{RELEASE_NS}:{OPERATOR_SA}",
+                                        token=api.token(RELEASE_NS, OPERATOR_SA))
+        worker_config = cp.write_kubeconfig("worker", token=api.token(NS, "xs-xla-sentinel-worker"),
+                                            namespace=NS)
         port = free_port()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c",
-            "import sys; from xla_sentinel_operator.main import run; sys.exit(run(sys.argv[1:]))",
-            "--server", url, "--namespace", NS, "--standalone", "--metrics-host", "127.0.0.1",
-            "--metrics-port", str(port), "--rollup-interval", str(args.rollup_interval),
-            "--log-level", "WARNING", stderr=asyncio.subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-c",
+             "import sys; from xla_sentinel_operator.main import run; sys.exit(run(sys.argv[1:]))",
+             "--kubeconfig", str(op_config), "--namespace", NS, "--standalone",
+             "--service-account", "xs-xla-sentinel-worker",
+             "--metrics-host", "127.0.0.1", "--metrics-port", str(port),
+             "--rollup-interval", str(args.rollup_interval), "--log-level", "WARNING"],
+            stderr=subprocess.DEVNULL)
         try:
-            async with aiohttp.ClientSession() as http:
-                for _ in range(300):
-                    try:
-                        if (await http.get(f"http://127.0.0.1:{port}/healthz")).status == 200:
-                            break
-                    except aiohttp.ClientError:
-                        pass
-                    await asyncio.sleep(0.1)
-                created = await (await http.post(
-                    f"{url.rstrip('/')}/apis/{API}/namespaces/{NS}/fuzzcampaigns",
-                    json={"apiVersion": API, "kind": "FuzzCampaign",
-                          "metadata": {"name": "scale", "namespace": NS},
-                          "spec": {"workers": args.workers, "budget": {"continuous": True},
-                                   "bisect": {"enabled": False}}})).json()
+            created = api.create(f"{API}/fuzzcampaigns", NS, {
+                "apiVersion": API, "kind": "FuzzCampaign", "metadata": {"name": "scale"},
+                "spec": {"workers": args.workers, "budget": {"continuous": True},
+                         "bisect": {"enabled": False}}})
             uid = created["metadata"]["uid"]
-            while not server.all("batch/v1/jobs", NS):
-                await asyncio.sleep(0.1)
+            while not api.all("batch/v1/jobs", NS):
+                time.sleep(0.2)
             base_mem = memory_kib(proc.pid)
+            etcd_before = cp.etcd_metrics()
             t0 = time.perf_counter()
-
-            def write_all() -> None:
-                with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
-                    jobs = [pool.submit(run_worker, url, uid, i, per_worker, args.workers, signatures)
-                            for i in range(args.workers)]
-                    for j in jobs:
-                        j.result()
-
-            await asyncio.to_thread(write_all)
+            with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
+                for job in [pool.submit(run_worker, worker_config, uid, i, per_worker, signatures)
+                            for i in range(args.workers)]:
+                    job.result()
             t_written = time.perf_counter()
-            while not await converged(server, findings, args.signatures, args.workers):
-                await asyncio.sleep(0.2)
+            while not converged(api, findings, args.signatures, args.workers):
+                time.sleep(0.5)
             t_done = time.perf_counter()
             mem = memory_kib(proc.pid)
-            counts = classify(server)
+            time.sleep(2)  # the audit log is written in batches
+            etcd_after = cp.etcd_metrics()
+            counts = requests_by_user(cp.audit_log)
         finally:
             proc.terminate()
-            await proc.wait()
+            proc.wait(30)
 
-    print(f"operator_scale: {args.workers} workers, {findings} findings, {args.signatures} signatures, "
-          f"rollup interval {args.rollup_interval}s")
+    received = (etcd_after.get("etcd_network_client_grpc_received_bytes_total", 0)
+                - etcd_before.get("etcd_network_client_grpc_received_bytes_total", 0))
+    print(f"operator_scale (real kube-apiserver + etcd): {args.workers} workers, {findings} findings, "
+          f"{args.signatures} signatures, rollup interval {args.rollup_interval}s")
     print(f"  workers writing (wall, {args.threads} threads): {t_written - t0:8.1f} s")
     print(f"  converged after the last write:                 {t_done - t_written:8.1f} s")
     print(f"  first write to converged status:                {t_done - t0:8.1f} s")
     print(f"  operator memory: peak {mem['VmHWM'] / 1024:.0f} MiB, now {mem['VmRSS'] / 1024:.0f} MiB "
           f"(idle before load {base_mem['VmRSS'] / 1024:.0f} MiB)")
-    print(f"  API requests: operator {counts['operator']} ({counts['operator'] / findings:.2f} per finding), "
-          f"workers {counts['workers']} ({counts['workers'] / findings:.2f} per finding), other {counts['other']}")
+    print(f"  API requests: operator {counts['operator']} ({counts['operator'] / findings:.2f} per "
+          f"finding), workers {counts['workers']} ({counts['workers'] / findings:.2f} per finding), "
+          f"others {counts['other']}")
+    print(f"  bytes etcd received from kube-apiserver: {received / 1e6:.1f} MB "
+          f"({received / findings / 1024:.1f} KiB per finding)")
+    print(f"  etcd database at the end: {etcd_after.get('etcd_mvcc_db_total_size_in_bytes', 0) / 1e6:.1f} MB, "
+          f"in use {etcd_after.get('etcd_mvcc_db_total_size_in_use_in_bytes', 0) / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":
@@ -162,4 +172,4 @@ if __name__ == "__main__":
     p.add_argument("--signatures", type=int, default=100)
     p.add_argument("--threads", type=int, default=16, help="concurrent worker writers")
     p.add_argument("--rollup-interval", type=float, default=2.0)
-    asyncio.run(main(p.parse_args()))
+    main(p.parse_args())

@@ -123,7 +123,7 @@ def kubeconfig(server: str, ca: Path, user: str, pair: KeyPair | None = None,
 class ControlPlane:
     """Start with `start()` (or as a context manager); `kubeconfig_path` is the admin's."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, audit: bool = False) -> None:
         self.bins = binaries()
         self.root = root or Path(tempfile.mkdtemp(prefix="xs-controlplane-"))
         self._own_root = root is None
@@ -162,7 +162,8 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self.pki.sa_public}",
             f"--service-account-signing-key-file={self.pki.sa_private}",
-            "--allow-privileged=true", "--profiling=false", "-v=1"], logs)
+            "--allow-privileged=true", "--profiling=false", "-v=1",
+            *(self._audit_flags() if audit else [])], logs)
         self.controller_manager = Component("kube-controller-manager", [
             str(self.bins["kube-controller-manager"]),
             f"--kubeconfig={cm_config}", f"--authentication-kubeconfig={cm_config}",
@@ -172,6 +173,27 @@ class ControlPlane:
             f"--root-ca-file={self.pki.ca}", "--bind-address=127.0.0.1",
             f"--secure-port={free_port()}", "--concurrent-job-syncs=5", "-v=1"], logs)
         self.components = [self.etcd, self.apiserver, self.controller_manager]
+
+    def _audit_flags(self) -> list[str]:
+        """Log every request's metadata (user, verb, resource) for benchmarks to count."""
+        policy = self.root / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump({"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                                          "omitStages": ["RequestReceived"],
+                                          "rules": [{"level": "Metadata"}]}))
+        self.audit_log = self.root / "logs" / "audit.log"
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-mode=batch"]
+
+    def etcd_metrics(self) -> dict[str, float]:
+        """etcd's own Prometheus gauges and counters (no labels), by name."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.etcd_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#") and "{" not in line:
+                name, _, value = line.partition(" ")
+                out[name] = float(value)
+        return out
 
     def write_kubeconfig(self, user: str, pair: KeyPair | None = None, token: str | None = None,
                          namespace: str = "default") -> Path:
