@@ -4,10 +4,13 @@ operator's own metrics (with the labels it gives them) and kube-state-metrics Jo
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from typing import Any
 
 import promql_parser
 import pytest
+import yaml
 from xla_sentinel.k8s_report import CAMPAIGN_LABEL
 from xla_sentinel_operator.metrics import Metrics
 
@@ -84,3 +87,17 @@ def test_service_monitor_keeps_the_operators_namespace_label() -> None:
     assert endpoint["honorLabels"] is True
     assert endpoint["path"] == "/metrics"
     promql_parser.parse_duration(endpoint["interval"])
+
+
+def test_promtool_accepts_the_rendered_rules(tmp_path) -> None:
+    """Prometheus's own checker (Debian's prometheus package, `make system-deps`) reads the
+    rule groups the chart renders, as Prometheus loads them."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: run `make system-deps`"
+    (rule,) = by_kind(render(MONITORING), "PrometheusRule")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    done = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(_rules())} rules found" in done.stdout
