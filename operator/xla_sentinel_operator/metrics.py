@@ -50,11 +50,14 @@ class Liveness:
     last_rollup: float | None = None  # the last completed roll-up of any campaign
     campaigns: bool = False  # the heartbeat saw at least one FuzzCampaign
 
-    def healthy(self, now: float, interval: float, intervals: int = 5) -> tuple[bool, str]:
+    def healthy(self, now: float, interval: float, intervals: int = 5,
+                floor: float = 30.0) -> tuple[bool, str]:
         """Healthy while the API answered and, where campaigns exist and this replica has
-        been rolling them up, a roll-up finished within `intervals` roll-up intervals. A
-        replica that never rolled up (a paused peer) is judged by the API alone."""
-        limit = interval * intervals
+        been rolling them up, a roll-up finished within `intervals` roll-up intervals (and
+        never less than `floor` seconds: a busy operator on a loaded node is slow, not dead,
+        and a failed liveness probe restarts it). A replica that never rolled up (a paused
+        peer) is judged by the API alone."""
+        limit = max(interval * intervals, floor)
         if not self.started:
             return False, "starting"
         if self.last_api_ok is None or now - self.last_api_ok > limit:

@@ -142,3 +142,9 @@ def test_a_spent_budget_waits_for_ready_workers_to_finish_their_shards():
     assert (h.phase, h.reason) == ("Running", "Finishing")
     job["status"]["ready"] = 0  # only Pending pods left: they have done nothing yet
     assert rollup.health(spec, [job], [], rev, 10, now, now).phase == "Completed"
+
+
+def test_a_short_rollup_interval_still_gives_a_busy_operator_thirty_seconds():
+    live = Liveness(started=True, last_api_ok=100.0, last_rollup=100.0, campaigns=True)
+    assert live.healthy(129.0, 0.3)[0]
+    assert not live.healthy(131.0, 0.3)[0]
