@@ -29,14 +29,16 @@ control-plane:
 	tests/controlplane/build.sh
 
 # Debian packages the tests run for real: Alertmanager (alerts), promtool (the chart's
-# rules). Installed with apt-get when missing (CI and the dev machines run as root).
-SYSTEM_BINS := prometheus-alertmanager promtool
+# rules), Chromium (tests/report renders the HTML report as a person's browser does).
+# Installed with apt-get when missing (CI and the dev machines run as root).
+SYSTEM_BINS := prometheus-alertmanager promtool chromium
+SYSTEM_PKGS := prometheus-alertmanager prometheus chromium
 system-deps:
 	@missing=""; for b in $(SYSTEM_BINS); do command -v $$b >/dev/null || missing="$$missing $$b"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "system-deps: installing prometheus-alertmanager and prometheus (missing:$$missing)"; \
-	  if [ "$$(id -u)" != 0 ]; then echo "system-deps: run as root, or apt-get install prometheus-alertmanager prometheus" >&2; exit 1; fi; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager prometheus >/dev/null; \
+	  echo "system-deps: installing $(SYSTEM_PKGS) (missing:$$missing)"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "system-deps: run as root, or apt-get install $(SYSTEM_PKGS)" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PKGS) >/dev/null; \
 	fi
 
 # A control plane and the operator for a person: prints KUBECONFIG=... once the API

@@ -126,6 +126,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.html is not None:
+        from .report import html_report
+
+        print(f"page: {html_report(Path(args.dir), Path(args.html) if args.html else None)}")
+        return EXIT_OK
     from .report import report
 
     print(report(Path(args.dir)))
@@ -213,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     triage.set_defaults(fn=_cmd_triage)
     rep = sub.add_parser("report", help="coverage and findings of a campaign folder: tables, DIR/coverage.png")
     rep.add_argument("dir")
+    rep.add_argument("--html", nargs="?", const="", metavar="PAGE",
+                     help="write the self-contained triage page instead (default DIR/report.html)")
     rep.set_defaults(fn=_cmd_report)
 
     worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",

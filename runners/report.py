@@ -1,4 +1,5 @@
-"""`xla-sentinel report DIR`: what a campaign exercised and found, as tables and a chart.
+"""`xla-sentinel report DIR`: what a campaign exercised and found, as tables and a chart,
+or (`--html`) as the triage page of `html_report`.
 
 Reads the campaign store (DIR/campaign.sqlite), so it works on a campaign that is still
 running or was interrupted before summary.json was written. Prints markdown tables
@@ -9,12 +10,18 @@ ops never drawn, and only for campaigns of generated programs.
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from . import coverage
+from .html_report import Event, Page, SignatureRow, render_page
+from .model import SIGNATURE_FIELDS, Signature
 from .program import ProgramError
 
 TOP = 15
@@ -127,3 +134,86 @@ def report(folder: Path) -> str:
     data = collect(folder)
     chart(data, folder / "coverage.png")
     return render(data)
+
+
+def _href(target: Path, page_dir: Path) -> str:
+    """A link from a page in `page_dir` to `target` (a file, or a folder: trailing slash)."""
+    rel = Path(os.path.relpath(target, page_dir)).as_posix()
+    return quote(rel) + ("/" if target.is_dir() else "")
+
+
+def signature_rows(folder: Path, signatures: list[Signature], page_dir: Path) -> list[SignatureRow]:
+    """The page's rows: a signature's repro links to its bundle (or, not yet bisected, its
+    first finding's folder) when that exists on disk, and to the bundle's issue text."""
+    rows = []
+    for s in signatures:
+        target = folder / s.repro if s.repro else None
+        href = _href(target, page_dir) if target is not None and target.exists() else None
+        issue = target / "issue.md" if target is not None else None
+        rows.append(SignatureRow(
+            id=s.id, verdict=str(s.verdict), count=s.count, first_seen=s.first_seen,
+            last_seen=s.last_seen, state=f"known: {s.known_bug}" if s.known_bug else "new",
+            target=s.target, culprit_op=s.culprit_op, culprit_pass=s.culprit_pass,
+            fusion_kind=s.fusion_kind, dtype=s.dtype, repro=s.repro, repro_href=href,
+            issue_href=_href(issue, page_dir) if issue is not None and issue.is_file() else None))
+    return rows
+
+
+def _throughput(folder: Path, programs: int, executions: int, seconds: float) -> list[tuple[str, str]]:
+    """Figures from summary.json when the campaign wrote one (wall time is only known
+    there), else the store's sums of per-program time."""
+    rows = [("programs", str(programs)), ("executions", str(executions))]
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = {}
+    if summary.get("elapsed_s"):
+        rows = [("programs/s", f"{summary.get('programs_per_s', 0):.3g}"), *rows,
+                ("wall seconds", f"{summary['elapsed_s']:.1f}"),
+                ("executions/s", f"{executions / summary['elapsed_s']:.3g}")]
+        if summary.get("harness_share") is not None:
+            rows.append(("share of time in jax/XLA", f"{100 * summary['harness_share']:.0f}%"))
+        rows += [(f"{k} version", str(summary[f"{k}_version"])) for k in ("jax", "jaxlib")
+                 if summary.get(f"{k}_version")]
+    elif programs:
+        rows.append(("program seconds (sum over slots)", f"{seconds:.1f}"))
+    return rows
+
+
+def page_data(folder: Path, page_dir: Path | None = None) -> Page:
+    """The triage page's records for the campaign in `folder`, links relative to `page_dir`
+    (default: the folder itself, where `report --html` writes the page)."""
+    folder = Path(folder)
+    page_dir = Path(page_dir or folder)
+    data = collect(folder)
+    con = _open(folder)
+    try:
+        sigs = [Signature(**dict(zip(SIGNATURE_FIELDS, row, strict=True))) for row in con.execute(
+            f"SELECT {', '.join(SIGNATURE_FIELDS)} FROM signatures ORDER BY first_seen")]
+        events = [Event(t, v) for t, v in con.execute("SELECT time, verdict FROM findings ORDER BY time")]
+        seconds = [s for (s,) in con.execute("SELECT seconds FROM programs")]
+        programs, executions = con.execute(
+            "SELECT COUNT(*), COALESCE(SUM(executions), 0) FROM programs").fetchone()
+        name = (con.execute("SELECT value FROM meta WHERE key='name'").fetchone() or [folder.name])[0]
+    finally:
+        con.close()
+    cov = data["coverage"]
+    tables = {"Programs by status": data["status"], "Findings by verdict": data["findings"],
+              "Least exercised ops": dict(sorted(cov["ops"].items(), key=lambda kv: (kv[1], kv[0]))[:TOP])}
+    lists = {"Generator ops never drawn": never_drawn(cov)} if data["generated"] else {}
+    return Page(
+        title=f"xla-sentinel: campaign {name}", source=str(folder.resolve()),
+        generated=datetime.now(UTC).isoformat(timespec="seconds"),
+        signatures=signature_rows(folder, sigs, page_dir), events=events,
+        throughput=_throughput(folder, programs, executions, sum(seconds)), program_seconds=seconds,
+        tables=tables, lists=lists,
+        coverage={SECTION_TITLES[k]: cov[k] for k in SECTION_TITLES if cov.get(k)})
+
+
+def html_report(folder: Path, path: Path | None = None) -> Path:
+    """Write the triage page of the campaign in `folder` to `path` (default
+    folder/report.html); returns where it went."""
+    folder = Path(folder)
+    path = Path(path) if path else folder / "report.html"
+    path.write_text(render_page(page_data(folder, path.parent)))
+    return path
