@@ -2,12 +2,15 @@
 
 module.mlir (the reduced case), optimized.hlo (the failing target's optimized HLO of it,
 and program_optimized.hlo of the whole program), inputs.npz, expected.npz (float64),
-actual.npz, the injected plugins when there were any, repro.py and report.md. repro.py
-is run once here and must exit 1: a bundle that does not show the bug is reported so.
+actual.npz, the injected plugins when there were any, repro.py, report.md (what the
+bisector found) and issue.md (the text of an upstream XLA issue: what is wrong, a
+self-contained reproducer, versions, the flags that cure it). repro.py is run once here and
+must exit 1: a bundle that does not show the bug is reported so.
 """
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 import sys
@@ -87,6 +90,7 @@ def run(ctx: Context) -> dict[str, Any]:
         ctx.record.get("id", ctx.finding_dir.name), failure, ctx.lab.options, plugins, in_dtypes,
         specs))
     (folder / "report.md").write_text(_report(ctx, case, check.evidence, specs))
+    (folder / "issue.md").write_text(issue_text(ctx, case, module, expected, check.evidence, specs))
     proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True,
                           timeout=ctx.lab.timeout)
     ctx.repro = str(folder.relative_to(ctx.finding_dir))
@@ -191,4 +195,146 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
         lines[3:3] = ["", "**Made under an injected HLO pass plugin** (self-validation): "
                       + ", ".join(Path(split_ref(p)[0]).name for p in ctx.lab.plugins)
                       + ". repro.py registers it."]
+    return "\n".join(lines)
+
+
+# Arrays up to this many elements go into the issue's reproducer as literals; larger ones
+# are read from the bundle's .npz files, which then have to be attached.
+INLINE_ELEMENTS = 256
+
+ISSUE_SNIPPET = """\
+import numpy as np
+import jax
+import jax.numpy as jnp
+from jax._src import compiler, xla_bridge
+from jax._src.lib import xla_client
+
+jax.config.update("jax_enable_x64", True)  # the float64 reference values below
+MODULE = r\"\"\"
+{module}\"\"\"
+OPTIONS = {options}  # the failing configuration's XLA options
+{plugins}inputs = [{inputs}]
+backend = xla_bridge.get_backend("cpu")
+device = backend.local_devices()[0]
+exe = backend.compile_and_load(
+    MODULE, xla_client.DeviceList((device,)),
+    compiler.get_compile_options(num_replicas=1, num_partitions=1, env_options_overrides=OPTIONS))
+result = exe.execute_sharded([jax.device_put(x, device) for x in inputs])
+outputs = [np.asarray(o[0]) for o in result.disassemble_into_single_device_arrays()]
+{check}"""
+
+CHECK_RESULTS = """\
+expected = [{expected}]  # float64 reference (or the exact result IEEE 754 fixes)
+LEGAL = {legal}  # per output: largest legal normwise error against float64; 0: exact
+bad = 0
+for i, (out, ref, legal) in enumerate(zip(outputs, expected, LEGAL)):
+    a, r = out.astype(np.float64), np.asarray(ref, np.float64)
+    if legal:
+        ok = np.isfinite(a) & np.isfinite(r)
+        err = np.linalg.norm(a[ok] - r[ok]) / max(np.linalg.norm(r[ok]), 1e-300)
+        print(f"output {{i}}: normwise error {{err:.3g}} against float64, legal at most {{legal:.3g}}")
+        bad += err > legal
+    else:
+        wrong = int(np.count_nonzero((a != r) & ~(np.isnan(a) & np.isnan(r))))
+        print(f"output {{i}}: {{wrong}} of {{a.size}} elements differ from the exact result")
+        bad += wrong > 0
+raise SystemExit(1 if bad else 0)
+"""
+
+PLUGIN_LINES = """\
+# Self-validation only: the injected HLO pass plugin(s) copied into the bundle.
+import importlib.util
+for i, ref in enumerate({plugins}):
+    path, _, func = ref.partition(":")
+    spec = importlib.util.spec_from_file_location(f"plugin_{{i}}", path)
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+    jax.extend.xla.register_hlo_module_transformation(
+        getattr(plugin, func or "transform"), name=f"plugin_{{i}}", platforms="cpu",
+        stage=jax.extend.xla.PipelineStage.PRE_SCHEDULER)
+jax.clear_caches()
+"""
+
+
+def _literal(value: float | int | bool) -> str:
+    if isinstance(value, float) and not np.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)
+
+
+def _array(a: np.ndarray, npz: str, i: int) -> str:
+    """An array as Python source: a literal that gives back exactly its values (every
+    float type here is exact in float64), or a read from the bundle when it is large."""
+    a = np.asarray(a)
+    name = "bool_" if a.dtype == np.bool_ else a.dtype.name
+    # bf16 and the other ml_dtypes types (numpy kind "V") are stored as unsigned integers
+    # of the same width (program.save_arrays), and are floats for the literal.
+    extended = a.dtype.kind == "V"
+    if a.size > INLINE_ELEMENTS:
+        load = f'np.load("{npz}")["arg{i}"]'
+        return f"{load}.view(jnp.{name})" if extended else load
+    if extended or a.dtype.kind == "f":
+        values = ", ".join(_literal(v) for v in a.astype(np.float64).ravel().tolist())
+        return f"np.array([{values}], np.float64).astype(jnp.{name}).reshape({tuple(a.shape)})"
+    values = ", ".join(_literal(v) for v in a.ravel().tolist())
+    return f"np.array([{values}], jnp.{name}).reshape({tuple(a.shape)})"
+
+
+def curing_xla_flags(passes: dict[str, Any]) -> list[str]:
+    """The curing passes and flags as XLA_FLAGS values a person can set."""
+    flags = []
+    if passes.get("curing_passes"):
+        flags.append(f"--xla_disable_hlo_passes={','.join(passes['curing_passes'])}")
+    for flag in passes.get("curing_flags") or []:
+        name, _, value = str(flag).partition("=")
+        flags.append(f"--{name}={value.lower() if value in ('True', 'False') else value}")
+    return flags
+
+
+def issue_text(ctx: Context, case: Case, module: str, expected: list[np.ndarray],
+               evidence: dict[str, Any], specs: list[dict[str, Any]]) -> str:
+    """An upstream XLA issue: title, what is wrong, a reproducer that needs nothing but jax
+    (the bundle's plugin files only for a self-validation finding), versions, the flags
+    that cure it. Markdown, as GitHub renders it."""
+    assert ctx.culprit is not None
+    passes = ctx.evidence.get("passes", {})
+    opts = " ".join(f"--{k}={v}" for k, v in sorted(ctx.lab.options.items())) or "(default options)"
+    op = ctx.canonical_op(ctx.culprit)
+    kind = f"compiler {ctx.record['verdict']}" if ctx.compiler_failure else "wrong results"
+    # The names run() copied the plugins under, beside the reproducer.
+    plugins = [f"plugin_{i}_{split_ref(r)[0].name}:{split_ref(r)[1]}"
+               for i, r in enumerate(ctx.lab.plugins)]
+    check = ("print([o.shape for o in outputs])  # reaching this line: the bug is gone\n"
+             if ctx.compiler_failure else CHECK_RESULTS.format(
+                 expected=", ".join(_array(e, "expected.npz", i) for i, e in enumerate(expected)),
+                 legal=[s["threshold"] if s["float"] and not s.get("bitwise") else 0.0 for s in specs]))
+    snippet = ISSUE_SNIPPET.format(
+        module=module.rstrip() + "\n", options=repr(dict(ctx.lab.options)),
+        plugins=("import jax.extend\n" + PLUGIN_LINES.format(plugins=plugins)) if plugins else "",
+        inputs=", ".join(_array(x, "inputs.npz", i) for i, x in enumerate(case.inputs)), check=check)
+    cures = curing_xla_flags(passes)
+    figures = [f"- {k}: {evidence[k]}" for k in ("error", "threshold", "max_abs", "max_rel",
+                                                   "max_ulp", "wrong_elements", "elements")
+               if k in evidence]
+    lines = [
+        f"# [XLA:CPU] {kind} for `{op}` under `{opts}`", "",
+        *([f"> **Do not file upstream**: made under an injected HLO pass plugin "
+           f"({', '.join(p.split(':')[0] for p in plugins)}) to validate xla-sentinel itself.", ""]
+          if plugins else []),
+        "## What is wrong", "", _what(ctx, opts, evidence), "",
+        *(["Error figures of the reduced case:", "", *figures, ""] if figures else []),
+        "## Reproducer", "",
+        "Runs with `pip install jax==" + package_versions().get("jax", "?") + "` alone"
+        + (" (and the plugin file beside it)" if plugins else "")
+        + ("; exits 1 while the bug shows." if not ctx.compiler_failure
+           else "; the compile or the run fails while the bug shows."), "",
+        "```python", snippet.rstrip(), "```", "",
+        "## Versions", "",
+        *[f"- {k} {v}" for k, v in package_versions().items()],
+        f"- python {sys.version.split()[0]}, {platform.system()} {platform.machine()}, backend cpu", "",
+        "## Flags that cure it", "",
+        *([f"- `XLA_FLAGS={f}`" for f in cures] or ["- none found"]), "",
+        f"Found by xla-sentinel (finding `{ctx.record.get('id')}`, verdict "
+        f"`{ctx.record.get('verdict')}`, target `{ctx.record.get('target')}`).", "",
+    ]
     return "\n".join(lines)
