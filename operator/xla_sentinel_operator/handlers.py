@@ -28,7 +28,7 @@ from xla_sentinel.k8s_report import (
     report_from_object,
 )
 
-from . import alerting, desired, rollup, signatures, tpu
+from . import alerting, dashboard, desired, rollup, signatures, tpu
 from .kube import ApiError, Kube, connection_from_kubeconfig, path
 from .metrics import Liveness, Metrics, serve
 
@@ -159,8 +159,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         for resource, selector in WATCH_SELECTORS.items():
             settings.watching.label_selectors[resource] = selector
         if cfg.metrics_port is not None:
-            rt._runner, rt.metrics_port = await serve(rt.metrics, cfg.metrics_host,
-                                                      cfg.metrics_port, rt.healthy)
+            rt._runner, rt.metrics_port = await serve(
+                rt.metrics, cfg.metrics_host, cfg.metrics_port, rt.healthy,
+                page=lambda ns: dashboard.render(rt.api, ns, cfg.namespaces))
         rt._heartbeat = asyncio.create_task(heartbeat(rt))
         rt.liveness.started = True
 

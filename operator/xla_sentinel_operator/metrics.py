@@ -1,8 +1,9 @@
-"""Prometheus metrics of the operator and the small HTTP server for /metrics and /healthz."""
+"""Prometheus metrics of the operator and the small HTTP server for /metrics, /healthz and
+the read-only triage page of a namespace (/namespaces/NS, dashboard.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -13,6 +14,9 @@ from prometheus_client import (
     Gauge,
     generate_latest,
 )
+from xla_sentinel.html_report import CSP
+
+from .kube import ApiError
 
 
 class Metrics:
@@ -68,8 +72,11 @@ class Liveness:
 
 
 async def serve(metrics: Metrics, host: str, port: int,
-                healthy: Callable[[], tuple[bool, str]]) -> tuple[web.AppRunner, int]:
-    """Start /metrics and /healthz; returns the runner (to clean up) and the bound port."""
+                healthy: Callable[[], tuple[bool, str]],
+                page: Callable[[str], Awaitable[str | None]] | None = None
+                ) -> tuple[web.AppRunner, int]:
+    """Start /metrics, /healthz and, given `page` (namespace -> HTML, None for one not
+    served), /namespaces/NS; returns the runner (to clean up) and the bound port."""
 
     async def metrics_view(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(metrics.registry),
@@ -79,9 +86,23 @@ async def serve(metrics: Metrics, host: str, port: int,
         ok, why = healthy()
         return web.json_response({"ok": ok, "reason": why}, status=200 if ok else 503)
 
+    async def page_view(request: web.Request) -> web.Response:
+        namespace = request.match_info["namespace"]
+        try:
+            text = await page(namespace) if page is not None else None
+        except ApiError as e:
+            return web.Response(status=502, text=f"the API server refused the read: {e}")
+        if text is None:
+            return web.Response(status=404, text=f"namespace {namespace} is not watched by this operator")
+        # The page is self-contained; the policy makes the browser hold it to that.
+        return web.Response(text=text, content_type="text/html", headers={
+            "Content-Security-Policy": CSP, "Cache-Control": "no-store",
+            "X-Content-Type-Options": "nosniff"})
+
     app = web.Application()
     app.router.add_get("/metrics", metrics_view)
     app.router.add_get("/healthz", health_view)
+    app.router.add_get("/namespaces/{namespace}", page_view)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
