@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from . import storage
 from .bisect import BisectError
 from .campaign import BudgetSpec, CampaignSpec, SpecError, load_campaign
 from .program import ProgramError
+from .storage import StorageError
 from .store import StoreError
 
 EXIT_OK, EXIT_BUGS, EXIT_BAD_INPUT = 0, 1, 2
@@ -23,6 +27,7 @@ EXIT_OK, EXIT_BUGS, EXIT_BAD_INPUT = 0, 1, 2
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .engine import run_campaign
+    from .recording import Reporter
 
     campaign = load_campaign(args.campaign)
     spec = campaign.spec
@@ -40,13 +45,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
                  "spec.workers": "--workers"}
         field_path, _, why = str(e).partition(":")
         raise SpecError(f"{flags.get(field_path, field_path)}:{why}") from None
-    summary = run_campaign(spec, Path(args.out), name=campaign.name, progress=not args.quiet,
-                           inject_passes=args.inject_pass or ())
+
+    def run(out: Path, reporter: Reporter | None = None) -> dict[str, Any]:
+        return run_campaign(spec, out, name=campaign.name, progress=not args.quiet,
+                            inject_passes=args.inject_pass or (), reporter=reporter)
+
+    stored = True
+    if storage.is_uri(args.out):
+        staging = Path(args.staging) if args.staging else storage.default_staging(args.out)
+        print(f"xla-sentinel: staging {args.out} in {staging}", file=sys.stderr)
+        summary, stored = storage.run_mirrored(args.out, staging, run, wait=args.storage_wait)
+    else:
+        summary = run(storage.local_path(args.out))
     new = summary["findings_new"]
     print(f"{summary['programs']} programs, {summary['executions']} executions in "
           f"{summary['elapsed_s']:.0f} s; findings: {summary['findings'] or 'none'} "
           f"({new} new, {summary['findings_known']} known); {len(summary['signatures'])} signatures; "
-          f"summary: {Path(args.out) / 'summary.json'}")
+          f"summary: {storage.join(args.out, 'summary.json')}")
+    if not stored:
+        # The campaign ran and its findings are safe in staging; only the upload is owed.
+        state = summary["storage"]
+        print(f"xla-sentinel: error: storage: {state['error'] or 'did not answer in time'}; "
+              f"{state['pending_objects']} objects ({state['pending_findings']} findings) kept in "
+              f"{state['staging']}: run the same command again to upload them", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return EXIT_OK
 
 
@@ -62,9 +84,40 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_bisect(args: argparse.Namespace) -> int:
     from .bisect import bisect_finding
 
-    result = bisect_finding(Path(args.finding), timeout=args.timeout)
+    if storage.is_uri(args.finding):
+        result = _bisect_stored(args.finding, args.timeout)
+    else:
+        folder = storage.local_path(args.finding)
+        if (folder / "finding.json").exists():
+            try:
+                record = json.loads((folder / "finding.json").read_text())
+            except ValueError:
+                record = None  # the bisector names a corrupt finding.json itself
+            if record is not None:
+                storage.check_format(record, str(folder / "finding.json"))
+        result = bisect_finding(folder, timeout=args.timeout)
     print(json.dumps({k: v for k, v in result.items() if k != "stages"}, indent=1))
     return EXIT_BUGS if result["reproduces"] else EXIT_OK
+
+
+def _bisect_stored(uri: str, timeout: float) -> dict[str, Any]:
+    """Bisect a finding folder read back from object storage; its bundle and the updated
+    finding.json go back under the same keys (an explicit re-bisection replaces them)."""
+    from .bisect import bisect_finding
+
+    store = storage.ObjectStore(uri)
+    storage.read_finding(store, "")  # corrupt or newer: said before anything is fetched
+    folder = storage.default_staging(uri)
+    if folder.exists():
+        shutil.rmtree(folder)
+    store.download("", folder)
+    result = bisect_finding(folder, timeout=timeout)
+    uploads = [p for p in (folder / str(result["repro"])).rglob("*") if p.is_file()] if result["repro"] else []
+    for path in [*uploads, folder / "finding.json"]:
+        store.put(path, path.relative_to(folder).as_posix(), replace=True)
+    if result["repro"]:
+        result["repro"] = store.key_uri(str(result["repro"]))
+    return result
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -133,20 +186,44 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return EXIT_OK
     from .report import report
 
-    print(report(Path(args.dir)))
-    print(f"chart: {Path(args.dir) / 'coverage.png'}")
+    if not storage.is_uri(args.dir):
+        print(report(storage.local_path(args.dir)))
+        print(f"chart: {storage.local_path(args.dir) / 'coverage.png'}")
+        return EXIT_OK
+    # The report reads the store (SQLite): the snapshot a run uploads at its end.
+    store = storage.ObjectStore(args.dir)
+    folder = storage.default_staging(args.dir) / "report"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("campaign.sqlite", "summary.json"):
+        try:
+            (folder / name).write_bytes(store.read(name))
+        except StorageError as e:
+            if name == "campaign.sqlite":
+                raise StorageError(f"{e} (a run uploads its store's snapshot when it ends)") from None
+    print(report(folder))
+    store.put(folder / "coverage.png", "coverage.png", replace=True)
+    print(f"chart: {store.key_uri('coverage.png')}")
     return EXIT_OK
 
 
 def _cmd_triage(args: argparse.Namespace) -> int:
     from .store import Store
 
-    db = Path(args.dir) / "campaign.sqlite"
-    if not db.exists():
-        raise StoreError(f"{args.dir}: no campaign.sqlite (not a campaign output folder)")
-    store = Store(db)
-    sigs = store.signatures()
-    store.close()
+    if storage.is_uri(args.dir):
+        # Read from the findings themselves: live while a campaign still runs, and across
+        # the worker folders of a cluster campaign.
+        objects = storage.ObjectStore(args.dir)
+        objects.check()
+        sigs, errors = storage.stored_signatures(objects)
+        for line in errors:  # an unusable finding is named and skipped; the rest is listed
+            print(f"xla-sentinel: error: {line}", file=sys.stderr)
+    else:
+        db = storage.local_path(args.dir) / "campaign.sqlite"
+        if not db.exists():
+            raise StoreError(f"{args.dir}: no campaign.sqlite (not a campaign output folder)")
+        store = Store(db)
+        sigs = store.signatures()
+        store.close()
     if not sigs:
         print("no signatures")
         return EXIT_OK
@@ -178,7 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a campaign locally")
     run.add_argument("campaign", help="campaign YAML (a spec or a FuzzCampaign manifest)")
-    run.add_argument("--out", required=True, help="output folder (resumed if it holds this campaign)")
+    run.add_argument("--out", required=True,
+                     help="output folder or gs://, s3:// URI (resumed if it holds this campaign)")
+    run.add_argument("--staging", help="local folder a URI --out is staged in "
+                     "(default: ~/.cache/xla-sentinel/staging/..., or $XLA_SENTINEL_STAGING)")
+    run.add_argument("--storage-wait", type=float, default=120.0, metavar="S",
+                     help="seconds to wait at the end for a store that is down (default 120)")
     run.add_argument("--budget-programs", type=int)
     run.add_argument("--budget-seconds", type=float)
     run.add_argument("--workers", type=int)
@@ -194,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(fn=_cmd_check)
 
     bis = sub.add_parser("bisect", help="localize and reduce one finding; writes its repro bundle")
-    bis.add_argument("finding", help="finding folder (OUT/findings/ID)")
+    bis.add_argument("finding", help="finding folder (OUT/findings/ID; OUT may be a URI)")
     bis.add_argument("--timeout", type=float, default=120.0, help="seconds per compile and run")
     bis.set_defaults(fn=_cmd_bisect)
 
@@ -213,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("cmd", nargs=argparse.REMAINDER, help="-- python train.py [args]")
     rec.set_defaults(fn=_cmd_record)
 
-    triage = sub.add_parser("triage", help="list the signatures of a campaign output folder")
+    triage = sub.add_parser("triage", help="list the signatures of a campaign output folder or URI")
     triage.add_argument("dir")
     triage.set_defaults(fn=_cmd_triage)
     rep = sub.add_parser("report", help="coverage and findings of a campaign folder: tables, DIR/coverage.png")
@@ -245,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (SpecError, ProgramError, StoreError, BisectError) as e:
+    except (SpecError, ProgramError, StoreError, BisectError, StorageError) as e:
         print(f"xla-sentinel: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -24,6 +24,7 @@ from .dtypes import name_of
 from .model import Finding, Verdict
 from .program import Program, save_arrays
 from .signature import signature_of
+from .storage import FINDING_FORMAT
 from .store import Store
 from .targets import Target
 
@@ -153,7 +154,10 @@ class Recorder:
             dir=str(folder.relative_to(self.out)), time=now())
         finding.signature = signature_of(finding)
         finding.known_bug = known_bugs.match(finding)
-        (folder / "finding.json").write_text(json.dumps(finding.to_json(), indent=1, default=json_default))
+        # The format version travels with the finding, so a reader of a stored campaign can
+        # refuse a layout newer than it knows (storage.read_finding).
+        record = {"format": FINDING_FORMAT, **finding.to_json()}
+        (folder / "finding.json").write_text(json.dumps(record, indent=1, default=json_default))
         if self.store.add_finding(finding):
             with self.lock:
                 self.counters.findings[verdict] += 1
