@@ -55,7 +55,8 @@ CRASH_SIGNATURES = {("055962d4e83c71be", "crash", "default", 4, "atan2 (f32->f32
 # One crash is bisected; the others take its refined signature through the alias.
 CRASH_CANDIDATES = {fid: "508202ab132241e1" for *_, fid in CRASH_FINDINGS}
 
-FINDING_FIELDS = ["campaign", "culprit_op", "culprit_pass", "dir", "dtype", "evidence",
+# format: the finding folder's layout version (issue 12, storage.FINDING_FORMAT).
+FINDING_FIELDS = ["campaign", "culprit_op", "culprit_pass", "dir", "dtype", "evidence", "format",
                   "fusion_kind", "id", "known_bug", "program", "signature", "target", "time",
                   "verdict"]
 # cross_checks and reference_fallbacks came with the numpy float64 reference (issue 16).
