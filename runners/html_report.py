@@ -15,7 +15,8 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 PALETTE = ("#c0392b", "#2471a3", "#b9770e", "#7d3c98", "#138d75", "#5d6d7e", "#a04000")
 # Verdicts keep their colour across plots and pages.
 VERDICT_COLOURS = {"mismatch": PALETTE[0], "nan_mismatch": PALETTE[1], "crash": PALETTE[2],
-                   "compile_error": PALETTE[3], "hang": PALETTE[4], "nondeterministic": PALETTE[5]}
+                   "compile_error": PALETTE[3], "hang": PALETTE[4], "nondeterministic": PALETTE[5],
+                   "all": "#1b1f23"}
 TOP = 15
 
 
@@ -107,6 +108,9 @@ def timeline_svg(events: list[Event], label: str, width: int = 720, height: int 
     series: dict[str, list[float]] = {}
     for t, s in points:
         series.setdefault(s, []).append(t.timestamp())
+    if len(series) > 1:
+        # Lines of one series each overlap at the axes; their sum reads at a glance.
+        series["all"] = [t.timestamp() for t, _ in points]
     ymax = max(len(v) for v in series.values())
     pw, ph = width - left - right, height - top - bottom
 
