@@ -1,23 +1,40 @@
 """How a worker pod reports findings and counters to the cluster, and the report format the
 operator reads back.
 
-Channel: one WorkerReport object (crds/workerreport.yaml) per worker (campaign x worker
-group x shard index), written only by that worker, holding its *cumulative* report as JSON
-in `spec.report`. Cumulative state, not deltas, is what
-makes ingestion idempotent: the operator recomputes totals from the latest reports, so a
-restarted operator cannot count anything twice. Findings are keyed by their stable id, so a
-worker pod that is killed and restarted (same shard, same seeds) re-finds the same ids and
-adds nothing; and each finding is written before `finding()` returns, so a kill loses none.
+Channel: one WorkerReport object (crds/workerreport.yaml) per worker and campaign revision
+(campaign x revision x worker group x shard index), written only by that worker, holding
+its *cumulative* report as JSON in `spec.report`. Cumulative state, not deltas, is what makes
+ingestion idempotent: the operator recomputes totals from the latest reports, so a restarted
+operator cannot count anything twice.
+
+Bounded: a report holds aggregates only (counters; per signature the count, first/last seen
+and the first few samples; at most `Limits.signatures` signatures, later ones counted in
+`overflow`). Finding ids and evidence stay in the worker's store and the artifact store, so
+the report's size does not grow with the campaign's length (`Limits.cap` bytes at most), and
+it is written at a bounded rate.
+
+Restarts without finding ids: every field of a report is a maximum over the attempts that
+wrote it (counts, programs, attempts; first seen is a minimum), so a report is a join of
+its attempts. A restarted pod replays its shard from the start (same seeds): its own counts
+climb from zero through the same findings, and max(earlier attempts, this attempt) counts
+each finding once. A pod that resumes its store (a persistent artifacts volume) starts its
+counts from that store (`K8sReporter(local=...)`), so the maximum is right there too. Two
+pods of one worker at once (a replacement before the old pod is gone) merge the same way:
+writes carry the resourceVersion they read, and after a 409 the stored report is folded in.
 
 No jax here: the operator imports the report model from this module.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,13 +42,30 @@ from typing import Any
 CAMPAIGN_LABEL = "xlasentinel.dev/campaign"
 WORKER_LABEL = "xlasentinel.dev/worker"
 REPORT_LABEL = "xlasentinel.dev/report"
+REVISION_LABEL = "xlasentinel.dev/revision"
 API_VERSION = "xlasentinel.dev/v1alpha1"
 GROUP, VERSION = API_VERSION.split("/")
 REPORT_PLURAL = "workerreports"
 
-# Fields of a finding record kept in the report; evidence stays in the artifact store.
+# Fields of a finding record kept in a sample; evidence stays in the artifact store.
 _SAMPLE_FIELDS = ("id", "program", "target", "verdict", "signature", "culprit_op",
                   "culprit_pass", "fusion_kind", "dtype", "dir", "known_bug", "time")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What bounds a report. With the defaults the worst case (every signature slot used,
+    every sample full, every field at its length limit) is under `cap` bytes, which is
+    far under the CRD's 1 MiB `spec.report` and etcd's 1.5 MiB object limit; tests check it."""
+
+    signatures: int = 100  # signatures per report; findings of later ones count in `overflow`
+    samples: int = 3  # finding records kept per signature (bisector Jobs start from these)
+    field_chars: int = 120  # characters per sample field (ids and paths are far shorter)
+    cap: int = 512 * 1024  # bytes of report JSON the limits above guarantee
+    recent_ids: int = 4096  # finding ids remembered in memory to drop repeated calls
+
+
+LIMITS = Limits()
 
 
 def now_iso() -> str:
@@ -70,8 +104,18 @@ def dns_name(*parts: str, limit: int = SUBDOMAIN_MAX) -> str:
     return f"{name[:limit - 11].rstrip('-.')}-{_digest(name)}"
 
 
-def report_name(campaign: str, worker: str) -> str:
-    return dns_name(campaign, "report", worker)
+def report_name(campaign: str, worker: str, revision: str = "") -> str:
+    """One report per campaign revision and worker: a new revision counts afresh."""
+    return dns_name(campaign, "report", revision, worker)
+
+
+def sample_of(record: dict[str, Any], limits: Limits = LIMITS) -> dict[str, Any]:
+    """The bounded part of a finding record a report keeps."""
+    out: dict[str, Any] = {}
+    for k in _SAMPLE_FIELDS:
+        v = record.get(k)
+        out[k] = v[:limits.field_chars] if isinstance(v, str) else v
+    return out
 
 
 @dataclass
@@ -85,89 +129,170 @@ class SignatureEntry:
     samples: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _merge_entry(a: SignatureEntry, b: SignatureEntry, samples: int) -> SignatureEntry:
+    by_id = {str(s.get("id")): s for s in [*a.samples, *b.samples]}
+    kept = sorted(by_id.values(), key=lambda s: (str(s.get("time") or ""), str(s.get("id"))))
+    return SignatureEntry(verdict=a.verdict or b.verdict, count=max(a.count, b.count),
+                          first_seen=min(filter(None, [a.first_seen, b.first_seen]), default=""),
+                          last_seen=max(a.last_seen, b.last_seen), samples=kept[:samples])
+
+
 @dataclass
 class WorkerReport:
-    """The cumulative report of one worker; `findings` maps finding id -> signature."""
+    """The cumulative report of one worker in one campaign revision (aggregates only)."""
 
     worker: str
+    revision: str = ""
     attempts: int = 0
     programs: int = 0
     executions: int = 0
     elapsed_s: float = 0.0
-    findings: dict[str, str] = field(default_factory=dict)
     signatures: dict[str, SignatureEntry] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)  # jax, jaxlib of the runner image
+    # verdict -> findings of signatures past Limits.signatures (counted, not itemized)
+    overflow: dict[str, int] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)  # jax, jaxlib, image of the runner
     done: bool = False
     updated: str = ""
+    # Not part of the JSON: the object's spec.error (a write the API server refused).
+    error: str = ""
 
-    def add_finding(self, record: dict[str, Any], samples: int) -> bool:
-        """Record a finding; False when its id was already reported (nothing changes)."""
-        fid, sig = str(record["id"]), str(record["signature"])
-        if fid in self.findings:
-            return False
-        self.findings[fid] = sig
-        seen = str(record.get("time") or now_iso())
-        entry = self.signatures.setdefault(sig, SignatureEntry(verdict=str(record["verdict"]),
-                                                               first_seen=seen))
+    def add_finding(self, record: dict[str, Any], limits: Limits = LIMITS) -> str:
+        """Count a finding; what changed: "signature" (a new one), "sample" (a new sample),
+        "count" (a count only) or "overflow" (past the signature limit)."""
+        n = limits.field_chars  # every string a report keeps is bounded
+        sig, verdict = str(record["signature"])[:n], str(record["verdict"])[:n]
+        seen = str(record.get("time") or now_iso())[:n]
+        entry = self.signatures.get(sig)
+        if entry is None:
+            if len(self.signatures) >= limits.signatures:
+                self.overflow[verdict] = self.overflow.get(verdict, 0) + 1
+                return "overflow"
+            entry = self.signatures[sig] = SignatureEntry(verdict=verdict, first_seen=seen)
+            changed = "signature"
+        else:
+            changed = "count"
         entry.count += 1
+        entry.first_seen = min(entry.first_seen, seen)
         entry.last_seen = max(entry.last_seen, seen)
-        if len(entry.samples) < samples:
-            entry.samples.append({k: record.get(k) for k in _SAMPLE_FIELDS})
-        return True
+        if len(entry.samples) < limits.samples:
+            entry.samples.append(sample_of(record, limits))
+            changed = "sample" if changed == "count" else changed
+        return changed
 
     def findings_by_verdict(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+        out = dict(self.overflow)
         for entry in self.signatures.values():
             out[entry.verdict] = out.get(entry.verdict, 0) + entry.count
         return out
 
+    def findings_total(self) -> int:
+        return sum(self.findings_by_verdict().values())
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        data = asdict(self)
+        data.pop("error")
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> WorkerReport:
         data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("a report is a JSON object")
         sigs = {k: SignatureEntry(**v) for k, v in (data.pop("signatures", None) or {}).items()}
-        return cls(signatures=sigs, **data)
+        # Reports written before bounded reports carry `findings` (ids): ignored.
+        known = {f.name for f in dataclasses.fields(cls)} - {"signatures", "error"}
+        return cls(signatures=sigs, **{k: v for k, v in data.items() if k in known})
+
+
+def merge(a: WorkerReport, b: WorkerReport, limits: Limits = LIMITS) -> WorkerReport:
+    """The join of two reports of one worker (attempts, or two pods at once): every count
+    is the larger one, so merging is idempotent and order does not matter. Versions, done
+    and updated are `b`'s (the writer's)."""
+    sigs = dict(a.signatures)
+    for sig, entry in b.signatures.items():
+        sigs[sig] = _merge_entry(sigs[sig], entry, limits.samples) if sig in sigs else entry
+    overflow = {v: max(a.overflow.get(v, 0), b.overflow.get(v, 0))
+                for v in {*a.overflow, *b.overflow}}
+    if len(sigs) > limits.signatures:
+        # Keep the first seen; later ones are counted by verdict only.
+        order = sorted(sigs, key=lambda s: (sigs[s].first_seen, s))
+        for sig in order[limits.signatures:]:
+            e = sigs.pop(sig)
+            overflow[e.verdict] = overflow.get(e.verdict, 0) + e.count
+    return WorkerReport(worker=b.worker or a.worker, revision=b.revision or a.revision,
+                        attempts=max(a.attempts, b.attempts), programs=max(a.programs, b.programs),
+                        executions=max(a.executions, b.executions),
+                        elapsed_s=max(a.elapsed_s, b.elapsed_s), signatures=sigs,
+                        overflow=overflow, versions=b.versions or a.versions, done=b.done,
+                        updated=b.updated or a.updated, error=b.error)
 
 
 def report_from_object(body: dict[str, Any]) -> WorkerReport | None:
     """The report in a WorkerReport object, or None when it holds none or garbage."""
-    text = (body.get("spec") or {}).get("report")
+    spec = body.get("spec") or {}
+    text = spec.get("report")
     if not text:
         return None
     try:
-        return WorkerReport.from_json(text)
+        report = WorkerReport.from_json(text)
     except (ValueError, TypeError, KeyError):
         return None
+    report.error = str(spec.get("error") or "")
+    report.revision = report.revision or str(spec.get("revision") or "")
+    return report
+
+
+# The API server's answers to a write it will never accept as sent: 413 (request body too
+# large), 422 (invalid: spec.report over its maxLength), or etcd's "request is too large"
+# (a 500). Retrying them cannot help; the worker records the error and keeps fuzzing.
+REFUSED = (413, 422)
+
+
+def refused(status: int | None, body: str) -> bool:
+    return status in REFUSED or (status == 500 and "too large" in (body or ""))
 
 
 class K8sReporter:
     """The engine's reporter in a worker pod: writes the worker's WorkerReport object
     through `api`, a kubernetes.client.CustomObjectsApi.
 
-    `finding()` writes through (a finding is durable in the API before the engine goes on);
-    `progress()` writes at most every `progress_interval` seconds; `close()` flushes.
+    Writes are bounded in rate: `finding()` writes through when it adds a signature or a
+    sample (at most Limits.signatures x Limits.samples times per attempt, so a new bug
+    reaches the operator at once), otherwise at most every `progress_interval` seconds, like
+    `progress()`; `close()` flushes. Counts a kill loses since the last write come back:
+    the next attempt replays the shard and counts them again.
     """
 
     def __init__(self, api: Any, *, namespace: str, campaign: str, campaign_uid: str,
-                 worker: str, samples: int = 1, progress_interval: float = 5.0,
-                 retries: int = 6, versions: dict[str, str] | None = None) -> None:
+                 worker: str, revision: str = "", samples: int = 1,
+                 progress_interval: float = 5.0, retries: int = 6,
+                 versions: dict[str, str] | None = None, limits: Limits = LIMITS,
+                 local: WorkerReport | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.api = api
         self.namespace = namespace
         self.campaign = campaign
         self.campaign_uid = campaign_uid
-        self.name = report_name(campaign, worker)
-        self.samples = max(1, samples)
+        self.revision = revision
+        self.name = report_name(campaign, worker, revision)
+        self.limits = dataclasses.replace(limits, samples=max(1, min(samples, limits.samples)))
         self.progress_interval = progress_interval
         self.retries = retries
-        self.report = WorkerReport(worker=worker)
         self.versions = dict(versions or {})
-        # Counters of earlier attempts: a restarted pod re-runs the same shard from its start,
-        # so its programs are a replay until it passes the previous attempt's count.
-        self._base = (0, 0, 0.0)
-        self._last_write = 0.0
+        self.clock = clock
+        # Earlier attempts (as stored), and this attempt's own counts: published is their join.
+        self.base = WorkerReport(worker=worker, revision=revision)
+        self.mine = local if local is not None else WorkerReport(worker=worker, revision=revision)
+        self.mine.worker, self.mine.revision = worker, revision
+        self.report = self.base
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._elapsed_base = 0.0
+        self._version: str | None = None  # resourceVersion last read or written
+        self._last_write = float("-inf")
         self._dirty = False
+        self.error = ""
+        self.writes = 0
+        self._lock = threading.RLock()
 
     def start(self) -> WorkerReport:
         """Load the report of earlier attempts (if any), count this attempt, and write it."""
@@ -181,67 +306,141 @@ class K8sReporter:
                 raise
             body = None
         if body is not None:
-            data = body.to_dict() if hasattr(body, "to_dict") else body
-            previous = report_from_object(data)
-            if previous is not None:
-                self.report = previous
+            self._fold(body)
         else:
             try:
-                self._call(self.api.create_namespaced_custom_object, GROUP, VERSION,
-                           self.namespace, REPORT_PLURAL, self._object())
+                created = self._call(self.api.create_namespaced_custom_object, GROUP, VERSION,
+                                     self.namespace, REPORT_PLURAL, self._object())
+                self._version = _resource_version(created)
             except ApiException as e:
                 if e.status != 409:  # 409: an earlier attempt created it just now
                     raise
-        self.report.done = False
-        self.report.versions = self.versions or self.report.versions
-        self.report.attempts += 1
-        self._base = (self.report.programs, self.report.executions, self.report.elapsed_s)
+                self._fold(self.api.get_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, REPORT_PLURAL, self.name))
+        self.mine.attempts = self.base.attempts + 1
+        self._elapsed_base = self.base.elapsed_s
         self._write()
         return self.report
 
     def finding(self, record: dict[str, Any]) -> None:
-        if self.report.add_finding(record, self.samples):
+        with self._lock:  # the engine reports from its scheduler and its progress thread
+            self._finding(record)
+
+    def _finding(self, record: dict[str, Any]) -> None:
+        fid = str(record.get("id") or "")
+        if fid:
+            # The engine's store drops a finding it already holds; this drops repeated calls.
+            if fid in self._recent:
+                return
+            self._recent[fid] = None
+            if len(self._recent) > self.limits.recent_ids:
+                self._recent.popitem(last=False)
+        changed = self.mine.add_finding(record, self.limits)
+        self._dirty = True
+        if changed in ("signature", "sample") or self._due():
             self._write()
 
     def progress(self, counters: dict[str, Any]) -> None:
-        base_programs, base_executions, base_elapsed = self._base
-        self.report.programs = max(base_programs, int(counters.get("programs", 0)))
-        self.report.executions = max(base_executions, int(counters.get("executions", 0)))
-        self.report.elapsed_s = round(base_elapsed + float(counters.get("elapsed_s", 0.0)), 3)
+        with self._lock:
+            self._progress(counters)
+
+    def _progress(self, counters: dict[str, Any]) -> None:
+        self.mine.programs = int(counters.get("programs", 0))
+        self.mine.executions = int(counters.get("executions", 0))
+        self.mine.elapsed_s = round(self._elapsed_base + float(counters.get("elapsed_s", 0.0)), 3)
         self._dirty = True
-        if time.monotonic() - self._last_write >= self.progress_interval:
+        if self._due():
             self._write()
 
     def close(self, done: bool = True) -> None:
         """Flush; `done` marks the shard finished (its budget is spent)."""
-        self.report.done = done
-        if self._dirty or done:
-            self._write()
+        with self._lock:
+            self.mine.done = done
+            if self._dirty or done:
+                self._write()
+
+    def _due(self) -> bool:
+        return self.clock() - self._last_write >= self.progress_interval
+
+    def _fold(self, body: Any) -> None:
+        data = body.to_dict() if hasattr(body, "to_dict") else body
+        self._version = _resource_version(data)
+        stored = report_from_object(data)
+        if stored is not None:
+            self.base = merge(self.base, stored, self.limits)
 
     def _object(self) -> dict[str, Any]:
         owner = {"apiVersion": API_VERSION, "kind": "FuzzCampaign", "name": self.campaign,
                  "uid": self.campaign_uid, "blockOwnerDeletion": False, "controller": False}
+        labels = {CAMPAIGN_LABEL: label_value(self.campaign),
+                  WORKER_LABEL: label_value(self.mine.worker), REPORT_LABEL: "true"}
+        if self.revision:
+            labels[REVISION_LABEL] = label_value(self.revision)
+        spec = {"campaign": self.campaign, "worker": self.mine.worker,
+                "report": self.published().to_json()}
+        if self.revision:
+            spec["revision"] = self.revision
         return {
             "apiVersion": API_VERSION, "kind": "WorkerReport",
-            "metadata": {
-                "name": self.name, "namespace": self.namespace,
-                "labels": {CAMPAIGN_LABEL: label_value(self.campaign),
-                           WORKER_LABEL: label_value(self.report.worker),
-                           REPORT_LABEL: "true"},
-                "ownerReferences": [owner] if self.campaign_uid else [],
-            },
-            "spec": {"campaign": self.campaign, "worker": self.report.worker,
-                     "report": self.report.to_json()},
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": labels,
+                         "ownerReferences": [owner] if self.campaign_uid else []},
+            "spec": spec,
         }
 
+    def published(self) -> WorkerReport:
+        self.mine.versions = self.versions or self.mine.versions
+        self.mine.updated = now_iso()
+        return merge(self.base, self.mine, self.limits)
+
     def _write(self) -> None:
-        self.report.updated = now_iso()
-        patch = {"spec": {"report": self.report.to_json()}}
-        self._call(self.api.patch_namespaced_custom_object, GROUP, VERSION, self.namespace,
-                   REPORT_PLURAL, self.name, patch,
-                   _content_type="application/merge-patch+json")
-        self._last_write = time.monotonic()
-        self._dirty = False
+        from kubernetes.client.exceptions import ApiException
+
+        for _ in range(5):
+            self.report = self.published()
+            spec: dict[str, Any] = {"report": self.report.to_json()}
+            if self.error:
+                spec["error"] = None  # this write goes through: the refusal is over
+            patch: dict[str, Any] = {"spec": spec}
+            if self._version:
+                patch["metadata"] = {"resourceVersion": self._version}
+            try:
+                written = self._call(self.api.patch_namespaced_custom_object, GROUP, VERSION,
+                                     self.namespace, REPORT_PLURAL, self.name, patch,
+                                     _content_type="application/merge-patch+json")
+            except ApiException as e:
+                if e.status == 409:  # another pod of this worker wrote: fold it in, redo
+                    self._fold(self.api.get_namespaced_custom_object(
+                        GROUP, VERSION, self.namespace, REPORT_PLURAL, self.name))
+                    continue
+                if refused(e.status, str(e.body or "")):
+                    self._refused(e, len(spec["report"]))
+                    return
+                raise
+            self._version = _resource_version(written)
+            self.error = ""
+            self.writes += 1
+            self._last_write = self.clock()
+            self._dirty = False
+            return
+        # Still conflicting after 5 reads: another pod writes as fast; stay dirty, next time.
+
+    def _refused(self, e: Any, size: int) -> None:
+        """The API server will not take this report: say so where people and the operator
+        look (the object's spec.error, a small write), keep counting, try again later."""
+        reason = str(getattr(e, "reason", "") or "")
+        self.error = (f"report write refused by the API server ({e.status} {reason}): "
+                      f"{size} bytes of report JSON; findings are kept in the worker's store")
+        try:
+            self._call(self.api.patch_namespaced_custom_object, GROUP, VERSION, self.namespace,
+                       REPORT_PLURAL, self.name, {"spec": {"error": self.error}},
+                       _content_type="application/merge-patch+json")
+        except Exception:  # noqa: BLE001 - the error stays in the worker's log below
+            pass
+        import structlog
+
+        structlog.get_logger("xla_sentinel.k8s_report").error(
+            "report.refused", report=self.name, status=e.status, bytes=size)
+        self._last_write = self.clock()  # retried at the progress rate, not per finding
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Retry transient API failures (connection errors, 429, 5xx) with backoff."""
@@ -253,7 +452,8 @@ class K8sReporter:
             try:
                 return fn(*args, **kwargs)
             except ApiException as e:
-                if e.status not in (429, 500, 502, 503, 504) or attempt == self.retries:
+                if (e.status not in (429, 500, 502, 503, 504) or attempt == self.retries
+                        or refused(e.status, str(e.body or ""))):
                     raise
             except (OSError, HTTPError):
                 if attempt == self.retries:
@@ -261,3 +461,12 @@ class K8sReporter:
             time.sleep(delay)
             delay = min(delay * 2, 10.0)
         raise AssertionError("unreachable")
+
+
+def _resource_version(body: Any) -> str | None:
+    if body is None:
+        return None
+    data = body.to_dict() if hasattr(body, "to_dict") else body
+    if not isinstance(data, dict):
+        return None
+    return (data.get("metadata") or {}).get("resourceVersion")

@@ -47,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="Kubernetes API URL (default: in-cluster configuration)")
     p.add_argument("--processes", type=int, default=int(env("XLA_SENTINEL_PROCESSES", "1")),
                    help="engine worker processes in this pod (spec.workers counts pods here)")
+    p.add_argument("--revision", default=env("XLA_SENTINEL_REVISION", ""),
+                   help="campaign revision (the operator's hash of the spec): reports are per revision")
+    p.add_argument("--image", default=env("XLA_SENTINEL_IMAGE", ""),
+                   help="runner image, recorded with the jax/jaxlib versions findings are seen on")
     p.add_argument("--progress-interval", type=float, default=5.0)
     p.add_argument("--inject-pass", action="append", default=[])
     return p
@@ -110,9 +114,40 @@ def shard_done(budget: BudgetSpec | None, summary: dict[str, Any]) -> bool:
     return budget.seconds is not None and float(summary.get("elapsed_s") or 0.0) >= budget.seconds
 
 
-def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> Any:
+def resumed_report(db: Path, worker: str) -> Any:
+    """The counts of a store this pod resumes (a persistent artifacts volume), as a
+    WorkerReport, or None for a fresh store. The engine does not report a finding its store
+    already holds, so a resumed attempt starts its counts here, not at zero."""
+    if not db.exists():
+        return None
+    from xla_sentinel.k8s_report import SignatureEntry, WorkerReport
+    from xla_sentinel.store import Store
+
+    store = Store(db)
+    try:
+        totals = store.totals()
+        sigs = {s.id: SignatureEntry(verdict=str(s.verdict.value), count=s.count,
+                                     first_seen=s.first_seen, last_seen=s.last_seen)
+                for s in store.signatures()}
+    finally:
+        store.close()
+    report = WorkerReport(worker=worker, programs=int(totals["programs"]),
+                          executions=int(totals["executions"]))
+    from xla_sentinel.k8s_report import LIMITS
+
+    for sig, entry in sigs.items():  # first seen first, as the store orders them
+        if len(report.signatures) < LIMITS.signatures:
+            report.signatures[sig] = entry
+        else:
+            report.overflow[entry.verdict] = report.overflow.get(entry.verdict, 0) + entry.count
+    return report
+
+
+def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str,
+                  local: Any = None) -> Any:
     """A started K8sReporter for this worker, or None when reporting is off. The hosts of a
-    multi-host TPU slice run one shard together; host 0 alone reports it (one writer)."""
+    multi-host TPU slice run one shard together; host 0 alone reports it (one writer).
+    `local`: resumed_report() of the store this pod continues, if any."""
     if args.report == "none" or os.environ.get("TPU_WORKER_ID", "0") != "0":
         return None
     import kubernetes
@@ -129,10 +164,20 @@ def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str) -> 
                                    if _SA_NAMESPACE.exists() else "default")
     reporter = K8sReporter(kubernetes.client.CustomObjectsApi(client), namespace=namespace,
                            campaign=args.campaign, campaign_uid=args.campaign_uid,
-                           worker=worker, samples=spec.bisect.perSignature,
-                           progress_interval=args.progress_interval, versions=package_versions())
+                           worker=worker, revision=args.revision,
+                           samples=spec.bisect.perSignature,
+                           progress_interval=args.progress_interval,
+                           versions=runner_versions(args.image), local=local)
     reporter.start()
     return reporter
+
+
+def runner_versions(image: str) -> dict[str, str]:
+    """What a finding is seen on: jax and jaxlib of this runner, and its image."""
+    versions = package_versions()
+    if image:
+        versions["image"] = image
+    return versions
 
 
 def main(argv: list[str]) -> int:
@@ -152,7 +197,7 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     worker = f"{args.group}-{args.shard_index}"
     out = Path(args.out or f"/artifacts/{args.campaign}/{worker}")
-    reporter = make_reporter(args, spec, worker)
+    reporter = make_reporter(args, spec, worker, resumed_report(out / "campaign.sqlite", worker))
     budget = shard_budget(spec.budget, args.shard_index, shard_count)
     summary: dict[str, Any] = {}
     if budget is not None:

@@ -316,8 +316,11 @@ def worker_jobs(c: Campaign, *, default_image: str,
     jobs = []
     for group in worker_groups(c.spec):
         labels = _labels(c, "worker", **{GROUP_LABEL: group.name, REVISION_LABEL: rev})
-        env = _worker_env(c, group, spec_json)
         image = group.image or c.spec.image or default_image
+        # Reports are per revision (a new one counts afresh); findings record the image.
+        env = _worker_env(c, group, spec_json) + [
+            {"name": "XLA_SENTINEL_REVISION", "value": rev},
+            {"name": "XLA_SENTINEL_IMAGE", "value": image}]
         if multi is None:
             pod = _pod_spec(c, image, ["worker"], env, service_account)
             jobs.append(_job(c, job_name(c.name, group.name, rev), labels, pod, c.spec.workers))

@@ -71,6 +71,8 @@ class Runtime:
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     # (namespace, report name) -> `updated` of the report last ingested in full.
     ingested: dict[tuple[str, str], str] = field(default_factory=dict)
+    # (namespace, report name) -> the refusal last announced with an Event (one per error).
+    announced: dict[tuple[str, str], str] = field(default_factory=dict)
     # (namespace, signature, hit key) -> the hit count this operator wrote or read back. Only
     # the acting operator writes hits, so an equal count means there is nothing to do; a
     # restart starts empty and reads each signature once.
@@ -377,16 +379,37 @@ async def ingest_missed(rt: Runtime, c: desired.Campaign,
 
 async def ingest_report(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:
     rt.metrics.reports_ingested.inc()
+    announce_refusal(rt, c, name, report)
     for signature, entry in sorted(report.signatures.items()):
-        await ingest_signature(rt, c, report.worker, signature, entry, report.versions)
+        await ingest_signature(rt, c, report.worker, signature, entry, report.versions,
+                               report.revision)
     rt.ingested[(c.namespace, name)] = report.updated
 
 
+def announce_refusal(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:
+    """A Warning Event on the campaign when the API server refused a worker's report (the
+    roll-up puts it in status.reportErrors); once per distinct error."""
+    key = (c.namespace, name)
+    if not report.error:
+        rt.announced.pop(key, None)
+        return
+    if rt.announced.get(key) == report.error:
+        return
+    campaign_ref = {"apiVersion": API_VERSION, "kind": "FuzzCampaign",
+                    "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid}}
+    kopf.event(campaign_ref, type="Warning", reason="ReportRefused",
+               message=f"worker {report.worker}: {report.error}"[:1000])
+    log.error("report.refused", campaign=c.name, namespace=c.namespace, report=name,
+              error=report.error)
+    rt.announced[key] = report.error
+
+
 async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signature: str,
-                           entry: SignatureEntry, versions: dict[str, str]) -> None:
+                           entry: SignatureEntry, versions: dict[str, str],
+                           revision: str = "") -> None:
     """Upsert one signature from one worker's report: create or count, regress, alert."""
     ns = c.namespace
-    seen_key = (ns, signature, signatures.hit_key(c.name, worker))
+    seen_key = (ns, signature, signatures.hit_key(c.name, worker, revision))
     if rt.hits_seen.get(seen_key) == entry.count:
         return
     sig_path = path(API_VERSION, "bugsignatures", ns)
@@ -399,7 +422,7 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
                 sig, created = await rt.api.create(sig_path, signatures.new_signature(
                     c, worker, signature, entry, versions))
             try:
-                sig, regressed = await count_hits(rt, c, worker, entry, sig)
+                sig, regressed = await count_hits(rt, c, worker, entry, sig, versions, revision)
                 break
             except ApiError as e:
                 # Someone (a person setting state, another handler) wrote in between:
@@ -425,13 +448,14 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
 
 
 async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: SignatureEntry,
-                     sig: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+                     sig: dict[str, Any], versions: dict[str, str] | None = None,
+                     revision: str = "") -> tuple[dict[str, Any], bool]:
     """Write `worker`'s count into the signature read as `sig` (guarded by its
     resourceVersion), record a regression; (the signature written, whether it regressed)."""
     meta = sig["metadata"]
     sig_path = path(API_VERSION, "bugsignatures", meta["namespace"], meta["name"])
     spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
-    update = signatures.hits_update(status, c.name, worker, entry)
+    update = signatures.hits_update(status, c.name, worker, entry, revision)
     if update is None:
         return sig, False
     regressed = signatures.regressed(spec, {**status, **update})

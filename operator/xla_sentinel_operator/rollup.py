@@ -267,9 +267,17 @@ def conditions(h: Health, generation: int, previous: list[dict[str, Any]],
 
 
 def worker_summary(reports: list[WorkerReport]) -> list[dict[str, Any]]:
-    return [{"worker": r.worker, "programs": r.programs, "executions": r.executions,
-             "findings": len(r.findings), "attempts": r.attempts, "lastReport": r.updated}
-            for r in sorted(reports, key=lambda r: _worker_key(r.worker))]
+    return [{"worker": r.worker, "revision": r.revision, "programs": r.programs,
+             "executions": r.executions, "findings": r.findings_total(),
+             "attempts": r.attempts, "lastReport": r.updated}
+            for r in sorted(reports, key=lambda r: (_worker_key(r.worker), r.revision))]
+
+
+def report_errors(reports: list[WorkerReport]) -> list[dict[str, str]]:
+    """Workers whose last report write the API server refused (their spec.error)."""
+    return [{"worker": r.worker, "revision": r.revision, "error": r.error}
+            for r in sorted(reports, key=lambda r: (_worker_key(r.worker), r.revision))
+            if r.error]
 
 
 def _worker_key(worker: str) -> tuple[str, int]:
@@ -304,9 +312,10 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
             "active": sum(int(s.get("active") or 0) for s in job_status),
             "succeeded": sum(int(s.get("succeeded") or 0) for s in job_status),
             "failed": sum(int(s.get("failed") or 0) for s in job_status),
-            "reporting": len(reports),
+            "reporting": sum(1 for r in reports if r.revision in (rev, "")),
         },
         "workerSummary": worker_summary(reports),
+        "reportErrors": report_errors(reports),
         "failures": failures,
         "retries": record,
         "conditions": conditions(h, generation, previous.get("conditions") or [], now_text),

@@ -26,8 +26,10 @@ def signature_name(signature: str) -> str:
     return f"sig-{signature}"
 
 
-def hit_key(campaign: str, worker: str) -> str:
-    return f"{campaign}/{worker}"
+def hit_key(campaign: str, worker: str, revision: str = "") -> str:
+    """Whose count a hit is: one worker of one campaign revision (a new revision counts
+    afresh, so its hits add to the old revision's instead of replacing them)."""
+    return f"{campaign}/{revision}/{worker}" if revision else f"{campaign}/{worker}"
 
 
 def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntry,
@@ -55,10 +57,10 @@ def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntr
 
 
 def hits_update(status: dict[str, Any], campaign: str, worker: str,
-                entry: SignatureEntry) -> dict[str, Any] | None:
+                entry: SignatureEntry, revision: str = "") -> dict[str, Any] | None:
     """The status fields to write after `worker` reported `entry`; None when nothing changed."""
     hits = dict(status.get("hits") or {})
-    key = hit_key(campaign, worker)
+    key = hit_key(campaign, worker, revision)
     if hits.get(key) == entry.count:
         return None
     hits[key] = entry.count

@@ -76,7 +76,7 @@ def report(worker: str, programs: int, **sigs: int) -> WorkerReport:
     r = WorkerReport(worker=worker, programs=programs, executions=programs * 3)
     for sig, n in sigs.items():
         for i in range(n):
-            r.add_finding({"id": f"{worker}-{sig}-{i}", "signature": sig, "verdict": "crash"}, 1)
+            r.add_finding({"id": f"{worker}-{sig}-{i}", "signature": sig, "verdict": "crash"})
     return r
 
 

@@ -52,7 +52,7 @@ def test_reporter_writes_a_workerreport_that_the_operator_reads_back():
     (obj,) = api.objects.values()
     assert obj["kind"] == "WorkerReport" and obj["spec"]["campaign"] == "nightly"
     report = report_from_object(obj)
-    assert report is not None and report.findings == {"f1": "00aa"} and report.attempts == 1
+    assert report is not None and report.signatures["00aa"].count == 1 and report.attempts == 1
     # The payload is the same JSON as before the move off ConfigMaps.
     assert WorkerReport.from_json(obj["spec"]["report"]) == report
     # A restarted pod reads it back and counts a second attempt.

@@ -4,6 +4,7 @@ jax); what that identity may and may not touch; and the worker entrypoint's inpu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -12,10 +13,10 @@ import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 from xla_sentinel import worker_main
-from xla_sentinel.k8s_report import WorkerReport, report_from_object
+from xla_sentinel.k8s_report import K8sReporter, Limits, WorkerReport, report_from_object
 
-from .conftest import API, campaign, create
-from .workers import Worker, finding
+from .conftest import API, campaign, create, eventually
+from .workers import Worker, finding, reports_api
 
 REPORTS = f"{API}/workerreports"
 
@@ -40,7 +41,7 @@ async def test_each_finding_is_written_before_the_engine_goes_on(api, ns, client
     fc = await create(client, campaign(ns))
     w = await Worker(worker_kubeconfig, fc, "main-0", samples=2).start()
     await w.find(finding("00000000000000aa", 1))
-    assert list(stored(api, ns).findings.values()) == ["00000000000000aa"]
+    assert stored(api, ns).signatures["00000000000000aa"].count == 1
     await w.find(finding("00000000000000aa", 2), finding("00000000000000aa", 3))
     entry = stored(api, ns).signatures["00000000000000aa"]
     assert entry.count == 3 and len(entry.samples) == 2
@@ -65,11 +66,51 @@ async def test_a_restarted_worker_resumes_its_report(api, ns, client, worker_kub
     await second.progress(programs=4, executions=16, elapsed_s=2.0)
     r = stored(api, ns)
     assert (r.attempts, r.programs, r.executions, r.elapsed_s) == (2, 10, 40, 7.0)
-    assert len(r.findings) == 1
+    assert r.findings_total() == 1
     await second.progress(programs=12, executions=50, elapsed_s=6.0)
     await second.close()
     r = stored(api, ns)
     assert (r.programs, r.executions, r.done) == (12, 50, True)
+
+
+async def test_a_report_that_would_exceed_the_object_size_limit(api, ns, client, start_operator,
+                                                                worker_kubeconfig):
+    """Issue 11's case: with the bounds lifted, a report grows past what the API server takes
+    (spec.report's 1 MiB). The real API server refuses it (422); the worker does not die or
+    go silent: the refusal is in its report object, the campaign's status and an Event, its
+    counts are kept, and the next write that fits clears it."""
+    await start_operator()
+    fc = await create(client, campaign(ns, workers=1))
+    unbounded = Limits(signatures=1000, samples=1, field_chars=1 << 20, cap=1 << 30)
+    r = K8sReporter(reports_api(worker_kubeconfig), namespace=ns, campaign="nightly",
+                    campaign_uid=fc["metadata"]["uid"], worker="main-0", progress_interval=0.0,
+                    limits=unbounded)
+    await asyncio.to_thread(r.start)
+    big = "p" * 200_000
+    for n in range(6):  # 6 signatures x 200 kB samples: 1.2 MB of report JSON
+        await asyncio.to_thread(r.finding, {**finding(f"{n:016x}", n), "program": big})
+    obj = api.get(REPORTS, ns, "nightly-report-main-0")
+    assert "refused by the API server (422" in obj["spec"]["error"]
+    assert len(report_from_object(obj).signatures) == 5  # the last report that fitted
+    assert r.mine.findings_total() == 6  # the worker kept counting
+    event = await eventually(lambda: [e for e in api.all("v1/events", ns)
+                                      if e.get("reason") == "ReportRefused"])
+    assert event[0]["involvedObject"]["kind"] == "FuzzCampaign" and event[0]["type"] == "Warning"
+    st = await eventually(lambda: (api.get(f"{API}/fuzzcampaigns", ns, "nightly").get("status") or {})
+                          .get("reportErrors"))
+    assert st[0]["worker"] == "main-0" and "422" in st[0]["error"]
+    # Back within the limit (the bounds a real worker runs with): the next write goes
+    # through and clears the error.
+    r.limits = Limits(samples=1)
+    r.mine.signatures["0000000000000005"].samples[0]["program"] = "p5"
+    for entry in r.mine.signatures.values():
+        entry.samples = [{**s, "program": s["program"][:100]} for s in entry.samples]
+    r.base = WorkerReport(worker="main-0")
+    await asyncio.to_thread(r.progress, {"programs": 9, "executions": 9, "elapsed_s": 1.0})
+    obj = api.get(REPORTS, ns, "nightly-report-main-0")
+    assert "error" not in obj["spec"] and report_from_object(obj).findings_total() == 6
+    await eventually(lambda: (api.get(f"{API}/fuzzcampaigns", ns, "nightly").get("status") or {})
+                     .get("reportErrors") == [])
 
 
 def test_the_worker_identity_reads_no_configmap_secret_or_campaign(api, ns, worker_kubeconfig):
