@@ -21,10 +21,11 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from xla_sentinel import evaluate, handlers, oracle  # noqa: E402
+from xla_sentinel import dispatch, evaluate, oracle  # noqa: E402
 from xla_sentinel.campaign import GeneratorSpec, build  # noqa: E402
 from xla_sentinel.generator import generate  # noqa: E402
 from xla_sentinel.inputs import make_inputs  # noqa: E402
+from xla_sentinel.protocol import NumpyReference  # noqa: E402
 
 COMPILES = Counter()
 
@@ -54,14 +55,13 @@ def main() -> int:
         eager_s.append(time.perf_counter() - t0)
         eager_compiles.append(COMPILES["n"] - before)
         t0 = time.perf_counter()
-        reply = handlers.handle({"cmd": "reference", "kind": "f64_numpy", "graph": graph.to_json(),
-                                 "inputs": inputs})
+        reply = dispatch.handle(NumpyReference("", inputs, graph.to_json()))
         numpy_s.append(time.perf_counter() - t0)
-        numpy_compiles.append(sum(reply["fallbacks"].values()))  # one XLA compile per fallback
-        fallbacks.update(reply["fallbacks"])
+        numpy_compiles.append(sum(reply.fallbacks.values()))  # one XLA compile per fallback
+        fallbacks.update(reply.fallbacks)
         values = graph.to_json()["values"]
         infos = [oracle.OutputInfo(values[i]["dtype"], values[i]["tainted"]) for i in graph.outputs]
-        disagree += not oracle.references_agree(reply["outputs"], expected, infos)
+        disagree += not oracle.references_agree(reply.outputs, expected, infos)
 
     def line(name: str, times: list[float], compiles: list[int]) -> str:
         return (f"{name:10s} total {sum(times):7.2f} s  median {1e3 * statistics.median(times):7.2f} ms  "
