@@ -196,15 +196,21 @@ class ObjectStore:
         return sorted(str(p).removeprefix(prefix) for p in found)
 
     def download(self, key: str, dest: Path) -> list[Path]:
-        """Every object under `key` into `dest` (same relative layout); the files written."""
+        """Every object under `key` ("" for the URI itself) into `dest`, same relative
+        layout; the files written."""
+        base = self.path(key).rstrip("/")
+        try:
+            found = self.fs().find(base)
+        except Exception as e:
+            raise self.error(e, key) from None
         written = []
-        for rel in self.find(f"{key}/**"):
-            sub = rel.removeprefix(key).lstrip("/")
-            if not sub or rel.endswith("/"):
+        for path in found:
+            sub = str(path).removeprefix(base).lstrip("/")
+            if not sub:
                 continue
             target = dest / sub
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(self.read(rel))
+            target.write_bytes(self.read("/".join(filter(None, (key, sub)))))
             written.append(target)
         if not written:
             raise StorageError(f"{self.key_uri(key)}: no objects under this prefix")
