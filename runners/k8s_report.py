@@ -470,3 +470,62 @@ def _resource_version(body: Any) -> str | None:
     if not isinstance(data, dict):
         return None
     return (data.get("metadata") or {}).get("resourceVersion")
+
+
+# Results of one-off Jobs (a bisection, a fix verification) travel the same way as reports:
+# a WorkerReport object the Job writes with the worker's RBAC (create/patch on workerreports,
+# nothing else), holding `spec.result` instead of `spec.report`. The operator validates and
+# ingests it into the BugSignature; a Job never writes a BugSignature itself, so a
+# compromised pod cannot rewrite triage state people set.
+RESULT_LABEL_VALUE = "result"
+RESULT_MAX = 16 * 1024  # bytes of result JSON (evidence is cut to fit; the bundle has it all)
+
+
+def result_name(campaign: str, kind: str, key: str) -> str:
+    return dns_name(campaign, kind, key)
+
+
+def result_object(*, namespace: str, campaign: str, campaign_uid: str, kind: str, key: str,
+                  result: dict[str, Any]) -> dict[str, Any]:
+    """The WorkerReport object carrying one Job's `result` ({"type": kind, ...})."""
+    text = json.dumps({**result, "type": kind}, sort_keys=True, default=str)
+    if len(text) > RESULT_MAX:
+        result = {**result, "evidence": str(result.get("evidence", ""))[:RESULT_MAX // 2]}
+        text = json.dumps({**result, "type": kind}, sort_keys=True, default=str)[:RESULT_MAX]
+    owner = {"apiVersion": API_VERSION, "kind": "FuzzCampaign", "name": campaign,
+             "uid": campaign_uid, "blockOwnerDeletion": False, "controller": False}
+    return {
+        "apiVersion": API_VERSION, "kind": "WorkerReport",
+        "metadata": {"name": result_name(campaign, kind, key), "namespace": namespace,
+                     "labels": {CAMPAIGN_LABEL: label_value(campaign),
+                                REPORT_LABEL: RESULT_LABEL_VALUE},
+                     "ownerReferences": [owner] if campaign_uid else []},
+        "spec": {"campaign": campaign, "worker": kind, "result": text},
+    }
+
+
+def result_from_object(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The result in a WorkerReport object, or None when it holds none or garbage."""
+    text = (body.get("spec") or {}).get("result")
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("type") in ("bisection", "verification") else None
+
+
+def write_result(api: Any, obj: dict[str, Any]) -> None:
+    """Create the result object, or replace its result when a retried Job wrote one."""
+    from kubernetes.client.exceptions import ApiException
+
+    meta = obj["metadata"]
+    try:
+        api.create_namespaced_custom_object(GROUP, VERSION, meta["namespace"], REPORT_PLURAL, obj)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        api.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"], REPORT_PLURAL,
+                                           meta["name"], {"spec": {"result": obj["spec"]["result"]}},
+                                           _content_type="application/merge-patch+json")

@@ -52,6 +52,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--image", default=env("XLA_SENTINEL_IMAGE", ""),
                    help="runner image, recorded with the jax/jaxlib versions findings are seen on")
     p.add_argument("--progress-interval", type=float, default=5.0)
+    p.add_argument("--bucket-uri", default=env("XLA_SENTINEL_BUCKET_URI"),
+                   help="object storage root (default: spec.artifacts.bucketURI); the shard's "
+                   "output is mirrored to BUCKET/CAMPAIGN/WORKER, the --out folder staging it")
+    p.add_argument("--storage-wait", type=float, default=float(env("XLA_SENTINEL_STORAGE_WAIT", "600")),
+                   help="seconds to wait at the end for a store that is down or denied")
+    # One-off Jobs the operator starts; each writes its result back as a WorkerReport.
+    p.add_argument("--bisect", metavar="FINDING_DIR",
+                   help="bisect one finding (a bisector Job) and report the result")
+    p.add_argument("--verify", metavar="BUNDLE",
+                   help="run a repro bundle (a fix verification Job) and report the outcome")
+    p.add_argument("--signature", default="", help="the BugSignature a --bisect/--verify is for")
+    p.add_argument("--fixed-in", default="", help="the version a --verify checks a fix in")
     p.add_argument("--inject-pass", action="append", default=[])
     return p
 
@@ -143,15 +155,8 @@ def resumed_report(db: Path, worker: str) -> Any:
     return report
 
 
-def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str,
-                  local: Any = None) -> Any:
-    """A started K8sReporter for this worker, or None when reporting is off. The hosts of a
-    multi-host TPU slice run one shard together; host 0 alone reports it (one writer).
-    `local`: resumed_report() of the store this pod continues, if any."""
-    if args.report == "none" or os.environ.get("TPU_WORKER_ID", "0") != "0":
-        return None
+def _custom_api(args: argparse.Namespace) -> Any:
     import kubernetes
-    from xla_sentinel.k8s_report import K8sReporter
 
     if args.api_server:
         config = kubernetes.client.Configuration()
@@ -160,9 +165,108 @@ def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str,
     else:
         kubernetes.config.load_incluster_config()
         client = kubernetes.client.ApiClient()
-    namespace = args.namespace or (_SA_NAMESPACE.read_text().strip()
-                                   if _SA_NAMESPACE.exists() else "default")
-    reporter = K8sReporter(kubernetes.client.CustomObjectsApi(client), namespace=namespace,
+    return kubernetes.client.CustomObjectsApi(client)
+
+
+def _namespace(args: argparse.Namespace) -> str:
+    return args.namespace or (_SA_NAMESPACE.read_text().strip()
+                              if _SA_NAMESPACE.exists() else "default")
+
+
+def bisection_result(record: dict[str, Any], result: dict[str, Any], finding_dir: Path,
+                     candidate: str) -> dict[str, Any]:
+    """What a bisector Job reports: the culprit, the reduced size, the bundle's location and
+    the signature the finding refines to (computed as local refinement computes it)."""
+    from xla_sentinel.signature import signature_id
+
+    localized = result.get("status") == "localized"
+    culprit = {k: result.get(k) for k in ("culprit_op", "fusion_kind", "culprit_pass")}
+    evidence = record.get("evidence") or {}
+    refined = (signature_id({**record, **culprit, "error": evidence.get("error")})
+               if localized else candidate)
+    reduce = (result.get("stages") or {}).get("reduce") or {}
+    return {"finding": str(record.get("id") or finding_dir.name), "candidate": candidate,
+            "signature": refined, "status": str(result.get("status")), **culprit,
+            "reduced_ops": reduce.get("ops_after"), "original_ops": reduce.get("ops_before"),
+            "repro": str(finding_dir / result["repro"]) if result.get("repro") else None,
+            "error": result.get("error")}
+
+
+def run_bisect(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from xla_sentinel.k8s_report import result_object, write_result
+
+    folder = Path(args.bisect)
+    try:
+        record = json.loads((folder / "finding.json").read_text())
+    except (OSError, ValueError) as e:
+        print(f"error: {folder / 'finding.json'}: cannot read finding ({e})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from xla_sentinel.bisect.lab import LabError  # jax loads here
+    from xla_sentinel.bisect.pipeline import BisectError, bisect_finding
+
+    try:
+        result = bisect_finding(folder)
+        record = json.loads((folder / "finding.json").read_text())  # now with the culprit
+    except (BisectError, LabError, OSError) as e:
+        result = {"status": "error", "error": str(e)[:2000]}
+    payload = bisection_result(record, result, folder, args.signature or str(record.get("signature")))
+    payload.update(versions=runner_versions(args.image), job=os.environ.get("HOSTNAME", ""),
+                   time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    write_result(_custom_api(args), result_object(
+        namespace=_namespace(args), campaign=args.campaign, campaign_uid=args.campaign_uid,
+        kind="bisection", key=payload["finding"], result=payload))
+    print(json.dumps({k: payload[k] for k in ("status", "signature", "culprit_op", "culprit_pass")}))
+    return EXIT_DONE
+
+
+def verify_outcome(returncode: int) -> str:
+    """A repro bundle's exit code (repro.py: 1 while the bug shows, 0 when fixed)."""
+    return {0: "verified", 1: "still-failing"}.get(returncode, "error")
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    import hashlib
+    import subprocess
+    from datetime import UTC, datetime
+
+    from xla_sentinel.k8s_report import result_object, write_result
+
+    bundle = Path(args.verify)
+    # The signature's repro may name the finding folder; its bundle is the repro.py below it.
+    script = bundle / "repro.py" if (bundle / "repro.py").exists() else next(bundle.glob("**/repro.py"), None)
+    if script is None:
+        code, output = -1, f"{bundle}: no repro.py found"
+    else:
+        try:
+            done = subprocess.run([sys.executable, script.name], cwd=script.parent, text=True,
+                                  capture_output=True, timeout=600)
+            code, output = done.returncode, (done.stdout + done.stderr)
+        except subprocess.TimeoutExpired:
+            code, output = -1, "repro.py ran past 600 s"
+    payload = {"signature": args.signature, "result": verify_outcome(code), "exitCode": code,
+               "evidence": output[-2000:], "image": args.image, "fixedIn": args.fixed_in,
+               "versions": runner_versions(args.image), "job": os.environ.get("HOSTNAME", ""),
+               "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    key = f"{args.signature}-{hashlib.sha256(f'{args.image}|{args.fixed_in}'.encode()).hexdigest()[:6]}"
+    write_result(_custom_api(args), result_object(
+        namespace=_namespace(args), campaign=args.campaign, campaign_uid=args.campaign_uid,
+        kind="verification", key=key, result=payload))
+    print(f"{args.signature}: {payload['result']} (exit {code})")
+    return EXIT_DONE
+
+
+def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str,
+                  local: Any = None) -> Any:
+    """A started K8sReporter for this worker, or None when reporting is off. The hosts of a
+    multi-host TPU slice run one shard together; host 0 alone reports it (one writer).
+    `local`: resumed_report() of the store this pod continues, if any."""
+    if args.report == "none" or os.environ.get("TPU_WORKER_ID", "0") != "0":
+        return None
+    from xla_sentinel.k8s_report import K8sReporter
+
+    reporter = K8sReporter(_custom_api(args), namespace=_namespace(args),
                            campaign=args.campaign, campaign_uid=args.campaign_uid,
                            worker=worker, revision=args.revision,
                            samples=spec.bisect.perSignature,
@@ -182,6 +286,10 @@ def runner_versions(image: str) -> dict[str, str]:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.bisect:
+        return run_bisect(args)
+    if args.verify:
+        return run_verify(args)
     try:
         spec = load_spec(args)
     except SpecError as e:
@@ -200,6 +308,7 @@ def main(argv: list[str]) -> int:
     reporter = make_reporter(args, spec, worker, resumed_report(out / "campaign.sqlite", worker))
     budget = shard_budget(spec.budget, args.shard_index, shard_count)
     summary: dict[str, Any] = {}
+    stored = True
     if budget is not None:
         # In a pod, spec.workers is the number of pods; the engine's own pool is --processes.
         local = dataclasses.replace(spec, workers=args.processes, budget=budget)
@@ -208,10 +317,33 @@ def main(argv: list[str]) -> int:
 
         # SIGTERM (eviction, preemption, maintenance, suspend) makes the engine stop after
         # the programs in flight, with every finding already reported.
-        summary = run_campaign(local, out, name=args.campaign, shard_index=args.shard_index,
-                               shard_count=shard_count, reporter=reporter, progress=False,
-                               inject_passes=tuple(args.inject_pass))
+        def run(folder: Path, listener: Any = reporter) -> dict[str, Any]:
+            return run_campaign(local, folder, name=args.campaign, shard_index=args.shard_index,
+                                shard_count=shard_count, reporter=listener, progress=False,
+                                inject_passes=tuple(args.inject_pass))
+
+        bucket = args.bucket_uri or spec.artifacts.bucketURI
+        if bucket:
+            from xla_sentinel import storage
+
+            # The layout the operator links to (desired.artifact_path): BUCKET/CAMPAIGN/WORKER.
+            # A K8sReporter with a storage(status) method hears each change of condition.
+            try:
+                summary, stored = storage.run_mirrored(
+                    storage.join(bucket, args.campaign, worker), out, run, reporter=reporter,
+                    wait=args.storage_wait, on_change=getattr(reporter, "storage", None))
+            except storage.StorageError as e:
+                print(f"error: --bucket-uri: {e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+        else:
+            summary = run(out)
     done = shard_done(budget, summary)
+    if not stored:
+        # The findings are only on this pod's disk: the index must run again (the engine
+        # re-finds the same findings from the same seeds) rather than complete without them.
+        print(f"error: storage: {summary['storage']['error']}; "
+              f"{summary['storage']['pending_findings']} findings not stored", file=sys.stderr)
+        done = False
     if reporter is not None:
         reporter.close(done=done)
     # Findings are results, not failures: a done shard exits 0 whatever it found. A shard

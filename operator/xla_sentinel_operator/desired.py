@@ -387,6 +387,35 @@ def artifact_path(c: Campaign, worker: str, finding_dir: str) -> str:
     return f"{root}/{c.name}/{worker}/{finding_dir}"
 
 
+def _job_env(c: Campaign, image: str) -> list[dict[str, Any]]:
+    """What a one-off Job (bisector, fix verification) needs to write its result."""
+    return [{"name": "XLA_SENTINEL_CAMPAIGN", "value": c.name},
+            {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
+            {"name": "XLA_SENTINEL_IMAGE", "value": image},
+            {"name": "XLA_SENTINEL_NAMESPACE",
+             "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+
+
+def verify_job(c: Campaign, signature: str, repro: str, fixed_in: str, *, default_image: str,
+               service_account: str = "xla-sentinel-worker") -> dict[str, Any]:
+    """A Job that runs a fixed signature's repro bundle on the campaign's runner image now:
+    one per signature, image and fixing version (marking it fixed again with the same
+    version on the same image verifies nothing new)."""
+    image = c.spec.image or default_image
+    labels = _labels(c, "verifier", **{SIGNATURE_LABEL: label_value(signature)})
+    labels.pop(QUEUE_LABEL, None)
+    args = ["worker", "--verify", repro, "--signature", signature, "--fixed-in", fixed_in]
+    pod = _pod_spec(c, image, args, _job_env(c, image), service_account)
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": job_name(c.name, "verify", signature, short_hash([image, fixed_in], 6)),
+                     "namespace": c.namespace, "labels": labels,
+                     "ownerReferences": [owner_reference(c)]},
+        "spec": {"backoffLimit": 1,
+                 "template": {"metadata": {"labels": labels}, "spec": pod}},
+    }
+
+
 def bisector_job(c: Campaign, sample: dict[str, Any], worker: str, *, default_image: str,
                  service_account: str = "xla-sentinel-worker") -> dict[str, Any]:
     """A Job that bisects one finding (a sample of a new signature candidate)."""
@@ -399,7 +428,11 @@ def bisector_job(c: Campaign, sample: dict[str, Any], worker: str, *, default_im
     queued = QUEUE_LABEL in labels and c.spec.accelerator.type != "cpu"
     if not queued:
         labels.pop(QUEUE_LABEL, None)
-    pod = _pod_spec(c, c.spec.image or default_image, ["bisect", path], [], service_account)
+    # `worker --bisect` runs `xla-sentinel bisect`'s pipeline and writes the result back as a
+    # WorkerReport result (the worker's RBAC); the operator ingests it into the signature.
+    image = c.spec.image or default_image
+    pod = _pod_spec(c, image, ["worker", "--bisect", path, "--signature", signature],
+                    _job_env(c, image), service_account)
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job_name(c.name, "bisect", str(sample["id"])[:16]),

@@ -26,6 +26,7 @@ from xla_sentinel.k8s_report import (
     WorkerReport,
     label_value,
     report_from_object,
+    result_from_object,
 )
 
 from . import alerting, dashboard, desired, rollup, signatures, tpu
@@ -287,10 +288,16 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         campaign_name = body.metadata.labels.get(CAMPAIGN_LABEL)
         report = report_from_object(dict(body))
         found = list(campaigns.get((namespace, campaign_name), []))
-        if report is None or not found:
+        if not found:
             return
         c = rt.campaign(found[0])
-        await ingest_report(rt, c, body.metadata.name, report)
+        if report is not None:
+            await ingest_report(rt, c, body.metadata.name, report)
+            return
+        result = result_from_object(dict(body))
+        if result is not None and rt.ingested.get((namespace, body.metadata.name)) != result_key(body):
+            await ingest_result(rt, c, result)
+            rt.ingested[(namespace, body.metadata.name)] = result_key(body)
 
     # BugSignature: people set spec.state; alerts that failed are retried.
     @kopf.on.field(field="spec.state", **bs)
@@ -304,13 +311,14 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             if sig is None or (sig.get("spec") or {}).get("state") != "fixed":
                 return
             count = int((sig.get("status") or {}).get("count") or 0)
-            # Guarded: a count written in between would otherwise be lost from fixedAtCount
-            # (a 409 makes kopf retry this handler with a fresh read).
+            # Guarded: a regression recorded in between would otherwise be undone (a 409
+            # makes kopf retry this handler with a fresh read).
             sig = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
-                                     signatures.guarded(sig, {"status": {"fixedAtCount": count}}))
+                                     signatures.guarded(sig, {"status": {"fixedAt": now_text()}}))
             c = _routing_campaign(rt, namespace, list(status.get("campaigns") or []), campaigns)
             if c is not None:
                 await maybe_alert(rt, c, sig)  # resolves the alert that fired
+                await start_verification(rt, c, sig)
         log.info("signature.fixed", signature=signature, namespace=namespace, count=count)
 
     @kopf.timer(**bs, interval=cfg.alert_retry_interval, backoff=cfg.alert_retry_interval,
@@ -458,10 +466,13 @@ async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: Signa
     update = signatures.hits_update(status, c.name, worker, entry, revision)
     if update is None:
         return sig, False
-    regressed = signatures.regressed(spec, {**status, **update})
+    seen = signatures.seen_on(status.get("seenOn"), versions, entry.last_seen or now_text())
+    if seen is not None:
+        update["seenOn"] = seen
+    regressed = signatures.regressed(spec, status, versions)
     if regressed:
         update["regressions"] = int(status.get("regressions") or 0) + 1
-        update["fixedAtCount"] = None
+        update["fixedAt"] = None
         if spec.get("state") != "regressed":
             sig = await rt.api.patch(sig_path, signatures.guarded(sig, {"spec": {"state": "regressed"}}))
     bisects = await start_bisectors(rt, c, worker, entry, status)
@@ -490,6 +501,127 @@ async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: 
         log.info("bisector.created", campaign=c.name, namespace=c.namespace,
                  signature=sample.get("signature"), job=job["metadata"]["name"])
     return started if added else None
+
+
+def result_key(body: kopf.Body) -> str:
+    return str((body.get("spec") or {}).get("result") or "")
+
+
+async def start_verification(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> None:
+    """Run the signature's repro bundle on the campaign's runner image (a Job) once per
+    image and fixing version; the result comes back as a `verification` result."""
+    spec = sig.get("spec") or {}
+    if not spec.get("repro"):
+        log.info("verify.no_repro", signature=spec.get("signature"), namespace=c.namespace)
+        return
+    job = desired.verify_job(c, str(spec["signature"]), str(spec["repro"]),
+                             str(spec.get("fixedIn") or ""), default_image=rt.config.runner_image,
+                             service_account=rt.config.service_account)
+    _, created = await rt.api.create(path("batch/v1", "jobs", c.namespace), job)
+    if created:
+        log.info("verify.created", campaign=c.name, namespace=c.namespace,
+                 signature=spec.get("signature"), job=job["metadata"]["name"])
+
+
+async def ingest_result(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
+    if result.get("type") == "bisection":
+        await ingest_bisection(rt, c, result)
+    elif result.get("type") == "verification":
+        await ingest_verification(rt, c, result)
+
+
+async def _patch_status(rt: Runtime, ns: str, name: str, fields: dict[str, Any]) -> dict[str, Any] | None:
+    sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+    if sig is None:
+        return None
+    return await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
+                              signatures.guarded(sig, {"status": fields}))
+
+
+async def ingest_bisection(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
+    """A bisector Job's result: the candidate signature records it; a localized culprit
+    fills in the candidate's spec or, when it refines to another signature, creates that
+    one (or reopens it when it was fixed) rather than a second copy of a known bug."""
+    ns, candidate = c.namespace, str(result.get("candidate") or "")
+    name = signatures.signature_name(candidate)
+    job = str(result.get("job") or "")
+    refined = str(result.get("signature") or candidate)
+    localized = result.get("status") == "localized"
+    async with rt.lock(ns, candidate):
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+        if sig is None:
+            log.warning("bisection.orphan", signature=candidate, namespace=ns)
+            return
+        fields: dict[str, Any] = {"bisection": signatures.bisection_status(result, job)}
+        if localized and refined != candidate:
+            fields["refinedTo"] = refined
+        await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
+                           signatures.guarded(sig, {"status": fields}))
+        if localized and refined == candidate:
+            await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name),
+                               {"spec": signatures.culprit_spec(result)})
+    log.info("bisection.ingested", signature=candidate, namespace=ns, status=result.get("status"),
+             refined=refined)
+    if not localized or refined == candidate:
+        return
+    await refine_into(rt, c, sig, result)
+
+
+async def refine_into(rt: Runtime, c: desired.Campaign, candidate: dict[str, Any],
+                      result: dict[str, Any]) -> None:
+    ns, refined = c.namespace, str(result["signature"])
+    name = signatures.signature_name(refined)
+    sig_path = path(API_VERSION, "bugsignatures", ns)
+    versions = dict(result.get("versions") or {})
+    async with rt.lock(ns, refined):
+        sig = await rt.api.get(f"{sig_path}/{name}")
+        created = False
+        if sig is None:
+            sig, created = await rt.api.create(sig_path, signatures.refined_signature(candidate, result))
+        spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
+        hits = dict(status.get("hits") or {})
+        key = f"bisect/{result.get('finding')}"
+        reopened = not created and key not in hits and signatures.regressed(spec, status, versions)
+        if key not in hits:
+            hits[key] = 1
+            update: dict[str, Any] = {"hits": hits, "count": sum(hits.values()),
+                                      "campaigns": sorted(set(status.get("campaigns") or []) | {c.name}),
+                                      "refinedFrom": sorted(set(status.get("refinedFrom") or [])
+                                                            | {str(result.get("candidate"))}),
+                                      "bisection": signatures.bisection_status(result, str(result.get("job") or ""))}
+            if reopened:
+                update["regressions"] = int(status.get("regressions") or 0) + 1
+                update["fixedAt"] = None
+                sig = await rt.api.patch(f"{sig_path}/{name}",
+                                         signatures.guarded(sig, {"spec": {"state": "regressed"}}))
+            sig = await rt.api.patch(f"{sig_path}/{name}/status", signatures.guarded(sig, {"status": update}))
+        if created or reopened:
+            reason = "BugSignatureRegressed" if reopened else "NewBugSignature"
+            kopf.event(_ref(sig, "BugSignature"), type="Warning", reason=reason,
+                       message=f"{'reopened' if reopened else 'new'} bug signature {refined}: "
+                               f"{spec.get('verdict')} in {result.get('culprit_op')}, cured by "
+                               f"{result.get('culprit_pass')} (refined from {result.get('candidate')})")
+            rt.metrics.signatures.labels(ns, str(spec.get("verdict")),
+                                         "regressed" if reopened else "new").inc()
+        await maybe_alert(rt, c, sig)
+
+
+async def ingest_verification(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
+    """A fix verification Job's result: verified or still failing, with its evidence."""
+    ns, signature = c.namespace, str(result.get("signature") or "")
+    outcome = str(result.get("result") or "error")
+    record = {k: result[k] for k in ("result", "image", "fixedIn", "exitCode", "evidence", "time", "job")
+              if result.get(k) not in (None, "")}
+    record["versions"] = {k: str(v) for k, v in (result.get("versions") or {}).items()}
+    async with rt.lock(ns, signature):
+        sig = await _patch_status(rt, ns, signatures.signature_name(signature), {"verification": record})
+    if sig is None:
+        return
+    kind, reason = (("Normal", "FixVerified") if outcome == "verified"
+                    else ("Warning", "FixNotVerified"))
+    kopf.event(_ref(sig, "BugSignature"), type=kind, reason=reason,
+               message=f"repro of {signature} on {result.get('image')}: {outcome}")
+    log.info("verify.ingested", signature=signature, namespace=ns, result=outcome)
 
 
 def _routing_campaign(rt: Runtime, namespace: str, names: list[str],

@@ -75,13 +75,93 @@ def hits_update(status: dict[str, Any], campaign: str, worker: str,
     return update
 
 
-def regressed(spec: dict[str, Any], status: dict[str, Any]) -> bool:
-    """A fixed bug that has been seen again since it was marked fixed."""
-    fixed_at = status.get("fixedAtCount")
-    # `regressed` with fixedAtCount still set: the state was written, then the status write
-    # lost a conflict; the regression is still to be recorded.
-    return (spec.get("state") in ("fixed", "regressed") and fixed_at is not None
-            and int(status.get("count") or 0) > int(fixed_at))
+def version_key(text: str | None) -> tuple[Any, ...] | None:
+    """An orderable form of a version ("0.10.2", "0.10.3.dev20261201"); None if unreadable."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (Version(str(text)),)
+    except InvalidVersion:
+        return None
+
+
+def at_or_after(version: str | None, fixed_in: str) -> bool:
+    """Whether a hit on `version` (the runner's jaxlib) counts against a fix in `fixed_in`.
+    A version that cannot be read counts: a silent miss is worse than a loud alert."""
+    seen, fixed = version_key(version), version_key(fixed_in)
+    return seen is None or fixed is None or seen >= fixed
+
+
+def regressed(spec: dict[str, Any], status: dict[str, Any], versions: dict[str, str] | None) -> bool:
+    """A new hit, seen on `versions`, of a bug marked fixed: a regression when the runner's
+    jaxlib is the fixing version (`spec.fixedIn`) or later, or when no version was given.
+    A hit on an older jaxlib is the bug the fix is known not to have reached: counted only."""
+    state = spec.get("state")
+    # `regressed` with fixedAt still set: the state was written, then the status write lost
+    # a conflict; the regression is still to be recorded.
+    if state != "fixed" and not (state == "regressed" and status.get("fixedAt")):
+        return False
+    fixed_in = spec.get("fixedIn")
+    return not fixed_in or at_or_after((versions or {}).get("jaxlib"), str(fixed_in))
+
+
+SEEN_ON_MAX = 20  # version combinations kept per signature (the most recently seen)
+
+
+def seen_on(previous: list[dict[str, Any]] | None, versions: dict[str, str] | None,
+            when: str) -> list[dict[str, Any]] | None:
+    """status.seenOn after a hit on `versions` (jax, jaxlib, image) at `when`; None when
+    nothing changes."""
+    if not versions:
+        return None
+    key = {k: str(versions[k]) for k in ("jax", "jaxlib", "image") if versions.get(k)}
+    out = [dict(e) for e in previous or []]
+    for e in out:
+        if {k: e.get(k) for k in ("jax", "jaxlib", "image") if e.get(k)} == key:
+            if e.get("lastSeen", "") >= when:
+                return None
+            e["lastSeen"] = when
+            break
+    else:
+        out.append({**key, "firstSeen": when, "lastSeen": when})
+    out.sort(key=lambda e: e.get("lastSeen", ""))
+    return out[-SEEN_ON_MAX:]
+
+
+def bisection_status(result: dict[str, Any], job: str) -> dict[str, Any]:
+    """What a bisector Job found, as BugSignature status.bisection."""
+    out = {"status": str(result.get("status") or "unknown"), "job": job,
+           "finding": str(result.get("finding") or ""), "time": str(result.get("time") or "")}
+    for field, key in (("culpritOp", "culprit_op"), ("fusionKind", "fusion_kind"),
+                       ("culpritPass", "culprit_pass"), ("repro", "repro"),
+                       ("refinedSignature", "signature"), ("error", "error")):
+        if result.get(key):
+            out[field] = str(result[key])[:1000]
+    for field, key in (("reducedOps", "reduced_ops"), ("originalOps", "original_ops")):
+        if isinstance(result.get(key), int):
+            out[field] = result[key]
+    return out
+
+
+def culprit_spec(result: dict[str, Any]) -> dict[str, Any]:
+    """The spec fields a localized bisection fills in (as local refinement does)."""
+    return {field: str(result[key]) for field, key in
+            (("culpritOp", "culprit_op"), ("fusionKind", "fusion_kind"),
+             ("culpritPass", "culprit_pass"), ("repro", "repro")) if result.get(key)}
+
+
+def refined_signature(candidate: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """The BugSignature a bisection refines a candidate into, when none exists yet: the
+    candidate's spec with the culprit filled in, a new id."""
+    meta, spec = candidate["metadata"], dict(candidate.get("spec") or {})
+    refined = str(result["signature"])
+    spec.update({"signature": refined, "state": "new", **culprit_spec(result)})
+    spec.pop("fixedIn", None)
+    labels = {**(meta.get("labels") or {}), SIGNATURE_LABEL: label_value(refined)}
+    return {"apiVersion": API_VERSION, "kind": "BugSignature",
+            "metadata": {"name": signature_name(refined), "namespace": meta["namespace"],
+                         "labels": labels},
+            "spec": spec}
 
 
 def guarded(obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +239,16 @@ def alerts(sig: dict[str, Any], key: str, *, now: datetime, external_url: str = 
                         f"curing pass={spec.get('culpritPass') or 'unknown'}"),
         "repro": spec.get("repro", ""),
     }
+    # What the bisector found: the fields a person triages by, in the alert itself.
+    bisection = status.get("bisection") or {}
+    for name, value in (("culprit_pass", spec.get("culpritPass")),
+                        ("fusion_kind", spec.get("fusionKind")),
+                        ("reduced_ops", bisection.get("reducedOps")),
+                        ("fixed_in", spec.get("fixedIn")),
+                        ("seen_on", ",".join(sorted({str(e.get("jaxlib")) for e in
+                                                     status.get("seenOn") or [] if e.get("jaxlib")})))):
+        if value not in (None, ""):
+            annotations[name] = str(value)
     seen = status.get("lastSeen") if reason == "regressed" else status.get("firstSeen")
     starts = min(_parse_time(seen) or now, now)
     alert: dict[str, Any] = {"labels": labels, "annotations": annotations,

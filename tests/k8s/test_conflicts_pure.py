@@ -90,8 +90,8 @@ def test_guarded_patch_names_the_version_it_read():
 
 
 def test_a_regression_whose_status_write_lost_a_race_is_still_recorded():
-    assert signatures.regressed({"state": "regressed"}, {"count": 5, "fixedAtCount": 4})
-    assert not signatures.regressed({"state": "regressed"}, {"count": 5, "fixedAtCount": None})
+    assert signatures.regressed({"state": "regressed"}, {"fixedAt": "2026-12-01T00:00:00Z"}, None)
+    assert not signatures.regressed({"state": "regressed"}, {"fixedAt": None}, None)
 
 
 def _matches(selector: str, labels: dict[str, str]) -> bool:

@@ -1,0 +1,92 @@
+"""The bug lifecycle without the API: version-aware regressions, where a signature was
+seen, what a bisection reports and refines to, and the alert fields it adds."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from xla_sentinel import worker_main
+from xla_sentinel.campaign import parse_spec
+from xla_sentinel.signature import signature_id
+from xla_sentinel_operator import desired, signatures
+
+FIXED = {"state": "fixed", "fixedIn": "0.10.3"}
+
+
+def test_a_hit_on_the_fixing_version_or_later_regresses_an_older_one_does_not():
+    assert not signatures.regressed(FIXED, {}, {"jaxlib": "0.10.2"})
+    assert signatures.regressed(FIXED, {}, {"jaxlib": "0.10.3"})
+    assert signatures.regressed(FIXED, {}, {"jaxlib": "0.11.0.dev20261201"})
+    assert not signatures.regressed(FIXED, {}, {"jaxlib": "0.10.3rc1"})  # before the release
+    # Without a fixing version, or a version nobody can read, a hit is a regression.
+    assert signatures.regressed({"state": "fixed"}, {}, {"jaxlib": "0.4.30"})
+    assert signatures.regressed(FIXED, {}, {"jaxlib": "unknown"})
+    assert signatures.regressed(FIXED, {}, None)
+    for state in ("new", "triaged"):
+        assert not signatures.regressed({**FIXED, "state": state}, {}, {"jaxlib": "0.11.0"})
+    # Regressed already: only a regression whose status write was lost is still to record.
+    assert not signatures.regressed({**FIXED, "state": "regressed"}, {}, {"jaxlib": "0.11.0"})
+    assert signatures.regressed({**FIXED, "state": "regressed"}, {"fixedAt": "t"}, {"jaxlib": "0.11.0"})
+
+
+def test_seen_on_keeps_the_most_recent_version_combinations():
+    v2 = {"jax": "0.10.2", "jaxlib": "0.10.2", "image": "runner:1"}
+    seen = signatures.seen_on(None, v2, "2026-12-01T00:00:00Z")
+    assert seen == [{**v2, "firstSeen": "2026-12-01T00:00:00Z", "lastSeen": "2026-12-01T00:00:00Z"}]
+    assert signatures.seen_on(seen, v2, "2026-12-01T00:00:00Z") is None  # nothing new
+    later = signatures.seen_on(seen, v2, "2026-12-02T00:00:00Z")
+    assert len(later) == 1 and later[0]["lastSeen"] == "2026-12-02T00:00:00Z"
+    many = later
+    for i in range(30):
+        many = signatures.seen_on(many, {"jaxlib": f"0.{i}.0"}, f"2026-12-03T00:00:{i:02d}Z")
+    assert len(many) == signatures.SEEN_ON_MAX and many[-1]["jaxlib"] == "0.29.0"
+
+
+def record(**kw) -> dict:
+    return {"id": "f1", "verdict": "mismatch", "target": "default", "dtype": "f32",
+            "signature": "c" * 16, "evidence": {}, **kw}
+
+
+def test_a_localized_bisection_refines_the_signature_as_local_refinement_does(tmp_path: Path):
+    culprit = {"culprit_op": "reduce", "fusion_kind": "kLoop", "culprit_pass": "algsimp"}
+    result = {"status": "localized", **culprit, "repro": "repro",
+              "stages": {"reduce": {"ops_before": 20, "ops_after": 3}}}
+    out = worker_main.bisection_result(record(**culprit), result, tmp_path / "f1", "c" * 16)
+    assert out["signature"] == signature_id({**record(), **culprit}) != "c" * 16
+    assert (out["reduced_ops"], out["original_ops"]) == (3, 20)
+    assert out["repro"] == str(tmp_path / "f1" / "repro")
+    failed = worker_main.bisection_result(record(), {"status": "no_culprit"}, tmp_path, "c" * 16)
+    assert failed["signature"] == "c" * 16 and failed["repro"] is None
+    assert [worker_main.verify_outcome(c) for c in (0, 1, -1)] == ["verified", "still-failing", "error"]
+
+
+def test_the_refined_signature_and_the_alert_carry_the_bisection():
+    candidate = {"metadata": {"name": "sig-" + "c" * 16, "namespace": "ns", "labels": {}},
+                 "spec": {"signature": "c" * 16, "verdict": "mismatch", "state": "triaged",
+                          "fixedIn": "0.1", "teams": ["xla-cpu"]}}
+    result = {"signature": "d" * 16, "culprit_op": "reduce", "fusion_kind": "kLoop",
+              "culprit_pass": "algsimp", "repro": "/artifacts/x/repro", "reduced_ops": 3,
+              "status": "localized"}
+    sig = signatures.refined_signature(candidate, result)
+    assert sig["metadata"]["name"] == "sig-" + "d" * 16
+    assert sig["spec"]["state"] == "new" and "fixedIn" not in sig["spec"]
+    assert (sig["spec"]["culpritPass"], sig["spec"]["repro"]) == ("algsimp", "/artifacts/x/repro")
+    sig["status"] = {"bisection": signatures.bisection_status(result, "job-1"),
+                     "seenOn": [{"jaxlib": "0.10.2"}]}
+    (alert,) = signatures.alerts(sig, "new", now=datetime(2026, 12, 1, tzinfo=UTC))
+    notes = alert["annotations"]
+    assert (notes["culprit_pass"], notes["fusion_kind"], notes["reduced_ops"]) == ("algsimp", "kLoop", "3")
+    assert notes["repro"] == "/artifacts/x/repro" and notes["seen_on"] == "0.10.2"
+
+
+def test_a_verification_job_per_image_and_fixing_version():
+    c = desired.Campaign(name="nightly", namespace="ns", uid="u", spec=parse_spec({"image": "runner:2"}))
+    job = desired.verify_job(c, "d" * 16, "/artifacts/x/repro", "0.10.3", default_image="img")
+    runner = job["spec"]["template"]["spec"]["containers"][0]
+    assert runner["image"] == "runner:2"
+    assert runner["args"] == ["worker", "--verify", "/artifacts/x/repro", "--signature", "d" * 16,
+                              "--fixed-in", "0.10.3"]
+    again = desired.verify_job(c, "d" * 16, "/artifacts/x/repro", "0.10.3", default_image="img")
+    other = desired.verify_job(c, "d" * 16, "/artifacts/x/repro", "0.10.4", default_image="img")
+    assert job["metadata"]["name"] == again["metadata"]["name"] != other["metadata"]["name"]
