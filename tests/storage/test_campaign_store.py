@@ -166,3 +166,21 @@ def test_a_misspelled_bucket_keeps_the_findings_until_it_exists(
     assert second.returncode == cli.EXIT_OK, second.stderr[-2000:]
     stored = ObjectStore(uri)
     assert {k.split("/")[1] for k in stored.find("findings/*/finding.json")} == _findings(staging)
+
+
+def test_a_worker_mirrors_its_shard_to_the_campaign_bucket(env: dict[str, str], tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    spec = yaml.safe_load(CAMPAIGN.read_text())
+    spec.update(budget={"programs": 1}, bisect={"enabled": False},
+                artifacts={"bucketURI": f"gs://{BUCKET}/cluster"})
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    proc = _run_cli("worker", "--spec-file", str(tmp_path / "spec.yaml"), "--campaign", "nightly",
+                    "--report", "none", "--shard-count", "1", "--out", str(tmp_path / "pod"),
+                    "--inject-pass", str(fault_path("fusion_bf16_rounding")), env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (found,) = _findings(tmp_path / "pod")
+    store = ObjectStore(f"gs://{BUCKET}/cluster/nightly")
+    assert store.find("*/findings/*/finding.json") == [f"main-0/findings/{found}/finding.json"]
+    # triage over the campaign's folder reads every worker's findings
+    assert cli.main(["triage", store.uri]) == cli.EXIT_OK
+    assert len(_rows(capsys.readouterr().out)) == 1
