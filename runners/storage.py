@@ -141,8 +141,10 @@ class ObjectStore:
             fs = self.fs()
             if self.protocol == "file":
                 Path(self.root).mkdir(parents=True, exist_ok=True)
-            elif not fs.exists(self.bucket):
-                raise FileNotFoundError(self.bucket)
+            else:
+                # A listing (storage.objects.list), not a bucket lookup: the workers' role,
+                # roles/storage.objectUser, has no storage.buckets.get. A missing bucket is a 404.
+                fs.find(self.root, maxdepth=1)
         except StorageError:
             raise
         except Exception as e:
