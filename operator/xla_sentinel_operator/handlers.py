@@ -574,27 +574,18 @@ async def refine_into(rt: Runtime, c: desired.Campaign, candidate: dict[str, Any
     sig_path = path(API_VERSION, "bugsignatures", ns)
     versions = dict(result.get("versions") or {})
     async with rt.lock(ns, refined):
-        sig = await rt.api.get(f"{sig_path}/{name}")
-        created = False
-        if sig is None:
-            sig, created = await rt.api.create(sig_path, signatures.refined_signature(candidate, result))
-        spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
-        hits = dict(status.get("hits") or {})
-        key = f"bisect/{result.get('finding')}"
-        reopened = not created and key not in hits and signatures.regressed(spec, status, versions)
-        if key not in hits:
-            hits[key] = 1
-            update: dict[str, Any] = {"hits": hits, "count": sum(hits.values()),
-                                      "campaigns": sorted(set(status.get("campaigns") or []) | {c.name}),
-                                      "refinedFrom": sorted(set(status.get("refinedFrom") or [])
-                                                            | {str(result.get("candidate"))}),
-                                      "bisection": signatures.bisection_status(result, str(result.get("job") or ""))}
-            if reopened:
-                update["regressions"] = int(status.get("regressions") or 0) + 1
-                update["fixedAt"] = None
-                sig = await rt.api.patch(f"{sig_path}/{name}",
-                                         signatures.guarded(sig, {"spec": {"state": "regressed"}}))
-            sig = await rt.api.patch(f"{sig_path}/{name}/status", signatures.guarded(sig, {"status": update}))
+        created = reopened = False
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            sig = await rt.api.get(f"{sig_path}/{name}")
+            if sig is None:
+                sig, created = await rt.api.create(sig_path, signatures.refined_signature(candidate, result))
+            try:
+                sig, reopened = await _count_refined(rt, c, sig, result, created, versions)
+                break
+            except ApiError as e:  # written in between (kopf's annotations, people): redo
+                if e.status != 409 or attempt == CONFLICT_ATTEMPTS:
+                    raise
+        spec = dict(sig.get("spec") or {})
         if created or reopened:
             reason = "BugSignatureRegressed" if reopened else "NewBugSignature"
             kopf.event(_ref(sig, "BugSignature"), type="Warning", reason=reason,
@@ -604,6 +595,37 @@ async def refine_into(rt: Runtime, c: desired.Campaign, candidate: dict[str, Any
             rt.metrics.signatures.labels(ns, str(spec.get("verdict")),
                                          "regressed" if reopened else "new").inc()
         await maybe_alert(rt, c, sig)
+
+
+async def _count_refined(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
+                         result: dict[str, Any], created: bool,
+                         versions: dict[str, str]) -> tuple[dict[str, Any], bool]:
+    """Count the bisected finding on the refined signature read as `sig` (once per finding);
+    reopen it when it was fixed and the finding's version is the fixing one or later."""
+    meta = sig["metadata"]
+    sig_path = path(API_VERSION, "bugsignatures", meta["namespace"], meta["name"])
+    spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
+    hits = dict(status.get("hits") or {})
+    key = f"bisect/{result.get('finding')}"
+    if key in hits:
+        return sig, False
+    reopened = not created and signatures.regressed(spec, status, versions)
+    hits[key] = 1
+    update: dict[str, Any] = {
+        "hits": hits, "count": sum(hits.values()),
+        "campaigns": sorted(set(status.get("campaigns") or []) | {c.name}),
+        "refinedFrom": sorted(set(status.get("refinedFrom") or []) | {str(result.get("candidate"))}),
+        "bisection": signatures.bisection_status(result, str(result.get("job") or ""))}
+    seen = signatures.seen_on(status.get("seenOn"), versions, str(result.get("time") or now_text()))
+    if seen is not None:
+        update["seenOn"] = seen
+    if reopened:
+        update["regressions"] = int(status.get("regressions") or 0) + 1
+        update["fixedAt"] = None
+        if spec.get("state") != "regressed":
+            sig = await rt.api.patch(sig_path, signatures.guarded(sig, {"spec": {"state": "regressed"}}))
+    sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}))
+    return sig, reopened
 
 
 async def ingest_verification(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:

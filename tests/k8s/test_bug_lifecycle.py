@@ -1,0 +1,129 @@
+"""The bug lifecycle on the real API server with the real operator: a fix marked with the
+version that fixes it (regression only on that version or later), the fix verification
+Job and its result, and bisector results that refine a signature or reopen a fixed one.
+Job results are written as the worker ServiceAccount, exactly as the Jobs' pods write them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from xla_sentinel.k8s_report import result_object, write_result
+from xla_sentinel_operator.kube import path
+
+from .conftest import API, campaign, create, eventually
+from .test_signatures import events, webhook_campaign
+from .workers import Worker, finding, reports_api
+
+SIG = "0123456789abcdef"
+REFINED = "fedcba9876543210"
+SIGS = f"{API}/bugsignatures"
+
+
+def sig_of(api, ns: str, signature: str = SIG) -> dict:
+    return api.get(SIGS, ns, f"sig-{signature}") or {}
+
+
+async def worker_on(kubeconfig, fc: dict, worker: str, jaxlib: str) -> Worker:
+    w = Worker(kubeconfig, fc, worker)
+    w.reporter.versions = {"jax": jaxlib, "jaxlib": jaxlib, "image": f"runner:{jaxlib}"}
+    return await w.start()
+
+
+async def post_result(kubeconfig, fc: dict, kind: str, key: str, result: dict) -> None:
+    meta = fc["metadata"]
+    obj = result_object(namespace=meta["namespace"], campaign=meta["name"],
+                        campaign_uid=meta["uid"], kind=kind, key=key, result=result)
+    await asyncio.to_thread(write_result, reports_api(kubeconfig), obj)
+
+
+async def test_fixed_in_a_version_regresses_only_from_that_version_and_is_verified(
+        api, ns, client, start_operator, receiver, worker_kubeconfig):
+    await start_operator()
+    fc = await webhook_campaign(client, ns, receiver.url)
+    old = await worker_on(worker_kubeconfig, fc, "main-0", "0.10.2")
+    await old.find(finding(SIG, 1))
+    await eventually(lambda: len(receiver.posts) == 1)
+    assert sig_of(api, ns)["status"]["seenOn"][0]["jaxlib"] == "0.10.2"
+
+    await client.patch(path(API, "bugsignatures", ns, f"sig-{SIG}"),
+                       {"spec": {"state": "fixed", "fixedIn": "0.10.3"}})
+    # Marking it fixed runs its repro on the campaign's image: a verification Job.
+    (job,) = await eventually(lambda: api.all("batch/v1/jobs", ns, {"xlasentinel.dev/role": "verifier"}))
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:2] == ["worker", "--verify"] and args[-2:] == ["--fixed-in", "0.10.3"]
+    await eventually(lambda: len(receiver.posts) == 2)  # the resolved alert
+
+    await old.find(finding(SIG, 2))  # still on 0.10.2: the fix has not reached it
+    await eventually(lambda: sig_of(api, ns)["status"]["count"] == 2)
+    new = await worker_on(worker_kubeconfig, fc, "main-1", "0.10.3")
+    await asyncio.sleep(1.0)
+    assert sig_of(api, ns)["spec"]["state"] == "fixed" and len(receiver.posts) == 2
+    await new.find(finding(SIG, 3))  # on the fixing version: a regression
+    await eventually(lambda: len(receiver.posts) == 3)
+    sig = sig_of(api, ns)
+    assert sig["spec"]["state"] == "regressed" and sig["status"]["regressions"] == 1
+    (alert,) = receiver.posts[2]
+    assert alert["labels"]["reason"] == "regressed"
+    assert alert["annotations"]["seen_on"] == "0.10.2,0.10.3"
+
+    # The verification Job's pod reports the repro still failing on the new image.
+    await post_result(worker_kubeconfig, fc, "verification", SIG, {
+        "signature": SIG, "result": "still-failing", "exitCode": 1, "image": "runner:0.10.3",
+        "fixedIn": "0.10.3", "evidence": "max rel error 0.5", "versions": {"jaxlib": "0.10.3"}})
+    verification = await eventually(lambda: sig_of(api, ns)["status"].get("verification"))
+    assert verification["result"] == "still-failing" and verification["evidence"] == "max rel error 0.5"
+    assert [e for e in events(api, ns, "BugSignature") if e["reason"] == "FixNotVerified"]
+
+
+async def test_a_bisection_refines_its_signature_and_a_recurring_bug_reopens_it(
+        api, ns, client, start_operator, receiver, worker_kubeconfig):
+    await start_operator()
+    fc = await webhook_campaign(client, ns, receiver.url)
+    w = await worker_on(worker_kubeconfig, fc, "main-0", "0.10.2")
+    await w.find(finding(SIG, 1, op="add"))
+    await eventually(lambda: len(receiver.posts) == 1)
+    localized = {"candidate": SIG, "signature": REFINED, "status": "localized",
+                 "culprit_op": "reduce", "fusion_kind": "kLoop", "culprit_pass": "algsimp",
+                 "reduced_ops": 3, "original_ops": 21, "repro": "/artifacts/nightly/main-0/b/repro",
+                 "versions": {"jaxlib": "0.10.2"}, "job": "nightly-bisect-1"}
+    await post_result(worker_kubeconfig, fc, "bisection", "f1", {**localized, "finding": "f1"})
+
+    refined = await eventually(lambda: sig_of(api, ns, REFINED).get("status", {}).get("alertKey") and
+                               sig_of(api, ns, REFINED))
+    assert (refined["spec"]["culpritOp"], refined["spec"]["culpritPass"]) == ("reduce", "algsimp")
+    assert refined["spec"]["repro"] == "/artifacts/nightly/main-0/b/repro"
+    assert refined["status"]["refinedFrom"] == [SIG]
+    candidate = sig_of(api, ns)["status"]
+    assert candidate["refinedTo"] == REFINED and candidate["bisection"]["reducedOps"] == 3
+    (alert,) = receiver.posts[1]  # the refined bug's alert carries what the bisector found
+    assert alert["labels"]["signature"] == REFINED and alert["labels"]["culprit_op"] == "reduce"
+    assert (alert["annotations"]["culprit_pass"], alert["annotations"]["reduced_ops"]) == ("algsimp", "3")
+
+    await client.patch(path(API, "bugsignatures", ns, f"sig-{REFINED}"),
+                       {"spec": {"state": "fixed", "fixedIn": "0.10.3"}})
+    await eventually(lambda: sig_of(api, ns, REFINED).get("status", {}).get("fixedAt"))
+    # The same bug found again, from another finding, on 0.10.4: the signature reopens.
+    await post_result(worker_kubeconfig, fc, "bisection", "f2",
+                      {**localized, "finding": "f2", "versions": {"jaxlib": "0.10.4"}})
+    reopened = await eventually(lambda: sig_of(api, ns, REFINED)["spec"]["state"] == "regressed"
+                                and sig_of(api, ns, REFINED))
+    assert reopened["status"]["regressions"] == 1 and reopened["status"]["count"] == 2
+    assert len(api.all(SIGS, ns)) == 2  # no second copy of the bug
+    await eventually(lambda: receiver.posts[-1][0]["labels"]["reason"] == "regressed")
+
+
+async def test_a_bisection_that_confirms_its_signature_fills_in_the_culprit(
+        api, ns, client, start_operator, worker_kubeconfig):
+    await start_operator()
+    fc = await create(client, campaign(ns, workers=1))
+    w = await Worker(worker_kubeconfig, fc, "main-0").start()
+    await w.find(finding(SIG, 1, op=None))
+    await eventually(lambda: sig_of(api, ns).get("status", {}).get("count") == 1)
+    await post_result(worker_kubeconfig, fc, "bisection", "f1", {
+        "candidate": SIG, "signature": SIG, "finding": "f1", "status": "localized",
+        "culprit_op": "dot", "fusion_kind": "kCustom", "culprit_pass": "xla_cpu_use_fusion_emitters",
+        "repro": "/artifacts/nightly/main-0/f1/repro"})
+    sig = await eventually(lambda: sig_of(api, ns)["spec"].get("culpritOp") and sig_of(api, ns))
+    assert (sig["spec"]["culpritOp"], sig["spec"]["fusionKind"]) == ("dot", "kCustom")
+    assert sig["spec"]["culpritPass"] == "xla_cpu_use_fusion_emitters"
+    assert sig["status"]["bisection"]["status"] == "localized" and "refinedTo" not in sig["status"]
