@@ -90,3 +90,33 @@ def test_a_verification_job_per_image_and_fixing_version():
     again = desired.verify_job(c, "d" * 16, "/artifacts/x/repro", "0.10.3", default_image="img")
     other = desired.verify_job(c, "d" * 16, "/artifacts/x/repro", "0.10.4", default_image="img")
     assert job["metadata"]["name"] == again["metadata"]["name"] != other["metadata"]["name"]
+
+
+def test_verify_runs_the_bundle_and_reports_its_outcome(tmp_path: Path, monkeypatch):
+    """`worker --verify`: the repro bundle's own repro.py decides (exit 1 while the bug
+    shows); the outcome and its output go back as a result object."""
+    from xla_sentinel.k8s_report import result_from_object
+
+    from .test_report_bounded_pure import FakeReports
+
+    api = FakeReports()
+    monkeypatch.setattr(worker_main, "_custom_api", lambda args: api)
+    bundle = tmp_path / "findings" / "f1" / "repro"
+    bundle.mkdir(parents=True)
+    (bundle / "repro.py").write_text("import sys\nprint('max rel error 0.5')\nsys.exit(1)\n")
+    argv = ["--verify", str(tmp_path / "findings" / "f1"), "--signature", "d" * 16,
+            "--fixed-in", "0.10.3", "--campaign", "nightly", "--namespace", "ns", "--image", "runner:2"]
+    assert worker_main.main(argv) == 0
+    (obj,) = api.objects.values()
+    result = result_from_object(obj)
+    assert result["type"] == "verification" and result["result"] == "still-failing"
+    assert result["exitCode"] == 1 and "max rel error 0.5" in result["evidence"]
+    assert result["versions"]["image"] == "runner:2" and obj["spec"]["worker"] == "verification"
+    (bundle / "repro.py").write_text("print('ok')\n")  # the fix is in: exit 0
+    assert worker_main.main(argv) == 0
+    assert result_from_object(next(iter(api.objects.values())))["result"] == "verified"
+
+
+def test_bisect_without_a_finding_is_bad_input(tmp_path: Path, capsys):
+    assert worker_main.main(["--bisect", str(tmp_path), "--report", "none"]) == 2
+    assert "finding.json: cannot read finding" in capsys.readouterr().err

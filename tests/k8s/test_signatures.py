@@ -5,14 +5,16 @@ a resolved alert when fixed, retries that deliver once, and ingestion that catch
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 import aiohttp
 from controlplane.kit import RELEASE
+from xla_sentinel.k8s_report import K8sReporter
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, Receiver, campaign, create, eventually
-from .workers import Worker, finding
+from .workers import Worker, finding, reports_api
 
 SIG = "0123456789abcdef"
 SIGS = f"{API}/bugsignatures"
@@ -169,3 +171,36 @@ async def test_a_report_that_failed_to_ingest_is_caught_up_later(api, ns, client
 
 def status_of(api, ns: str) -> dict:
     return (api.get(f"{API}/fuzzcampaigns", ns, "nightly") or {}).get("status") or {}
+
+
+async def test_a_new_revision_counts_afresh_and_totals_add_up(api, ns, client, start_operator,
+                                                              worker_kubeconfig):
+    """After a spec change the same worker reports into a new object (keyed by revision):
+    its re-found findings count again (so a fixed bug can regress on a new image) and the
+    campaign's totals add both revisions up, each counted once."""
+    await start_operator()
+    fc = await create(client, campaign(ns, workers=1))
+
+    def reporter(rev: str) -> K8sReporter:
+        return K8sReporter(reports_api(worker_kubeconfig), namespace=ns, campaign="nightly",
+                           campaign_uid=fc["metadata"]["uid"], worker="main-0", revision=rev,
+                           progress_interval=0.0)
+
+    old, new = reporter("rev1"), reporter("rev2")
+    for r, n in ((old, 2), (new, 3)):
+        await asyncio.to_thread(r.start)
+        for i in range(n):
+            await asyncio.to_thread(r.finding, finding(SIG, i))
+        await asyncio.to_thread(r.progress, {"programs": 10 * n, "executions": 0, "elapsed_s": 1.0})
+    again = reporter("rev1")  # a restarted pod of the old revision replays its findings
+    await asyncio.to_thread(again.start)
+    for i in range(2):
+        await asyncio.to_thread(again.finding, finding(SIG, i))
+
+    names = sorted(o["metadata"]["name"] for o in api.all(f"{API}/workerreports", ns))
+    assert names == ["nightly-report-rev1-main-0", "nightly-report-rev2-main-0"]
+    sig = await eventually(lambda: sig_status(api, ns).get("count") == 5 and sig_status(api, ns))
+    assert sig["hits"] == {"nightly/rev1/main-0": 2, "nightly/rev2/main-0": 3}
+    st = await eventually(lambda: status_of(api, ns).get("programs") == 50 and status_of(api, ns))
+    assert st["findingsTotal"] == 5 and st["signatures"] == 1
+    assert [(w["revision"], w["findings"]) for w in st["workerSummary"]] == [("rev1", 2), ("rev2", 3)]
