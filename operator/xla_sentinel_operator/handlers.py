@@ -220,6 +220,16 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         completed = (body.get("status") or {}).get("phase") == "Completed"
         await converge_workers(rt, c, jobs, completed)
 
+    @kopf.on.field(field="spec.image", **fc)
+    async def image_changed(old: str | None, new: str | None, body: kopf.Body, **_: Any) -> None:
+        """A new runner image may carry fixes: verify this campaign's fixed signatures on it."""
+        if not old or old == new:
+            return  # set at creation, or unchanged: nothing was fixed against it yet
+        c = rt.campaign(body)
+        items = await rt.api.list(path(API_VERSION, "bugsignatures", c.namespace), {})
+        for sig in signatures.to_verify(items, c.name):
+            await start_verification(rt, c, sig)
+
     @kopf.timer(**fc, interval=cfg.rollup_interval, backoff=cfg.rollup_interval, id="roll_up")
     async def roll_up(body: kopf.Body, patch: kopf.Patch, worker_jobs: kopf.Index,
                       reports: kopf.Index, **_: Any) -> None:

@@ -128,6 +128,14 @@ def seen_on(previous: list[dict[str, Any]] | None, versions: dict[str, str] | No
     return out[-SEEN_ON_MAX:]
 
 
+def to_verify(items: list[dict[str, Any]], campaign: str) -> list[dict[str, Any]]:
+    """The signatures a campaign's new runner image should be checked against: the fixed
+    ones it has hit that have a repro bundle."""
+    return [s for s in items if (s.get("spec") or {}).get("state") == "fixed"
+            and (s.get("spec") or {}).get("repro")
+            and campaign in ((s.get("status") or {}).get("campaigns") or [])]
+
+
 def bisection_status(result: dict[str, Any], job: str) -> dict[str, Any]:
     """What a bisector Job found, as BugSignature status.bisection."""
     out = {"status": str(result.get("status") or "unknown"), "job": job,

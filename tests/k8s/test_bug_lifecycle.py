@@ -127,3 +127,22 @@ async def test_a_bisection_that_confirms_its_signature_fills_in_the_culprit(
     assert (sig["spec"]["culpritOp"], sig["spec"]["fusionKind"]) == ("dot", "kCustom")
     assert sig["spec"]["culpritPass"] == "xla_cpu_use_fusion_emitters"
     assert sig["status"]["bisection"]["status"] == "localized" and "refinedTo" not in sig["status"]
+
+
+async def test_a_new_runner_image_is_checked_against_the_fixed_signatures(
+        api, ns, client, start_operator, worker_kubeconfig):
+    await start_operator()
+    fc = await create(client, campaign(ns, workers=1, image="runner:1"))
+    w = await Worker(worker_kubeconfig, fc, "main-0").start()
+    await w.find(finding(SIG, 1))
+    await eventually(lambda: sig_of(api, ns).get("status", {}).get("count") == 1)
+    await client.patch(path(API, "bugsignatures", ns, f"sig-{SIG}"),
+                       {"spec": {"state": "fixed", "fixedIn": "0.10.3"}})
+
+    def verifier_images() -> list[str]:
+        return sorted(j["spec"]["template"]["spec"]["containers"][0]["image"]
+                      for j in api.all("batch/v1/jobs", ns, {"xlasentinel.dev/role": "verifier"}))
+
+    await eventually(lambda: verifier_images() == ["runner:1"])
+    await client.patch(path(API, "fuzzcampaigns", ns, "nightly"), {"spec": {"image": "runner:2"}})
+    await eventually(lambda: verifier_images() == ["runner:1", "runner:2"])
