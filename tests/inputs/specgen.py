@@ -48,6 +48,11 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
     (c.GeneratorSpec, "excludeOps"): _unique(st.sampled_from(c.OP_NAMES)),
     (c.GeneratorSpec, "guided"): st.booleans(),
     (c.GeneratorSpec, "shapes"): _unique(st.sampled_from(c.SHAPE_FAMILIES)),
+    (c.GeneratorSpec, "devices"): st.integers(1, c.MAX_DEVICES),
+    (c.GeneratorSpec, "sharded"): st.floats(0, 1),
+    (c.GeneratorSpec, "partitioners"): _unique(st.sampled_from(c.PARTITIONERS), min_size=1),
+    (c.MutationSpec, "perTrace"): st.integers(0, 10_000),
+    (c.MutationSpec, "kinds"): _unique(st.sampled_from(c.MUTATION_KINDS), min_size=1),
     (c.TargetSpec, "name"): st.sampled_from(list(c.PRESETS)),
     (c.TargetSpec, "options"): _options(),
     (c.TargetSpec, "platform"): st.just("cpu"),
@@ -74,6 +79,7 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
     (c.CampaignSpec, "seed"): st.integers(0, c.INT64_MAX),
     (c.CampaignSpec, "references"): _unique(st.sampled_from(c.REFERENCES)),
     (c.CampaignSpec, "workers"): st.integers(1, 4096),
+    (c.CampaignSpec, "crossCheckEvery"): st.integers(0, 1000),
     (c.CampaignSpec, "injectPasses"): st.lists(st.builds(lambda n, f: f"{n}.py{f}", NAMES,
                                                          st.sampled_from(["", ":transform", ":f"])), max_size=2),
     (c.CampaignSpec, "traces"): st.lists(WORDS, max_size=2),
@@ -91,9 +97,11 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
 # Fields whose values are themselves specs, drawn by their own strategies below.
 NESTED = {(c.CampaignSpec, "generator"), (c.CampaignSpec, "targets"), (c.CampaignSpec, "tolerances"),
           (c.CampaignSpec, "budget"), (c.CampaignSpec, "timeouts"), (c.CampaignSpec, "bisect"),
-          (c.CampaignSpec, "accelerator"), (c.CampaignSpec, "artifacts"), (c.CampaignSpec, "alerts")}
+          (c.CampaignSpec, "accelerator"), (c.CampaignSpec, "artifacts"), (c.CampaignSpec, "alerts"),
+          (c.CampaignSpec, "mutations")}
 SPEC_CLASSES = (c.CampaignSpec, c.GeneratorSpec, c.TargetSpec, c.ToleranceSpec, c.BudgetSpec, c.TimeoutSpec,
-                c.BisectSpec, c.SecretKeyRef, c.AlertSpec, c.ArtifactSpec, c.AcceleratorSpec)
+                c.BisectSpec, c.SecretKeyRef, c.AlertSpec, c.ArtifactSpec, c.AcceleratorSpec,
+                c.MutationSpec)
 
 
 def schema_fields() -> list[tuple[type, str]]:
@@ -155,6 +163,8 @@ def valid_specs(draw: st.DrawFn, crd: bool = False) -> dict[str, Any]:
                                            st.fixed_dictionaries({"bucketURI": VALUES[(c.ArtifactSpec, "bucketURI")]})))
     if draw(st.booleans()):
         spec["alerts"] = draw(_record(c.AlertSpec))
+    if draw(st.booleans()):
+        spec["mutations"] = draw(_record(c.MutationSpec))
     return spec
 
 
@@ -195,6 +205,12 @@ OUT_OF_RANGE: dict[tuple[type, str], list[tuple[Any, str]]] = {
     (c.GeneratorSpec, "ops"): [(["tanhh"], "did you mean 'tanh'"), (["no_such_op"], "unknown op")],
     (c.GeneratorSpec, "excludeOps"): [(["Sort"], "did you mean 'sort'")],
     (c.GeneratorSpec, "shapes"): [(["loop"], "did you mean 'loops'")],
+    (c.GeneratorSpec, "devices"): [(0, "between 1 and"), (c.MAX_DEVICES + 1, "between 1 and")],
+    (c.GeneratorSpec, "sharded"): [(-0.5, "[0, 1]"), (2.0, "[0, 1]")],
+    (c.GeneratorSpec, "partitioners"): [(["shardyy"], "did you mean 'shardy'")],
+    (c.CampaignSpec, "crossCheckEvery"): [(-1, ">= 0")],
+    (c.MutationSpec, "perTrace"): [(-1, "between 0 and 10000"), (10_001, "between 0 and 10000")],
+    (c.MutationSpec, "kinds"): [(["dtypes"], "did you mean 'dtype'")],
     (c.TargetSpec, "platform"): [("cpuu", "did you mean 'cpu'"), ("npu", "unknown platform")],
     (c.TargetSpec, "options"): [({"fast": True}, "xla_"), ({"xla_x": [1]}, "string, number or boolean"),
                                 ({"xla_x": float("inf")}, "finite")],
@@ -218,7 +234,7 @@ PLACES: dict[type, str] = {
     c.CampaignSpec: "", c.GeneratorSpec: "generator", c.TargetSpec: "targets[0]",
     c.ToleranceSpec: "tolerances.f32", c.BudgetSpec: "budget", c.TimeoutSpec: "timeouts",
     c.BisectSpec: "bisect", c.SecretKeyRef: "alerts.webhookSecretRef", c.AlertSpec: "alerts",
-    c.ArtifactSpec: "artifacts", c.AcceleratorSpec: "accelerator",
+    c.ArtifactSpec: "artifacts", c.AcceleratorSpec: "accelerator", c.MutationSpec: "mutations",
 }
 CONTEXT: dict[type, dict[str, Any]] = {
     c.TargetSpec: {"name": "custom", "options": {"xla_backend_optimization_level": 1}},

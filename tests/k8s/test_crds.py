@@ -14,6 +14,7 @@ import pytest
 import yaml
 from xla_sentinel.campaign import (
     DTYPES,
+    OP_NAMES,
     PLATFORMS,
     REFERENCES,
     VERDICTS,
@@ -87,6 +88,8 @@ def test_crd_enums_are_the_schema_constants():
     spec = spec_schema("FuzzCampaign")["properties"]
     assert spec["references"]["items"]["enum"] == list(REFERENCES)
     assert spec["generator"]["properties"]["dtypes"]["items"]["enum"] == list(DTYPES)
+    assert spec["generator"]["properties"]["ops"]["items"]["enum"] == list(OP_NAMES)
+    assert spec["generator"]["properties"]["excludeOps"]["items"]["enum"] == list(OP_NAMES)
     assert spec["accelerator"]["properties"]["type"]["enum"] == list(PLATFORMS)
     assert spec["targets"]["items"]["properties"]["platform"]["enum"] == list(PLATFORMS)
     assert spec_schema("BugSignature")["properties"]["verdict"]["enum"] == list(VERDICTS)
