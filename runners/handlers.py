@@ -22,8 +22,10 @@ from .protocol import (
     LoadCorpus,
     Loaded,
     LoadTrace,
+    Lower,
     ModuleClass,
     ModuleReference,
+    ModuleText,
     Noise,
     NoiseSamples,
     NumpyReference,
@@ -47,6 +49,10 @@ def generate_program(req: Generate) -> Generated:
     inputs = make_inputs(recipe, graph.inputs)
     return Generated(module=spmd.lower_text(graph), graph=graph.to_json(), inputs=inputs,
                      input_dtypes=[v["dtype"] for v in graph.inputs], recipe=recipe)
+
+
+def lower(req: Lower) -> ModuleText:
+    return ModuleText(module=spmd.lower_text(Graph.from_json(req.graph)))
 
 
 def run(req: Run) -> Ran:

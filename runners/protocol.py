@@ -253,6 +253,15 @@ class EveryValue(Request[Values]):
 
 
 @dataclass
+class Lower(Request[ModuleText]):
+    """A program graph's module as a campaign lowers it: partitioned over its plan's devices
+    where the graph has one (runners/spmd.py), which needs those devices in the worker."""
+
+    graph: dict[str, Any]
+    cmd: ClassVar[str] = "lower"
+
+
+@dataclass
 class Info(Request[ModuleInfo]):
     module: str
     cmd: ClassVar[str] = "info"

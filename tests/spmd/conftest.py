@@ -10,7 +10,7 @@ from xla_sentinel.worker import Worker
 
 @pytest.fixture(scope="module")
 def probe() -> Iterator[Worker]:
-    worker = Worker("spmd-probe", handler_module="spmd_probe")
+    worker = Worker("spmd-probe")
     try:
         yield worker
     finally:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 from xla_sentinel.generator import Graph
+from xla_sentinel.protocol import GraphReference, Lower, Run
 from xla_sentinel.worker import Worker
 
 TIMEOUT = 120.0
@@ -48,7 +49,10 @@ def inputs_for(graph: Graph, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-def call(worker: Worker, request: dict[str, Any]) -> dict[str, Any]:
-    reply = worker.call(request, TIMEOUT)
-    assert reply["ok"], reply.get("error")
-    return reply
+def lower_and_run(worker: Worker, graph: Graph, inputs: list[np.ndarray]) -> dict[str, Any]:
+    """In the worker (which has the virtual devices): the graph's partitioned module, its
+    outputs on the plan's devices, and the same program's outputs unsharded on one device."""
+    module = worker.call(Lower(graph.to_json()), TIMEOUT).module
+    sharded = worker.call(Run(module, inputs, {}), TIMEOUT).outputs
+    unsharded = worker.call(GraphReference("unsharded", graph.to_json(), inputs), TIMEOUT).outputs
+    return {"module": module, "sharded": sharded, "unsharded": unsharded}

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from spmd_programs import call, inputs_for, one_op_graph, with_region
+from spmd_programs import inputs_for, lower_and_run, one_op_graph, with_region
 
 SUMS = ("psum_scatter", "psum_broadcast")
 # (mesh, region, what the lowered module must hold)
@@ -32,7 +32,7 @@ def test_region_is_the_identity_on_several_devices(probe, partitioner, mesh, reg
     inputs[0][0, 0] = -0.0  # a signed zero survives the regions that add -0.0
     inputs[1][0, 0] = -0.0
 
-    reply = call(probe, {"cmd": "lower_and_run", "graph": graph.to_json(), "inputs": inputs})
+    reply = lower_and_run(probe, graph, inputs)
 
     assert f"mhlo.num_partitions = {int(np.prod(mesh))}" in reply["module"]
     assert collective in reply["module"]
@@ -55,7 +55,7 @@ def test_xla_cpu_all_reduce_loses_the_sign_of_zero(probe) -> None:
     graph = with_region(one_op_graph((2, 2)), [2], {"kind": "psum_broadcast", "axis": "x", "source": 0})
     inputs = [np.full((2, 2), -0.0, np.float32), np.full((2, 2), -0.0, np.float32)]
 
-    reply = call(probe, {"cmd": "lower_and_run", "graph": graph.to_json(), "inputs": inputs})
+    reply = lower_and_run(probe, graph, inputs)
 
     assert np.signbit(reply["unsharded"][0]).all()
     assert not np.signbit(reply["sharded"][0]).any()
@@ -68,6 +68,6 @@ def test_regions_keep_integer_and_bool_values(probe, dtype) -> None:
     graph = with_region(one_op_graph((4, 6), dtype), [2], region)
     inputs = inputs_for(graph)
 
-    reply = call(probe, {"cmd": "lower_and_run", "graph": graph.to_json(), "inputs": inputs})
+    reply = lower_and_run(probe, graph, inputs)
 
     np.testing.assert_array_equal(reply["sharded"][0], reply["unsharded"][0])

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from spmd_programs import call, inputs_for, one_op_graph, with_region
+from spmd_programs import inputs_for, lower_and_run, one_op_graph, with_region
 from xla_sentinel.check import check_program
 from xla_sentinel.faults import fault_path
 from xla_sentinel.program import Program
@@ -26,7 +26,7 @@ def program(probe, tmp_path_factory) -> Path:
     graph = with_region(one_op_graph((4, 6)), [2, 2], REGION, inputs=[[None, None], [None, None]],
                        output=["x", "y"])
     inputs = inputs_for(graph)
-    reply = call(probe, {"cmd": "lower_and_run", "graph": graph.to_json(), "inputs": inputs})
+    reply = lower_and_run(probe, graph, inputs)
     folder = tmp_path_factory.mktemp("spmd") / "program"
     Program("spmd-psum", reply["module"], inputs, ["f32", "f32"], graph=graph.to_json()).save(folder)
     (folder.parent / "campaign.yaml").write_text(CAMPAIGN)
