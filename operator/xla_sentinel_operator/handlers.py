@@ -201,6 +201,14 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return None
         return {(namespace, labels[CAMPAIGN_LABEL]): (body.metadata.name, report)}
 
+    @kopf.index(GROUP, VERSION, REPORT_PLURAL, registry=registry, id="results")
+    def results(namespace: str, labels: dict[str, str], body: kopf.Body,
+                **_: Any) -> dict[tuple[str, str], tuple[str, str, dict[str, Any]]] | None:
+        result = result_from_object(dict(body))
+        if result is None or CAMPAIGN_LABEL not in labels:
+            return None
+        return {(namespace, labels[CAMPAIGN_LABEL]): (body.metadata.name, result_key(body), result)}
+
     @kopf.index(**fc, id="campaigns")
     def campaigns(namespace: str, name: str, body: kopf.Body,
                   **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
@@ -269,11 +277,16 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     @kopf.timer(**fc, interval=cfg.rollup_interval * 5, backoff=cfg.rollup_interval * 5,
                 id="reingest")
-    async def reingest(body: kopf.Body, reports: kopf.Index, **_: Any) -> None:
-        """Catch up on reports whose event failed to ingest (an API error mid-way);
-        apart from the roll-up so a backlog never delays the status."""
+    async def reingest(body: kopf.Body, reports: kopf.Index, results: kopf.Index, **_: Any) -> None:
+        """Catch up on reports and Job results whose event failed to ingest (an API error
+        mid-way); apart from the roll-up so a backlog never delays the status."""
         c = rt.campaign(body)
-        await ingest_missed(rt, c, list(reports.get((c.namespace, label_value(c.name)), [])))
+        key = (c.namespace, label_value(c.name))
+        await ingest_missed(rt, c, list(reports.get(key, [])))
+        for name, text, result in list(results.get(key, [])):
+            if rt.ingested.get((c.namespace, name)) != text:
+                await ingest_result(rt, c, result)
+                rt.ingested[(c.namespace, name)] = text
 
     @kopf.on.delete(**fc)
     async def delete_campaign(name: str, namespace: str, **_: Any) -> None:
@@ -558,15 +571,21 @@ async def ingest_bisection(rt: Runtime, c: desired.Campaign, result: dict[str, A
     refined = str(result.get("signature") or candidate)
     localized = result.get("status") == "localized"
     async with rt.lock(ns, candidate):
-        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
-        if sig is None:
-            log.warning("bisection.orphan", signature=candidate, namespace=ns)
-            return
-        fields: dict[str, Any] = {"bisection": signatures.bisection_status(result, job)}
-        if localized and refined != candidate:
-            fields["refinedTo"] = refined
-        await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
-                           signatures.guarded(sig, {"status": fields}))
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+            if sig is None:
+                log.warning("bisection.orphan", signature=candidate, namespace=ns)
+                return
+            fields: dict[str, Any] = {"bisection": signatures.bisection_status(result, job)}
+            if localized and refined != candidate:
+                fields["refinedTo"] = refined
+            try:
+                await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
+                                   signatures.guarded(sig, {"status": fields}))
+                break
+            except ApiError as e:  # written in between: read again
+                if e.status != 409 or attempt == CONFLICT_ATTEMPTS:
+                    raise
         if localized and refined == candidate:
             await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name),
                                {"spec": signatures.culprit_spec(result)})
@@ -645,8 +664,12 @@ async def ingest_verification(rt: Runtime, c: desired.Campaign, result: dict[str
     record = {k: result[k] for k in ("result", "image", "fixedIn", "exitCode", "evidence", "time", "job")
               if result.get(k) not in (None, "")}
     record["versions"] = {k: str(v) for k, v in (result.get("versions") or {}).items()}
+    name = signatures.signature_name(signature)
     async with rt.lock(ns, signature):
-        sig = await _patch_status(rt, ns, signatures.signature_name(signature), {"verification": record})
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+        if sig is None or (sig.get("status") or {}).get("verification") == record:
+            return  # gone, or ingested before (a restarted operator reads results again)
+        sig = await _patch_status(rt, ns, name, {"verification": record})
     if sig is None:
         return
     kind, reason = (("Normal", "FixVerified") if outcome == "verified"
