@@ -120,3 +120,53 @@ def test_verify_runs_the_bundle_and_reports_its_outcome(tmp_path: Path, monkeypa
 def test_bisect_without_a_finding_is_bad_input(tmp_path: Path, capsys):
     assert worker_main.main(["--bisect", str(tmp_path), "--report", "none"]) == 2
     assert "finding.json: cannot read finding" in capsys.readouterr().err
+
+
+def test_a_resumed_store_gives_the_counts_a_restarted_reporter_starts_from(tmp_path: Path):
+    from xla_sentinel.model import Finding
+    from xla_sentinel.store import Store
+
+    assert worker_main.resumed_report(tmp_path / "campaign.sqlite", "main-0") is None  # fresh
+    store = Store(tmp_path / "campaign.sqlite")
+    for i in range(5):
+        store.record_program(i, f"p{i}", 3, "ok", 4, 0.1, {})
+        store.add_finding(Finding(id=f"f{i}", campaign="c", program=f"p{i}", target="default",
+                                  verdict="mismatch", dir=f"findings/f{i}", signature="aa" if i < 3 else "bb",
+                                  time=f"2026-12-01T00:00:0{i}Z"))
+    store.close()
+    report = worker_main.resumed_report(tmp_path / "campaign.sqlite", "main-0")
+    assert (report.programs, report.executions) == (5, 20)
+    assert {s: e.count for s, e in report.signatures.items()} == {"aa": 3, "bb": 2}
+    assert report.signatures["aa"].first_seen == "2026-12-01T00:00:00Z"
+
+
+def test_bisect_reports_the_refined_signature_back(tmp_path: Path, monkeypatch):
+    """`worker --bisect`: the pipeline's result (here a stand-in for the jax-heavy stages)
+    and the finding become a `bisection` result object."""
+    import json
+
+    from xla_sentinel.bisect import pipeline
+    from xla_sentinel.k8s_report import result_from_object
+
+    from .test_report_bounded_pure import FakeReports
+
+    api = FakeReports()
+    monkeypatch.setattr(worker_main, "_custom_api", lambda args: api)
+    folder = tmp_path / "findings" / "f1"
+    folder.mkdir(parents=True)
+    (folder / "finding.json").write_text(json.dumps(record()))
+    culprit = {"culprit_op": "reduce", "fusion_kind": "kLoop", "culprit_pass": "algsimp"}
+
+    def bisect_finding(path: Path, **_) -> dict:
+        (path / "finding.json").write_text(json.dumps(record(**culprit)))
+        return {"status": "localized", **culprit, "repro": "repro",
+                "stages": {"reduce": {"ops_before": 9, "ops_after": 2}}}
+
+    monkeypatch.setattr(pipeline, "bisect_finding", bisect_finding)
+    argv = ["--bisect", str(folder), "--signature", "c" * 16, "--campaign", "nightly", "--namespace", "ns"]
+    assert worker_main.main(argv) == 0
+    result = result_from_object(next(iter(api.objects.values())))
+    assert result["type"] == "bisection" and result["candidate"] == "c" * 16
+    assert result["signature"] == signature_id({**record(), **culprit})
+    assert (result["culprit_pass"], result["reduced_ops"]) == ("algsimp", 2)
+    assert result["repro"] == str(folder / "repro") and result["versions"]["jaxlib"]
