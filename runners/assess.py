@@ -19,6 +19,7 @@ import numpy as np
 
 from . import oracle
 from .dtypes import FLOATS
+from .model import XLA_F64_REFERENCES, Reference
 from .program import Program, result_dtypes
 from .protocol import (
     ClassifyModule,
@@ -42,10 +43,10 @@ from .worker import Worker, WorkerDied, WorkerHung
 OWN_PRECISION_REFERENCES = ("eager", "reference_o0", "interpreter", "unsharded")
 
 
-# The float64 references that go through XLA. With `f64_numpy` in the campaign they are
-# cross-checks of numpy, run only where needed (docs/architecture.md, "References"); a
-# replayed module's f64_jit is its promoted module (f64_text).
-XLA_F64_REFERENCES = ("f64_eager", "f64_jit")
+# The float64 references that go through XLA (model.XLA_F64_REFERENCES). With `f64_numpy`
+# in the campaign they are cross-checks of numpy, run only where needed
+# (docs/architecture.md, "References"); a replayed module's f64_jit is its promoted module
+# (f64_text).
 XLA_F64_OPTIONS = {"f64_eager": {}, "f64_jit": REFERENCE_OPTIONS, "f64_text": REFERENCE_OPTIONS}
 
 
@@ -211,7 +212,7 @@ class Assessor:
         self.cross_check_every = cross_check_every
         # With numpy as the float64 truth, the XLA float64 references wait for a reason.
         self.deferred = [k for k in XLA_F64_REFERENCES if k in self.references] \
-            if "f64_numpy" in self.references else []
+            if Reference.F64_NUMPY in self.references else []
         self.timeout = timeout
         self.k_overrides = k_overrides or {}
         self.stop = stop or threading.Event()
@@ -252,7 +253,7 @@ class Assessor:
                 if o.outputs is not None:
                     refs[kind] = o
                 continue
-            if kind == "f64_numpy":
+            if kind == Reference.F64_NUMPY:
                 refs[kind] = self.call(slot.programs, NumpyReference(program.module, program.inputs,
                                                                      program.graph))
                 continue
@@ -296,7 +297,7 @@ class Assessor:
             ok = ok and not ill
             if verdict is not None:
                 name, output, ev = verdict
-                ev["against"] = "f64_numpy"
+                ev["against"] = Reference.F64_NUMPY.value
                 result.verdicts.append(Verdict(Target(kind, dict(XLA_F64_OPTIONS[kind])), name, ev,
                                                output, o.outputs))
         return ok
@@ -367,13 +368,13 @@ class Assessor:
             o = outcomes[t.name]
             if o.verdict is not None:
                 result.verdicts.append(Verdict(t, o.verdict, {"error": o.error}))
-        numpy_ref = refs.get("f64_numpy")
+        numpy_ref = refs.get(Reference.F64_NUMPY)
         if numpy_ref is not None:
             result.reference_fallbacks = dict(numpy_ref.fallbacks)
             if numpy_ref.outputs is None:
                 # A module numpy cannot take at all: the XLA references are the truth again.
                 result.cross_check = "numpy_failed"
-                del refs["f64_numpy"]
+                del refs[Reference.F64_NUMPY]
                 numpy_ref = None
                 for kind, o in self._xla_f64(slot, program).items():
                     refs[kind] = o

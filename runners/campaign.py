@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from .model import Reference, Verdict
+
 DTYPES = ("f32", "bf16", "f16", "f64", "s32", "s8", "u8", "u32", "bool")
 FLOAT_DTYPES = ("f32", "bf16", "f16", "f64")
 API_VERSION = "xlasentinel.dev/v1alpha1"
@@ -25,8 +27,8 @@ API_VERSION = "xlasentinel.dev/v1alpha1"
 # float64 references (f64_eager, f64_jit) then run as cross-checks only: on a program a
 # target fails, on every crossCheckEvery-th program, and where numpy fell back to XLA
 # (docs/architecture.md, "References").
-REFERENCES = ("f64_numpy", "f64_eager", "f64_jit", "eager", "interpreter")
-DEFAULT_REFERENCES = ("f64_numpy", "f64_eager", "f64_jit", "eager")
+REFERENCES = tuple(r.value for r in Reference)
+DEFAULT_REFERENCES = tuple(r.value for r in Reference if r is not Reference.INTERPRETER)
 PLATFORMS = ("cpu", "gpu", "tpu")
 # Target presets: a target named by one of these needs no options (runners/targets.py
 # compiles with them). Here, not in targets.py, because the operator validates names
@@ -77,15 +79,8 @@ K8S_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 TPU_TOPOLOGY_PATTERN = re.compile(r"^[0-9]+(x[0-9]+){1,2}$")
 BUCKET_URI_PATTERN = re.compile(r"^(gs|s3)://.+")
 PLUGIN_REF_PATTERN = re.compile(r"^[^:]+\.py(:[A-Za-z_][A-Za-z0-9_]*)?$")
-VERDICTS = (
-    "pass",
-    "mismatch",
-    "nan_mismatch",
-    "crash",
-    "hang",
-    "compile_error",
-    "nondeterministic",
-)
+# Plain strings (not the enums): specs are dumped as YAML, which knows no str subclasses.
+VERDICTS = tuple(v.value for v in Verdict)
 
 
 class SpecError(ValueError):

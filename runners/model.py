@@ -26,6 +26,20 @@ class Verdict(StrEnum):
     NONDETERMINISTIC = "nondeterministic"
 
 
+class Reference(StrEnum):
+    """A reference a campaign can ask for: what the targets are judged against."""
+
+    F64_NUMPY = "f64_numpy"  # numpy float64 evaluation of the module; shares no code with XLA
+    F64_EAGER = "f64_eager"  # the program op by op in float64 through jax (XLA kernels)
+    F64_JIT = "f64_jit"  # the float64 program compiled under a setting other than default
+    EAGER = "eager"  # op by op at the program's own precision: what it literally says
+    INTERPRETER = "interpreter"  # the StableHLO reference interpreter shipped in jaxlib
+
+
+# The float64 references that go through XLA, and so can share a bug with the targets.
+XLA_F64_REFERENCES = (Reference.F64_EAGER, Reference.F64_JIT)
+
+
 # The target never produced numbers: "still fails" means the same verdict, and the error
 # text (canonicalized) is part of the signature.
 COMPILER_FAILURES = frozenset({Verdict.CRASH, Verdict.HANG, Verdict.COMPILE_ERROR})
