@@ -121,3 +121,10 @@ def apply(cp: ControlPlane, objs: list[dict[str, Any]]) -> None:
 # operator runs in the test process instead of its Deployment).
 NOT_APPLIED = {"Deployment", "PodDisruptionBudget", "ServiceMonitor", "PrometheusRule",
                 "NetworkPolicy", "Service", "PersistentVolumeClaim"}
+
+
+def chart_operator_flags(*sets: str) -> dict[str, str]:
+    """The `--flag=value` arguments the chart's Deployment passes to `xla-sentinel operator`."""
+    (deployment,) = [o for o in helm_template(*sets) if o["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return dict(a.split("=", 1) for a in args if a.startswith("--") and "=" in a)

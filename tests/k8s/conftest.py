@@ -26,6 +26,7 @@ from controlplane.kit import (
     RELEASE_NS,
     Api,
     apply,
+    chart_operator_flags,
     helm_template,
     kubectl,
 )
@@ -40,15 +41,8 @@ CRDS = ROOT / "crds"
 API = "xlasentinel.dev/v1alpha1"
 
 
-def _chart_operator_flags() -> dict[str, str]:
-    """The `--flag=value` arguments the chart's Deployment passes to `xla-sentinel operator`."""
-    (deployment,) = [o for o in helm_template() if o["kind"] == "Deployment"]
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    return dict(a.split("=", 1) for a in args if a.startswith("--") and "=" in a)
-
-
 ALERT_SECRET = "alert-hook"
-WORKER_SA = _chart_operator_flags()["--service-account"]  # worker pods run as the chart's
+WORKER_SA = chart_operator_flags()["--service-account"]  # worker pods run as the chart's
 RUNNER = [str(ROOT / ".venv" / "bin" / "xla-sentinel")]  # what the runner image stands for
 
 
