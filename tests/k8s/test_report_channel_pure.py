@@ -68,6 +68,8 @@ def test_garbage_reports_are_ignored():
 def test_workerreport_crd_pins_campaign_and_worker():
     crd = yaml.safe_load((REPO_ROOT / "crds" / "workerreport.yaml").read_text())
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    assert spec["required"] == ["campaign", "worker", "report"]
+    assert spec["required"] == ["campaign", "worker"]
+    # A worker's report or a Job's result (bisection, verification), exactly one of them.
+    assert any(r["rule"] == "has(self.report) != has(self.result)" for r in spec["x-kubernetes-validations"])
     assert any("oldSelf.campaign" in r["rule"] for r in spec["x-kubernetes-validations"])
     assert crd["spec"]["names"]["plural"] == REPORT_PLURAL
