@@ -14,6 +14,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 from xla_sentinel import worker_main
 from xla_sentinel.k8s_report import K8sReporter, Limits, WorkerReport, report_from_object
+from xla_sentinel_operator.kube import path
 
 from .conftest import API, campaign, create, eventually
 from .workers import Worker, finding, reports_api
@@ -111,6 +112,20 @@ async def test_a_report_that_would_exceed_the_object_size_limit(api, ns, client,
     assert "error" not in obj["spec"] and report_from_object(obj).findings_total() == 6
     await eventually(lambda: (api.get(f"{API}/fuzzcampaigns", ns, "nightly").get("status") or {})
                      .get("reportErrors") == [])
+
+
+def test_a_workerreport_holds_a_report_or_a_result_and_keeps_its_revision(api, ns):
+    """The CRD's rules, as the API server applies them (422 with the rule's message)."""
+    base = {"apiVersion": API, "kind": "WorkerReport", "metadata": {"name": "r", "namespace": ns},
+            "spec": {"campaign": "nightly", "worker": "main-0"}}
+    reports = path(API, "workerreports", ns)
+    for spec in ({}, {"report": "{}", "result": "{}"}):
+        code, out = api.request("POST", reports, {**base, "spec": {**base["spec"], **spec}})
+        assert code == 422 and "either a worker's report or a Job's result" in out["message"]
+    api.create(REPORTS, ns, {**base, "spec": {**base["spec"], "report": "{}", "revision": "a"}})
+    code, out = api.request("PATCH", f"{reports}/r", {"spec": {"revision": "b"}},
+                            "application/merge-patch+json")
+    assert code == 422 and "revision cannot change" in out["message"]
 
 
 def test_the_worker_identity_reads_no_configmap_secret_or_campaign(api, ns, worker_kubeconfig):
