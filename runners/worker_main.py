@@ -305,7 +305,9 @@ def main(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     worker = f"{args.group}-{args.shard_index}"
     out = Path(args.out or f"/artifacts/{args.campaign}/{worker}")
-    reporter = make_reporter(args, spec, worker, resumed_report(out / "campaign.sqlite", worker))
+    # The engine's store this pod would resume (a local --out); a URI resumes nothing here.
+    reporter = make_reporter(args, spec, worker,
+                             resumed_report(Path(str(out)) / "campaign.sqlite", worker))
     budget = shard_budget(spec.budget, args.shard_index, shard_count)
     summary: dict[str, Any] = {}
     stored = True
