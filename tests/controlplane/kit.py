@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -40,6 +41,18 @@ class Api:
 
     def request(self, method: str, url_path: str, body: Any = None,
                 content_type: str = "application/json") -> tuple[int, Any]:
+        """(HTTP status, decoded body). A 429 (the API server's watch cache of a new
+        resource is still starting: "storage is (re)initializing") is waited out, as
+        client-go does, for up to 30 s."""
+        for _ in range(60):
+            code, answer = self._request(method, url_path, body, content_type)
+            if code != 429:
+                return code, answer
+            time.sleep(float((answer.get("details") or {}).get("retryAfterSeconds") or 1) / 2)
+        return code, answer
+
+    def _request(self, method: str, url_path: str, body: Any,
+                 content_type: str) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + url_path, data=data, method=method,
                                      headers={"Content-Type": content_type})
