@@ -180,11 +180,15 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     if args.html is not None:
-        from .report import html_report
+        from .report import html_report, html_report_uri
 
-        print(f"page: {html_report(Path(args.dir), Path(args.html) if args.html else None)}")
+        page = Path(args.html) if args.html else None
+        # From a URI the page is written locally (a browser opens a file, not a gs:// object).
+        written = (html_report_uri(args.dir, page) if storage.is_uri(args.dir)
+                   else html_report(storage.local_path(args.dir), page))
+        print(f"page: {written}")
         return EXIT_OK
-    from .report import report
+    from .report import download_campaign, report
 
     if not storage.is_uri(args.dir):
         print(report(storage.local_path(args.dir)))
@@ -193,13 +197,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     # The report reads the store (SQLite): the snapshot a run uploads at its end.
     store = storage.ObjectStore(args.dir)
     folder = storage.default_staging(args.dir) / "report"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in ("campaign.sqlite", "summary.json"):
-        try:
-            (folder / name).write_bytes(store.read(name))
-        except StorageError as e:
-            if name == "campaign.sqlite":
-                raise StorageError(f"{e} (a run uploads its store's snapshot when it ends)") from None
+    download_campaign(store, folder)
     print(report(folder))
     store.put(folder / "coverage.png", "coverage.png", replace=True)
     print(f"chart: {store.key_uri('coverage.png')}")

@@ -1,4 +1,4 @@
-"""`xla-sentinel report DIR`: what a campaign exercised and found, as tables and a chart,
+"""`xla-sentinel report DIR|URI`: what a campaign exercised and found, as tables and a chart,
 or (`--html`) as the triage page of `html_report`.
 
 Reads the campaign store (DIR/campaign.sqlite), so it works on a campaign that is still
@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import tempfile
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from . import coverage
+from . import coverage, storage
 from .html_report import Event, Page, SignatureRow, render_page
 from .model import SIGNATURE_FIELDS, Signature
 from .program import ProgramError
@@ -142,20 +143,30 @@ def _href(target: Path, page_dir: Path) -> str:
     return quote(rel) + ("/" if target.is_dir() else "")
 
 
-def signature_rows(folder: Path, signatures: list[Signature], page_dir: Path) -> list[SignatureRow]:
+def signature_rows(folder: Path, signatures: list[Signature], page_dir: Path,
+                   store_uri: str | None = None) -> list[SignatureRow]:
     """The page's rows: a signature's repro links to its bundle (or, not yet bisected, its
-    first finding's folder) when that exists on disk, and to the bundle's issue text."""
+    first finding's folder) when that exists on disk, and to the bundle's issue text. For a
+    campaign read from `store_uri` the repro is the stored bundle's URI, a link only where a
+    browser can open it (http[s]); a gs:// or s3:// URI is shown as text."""
     rows = []
     for s in signatures:
-        target = folder / s.repro if s.repro else None
-        href = _href(target, page_dir) if target is not None and target.exists() else None
-        issue = target / "issue.md" if target is not None else None
+        repro, href, issue_href = s.repro, None, None
+        if store_uri is not None:
+            if repro and not storage.is_uri(repro):
+                repro = storage.join(store_uri, repro)
+            href = repro if repro and repro.startswith(("https://", "http://")) else None
+        elif repro:
+            target = folder / repro
+            href = _href(target, page_dir) if target.exists() else None
+            issue = target / "issue.md"
+            issue_href = _href(issue, page_dir) if issue.is_file() else None
         rows.append(SignatureRow(
             id=s.id, verdict=str(s.verdict), count=s.count, first_seen=s.first_seen,
             last_seen=s.last_seen, state=f"known: {s.known_bug}" if s.known_bug else "new",
             target=s.target, culprit_op=s.culprit_op, culprit_pass=s.culprit_pass,
-            fusion_kind=s.fusion_kind, dtype=s.dtype, repro=s.repro, repro_href=href,
-            issue_href=_href(issue, page_dir) if issue is not None and issue.is_file() else None))
+            fusion_kind=s.fusion_kind, dtype=s.dtype, repro=repro, repro_href=href,
+            issue_href=issue_href))
     return rows
 
 
@@ -180,9 +191,10 @@ def _throughput(folder: Path, programs: int, executions: int, seconds: float) ->
     return rows
 
 
-def page_data(folder: Path, page_dir: Path | None = None) -> Page:
+def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None = None) -> Page:
     """The triage page's records for the campaign in `folder`, links relative to `page_dir`
-    (default: the folder itself, where `report --html` writes the page)."""
+    (default: the folder itself, where `report --html` writes the page). `store_uri`: the
+    folder holds what was downloaded from that URI, whose bundles the repro column names."""
     folder = Path(folder)
     page_dir = Path(page_dir or folder)
     data = collect(folder)
@@ -202,9 +214,9 @@ def page_data(folder: Path, page_dir: Path | None = None) -> Page:
               "Least exercised ops": dict(sorted(cov["ops"].items(), key=lambda kv: (kv[1], kv[0]))[:TOP])}
     lists = {"Generator ops never drawn": never_drawn(cov)} if data["generated"] else {}
     return Page(
-        title=f"xla-sentinel: campaign {name}", source=str(folder.resolve()),
+        title=f"xla-sentinel: campaign {name}", source=store_uri or str(folder.resolve()),
         generated=datetime.now(UTC).isoformat(timespec="seconds"),
-        signatures=signature_rows(folder, sigs, page_dir), events=events,
+        signatures=signature_rows(folder, sigs, page_dir, store_uri), events=events,
         throughput=_throughput(folder, programs, executions, sum(seconds)), program_seconds=seconds,
         tables=tables, lists=lists,
         coverage={SECTION_TITLES[k]: cov[k] for k in SECTION_TITLES if cov.get(k)})
@@ -216,4 +228,31 @@ def html_report(folder: Path, path: Path | None = None) -> Path:
     folder = Path(folder)
     path = Path(path) if path else folder / "report.html"
     path.write_text(render_page(page_data(folder, path.parent)))
+    return path
+
+
+def download_campaign(store: storage.ObjectStore, folder: Path) -> None:
+    """Fetch what the report reads of a campaign stored at `store` (written by `run --out
+    URI`) into `folder`: the store's snapshot, required, and the summary, which a run
+    uploads at its end (wall time and versions come from it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("campaign.sqlite", "summary.json"):
+        try:
+            (folder / name).write_bytes(store.read(name))
+        except storage.StorageError as e:
+            if name == "campaign.sqlite":
+                raise storage.StorageError(f"{e} (a run uploads its store's snapshot when it ends)") from None
+
+
+def html_report_uri(uri: str, path: Path | None = None) -> Path:
+    """Write the triage page of the campaign stored at `uri` to `path` (default: report.html
+    in the URI's staging folder); returns where it went. The snapshot is read in a folder
+    removed afterwards; the page's repro column names the stored bundles."""
+    store = storage.ObjectStore(uri)
+    path = Path(path) if path else storage.default_staging(uri) / "report" / "report.html"
+    with tempfile.TemporaryDirectory(prefix="xla-sentinel-report-") as tmp:
+        download_campaign(store, Path(tmp))
+        page = render_page(page_data(Path(tmp), path.parent, store_uri=store.uri))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page)
     return path

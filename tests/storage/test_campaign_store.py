@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -132,6 +133,36 @@ def test_report_reads_the_stored_campaign(campaign: dict[str, Any], env: dict[st
     assert cli.main(["report", URI]) == cli.EXIT_OK
     assert f"chart: {URI}/coverage.png" in capsys.readouterr().out
     assert campaign["store"].read("coverage.png").startswith(b"\x89PNG")
+
+
+def test_report_html_from_the_uri_shows_the_stored_signatures(
+        campaign: dict[str, Any], env: dict[str, str], tmp_path: Path,
+        capsys: pytest.CaptureFixture) -> None:
+    page = tmp_path / "page" / "report.html"
+    assert cli.main(["report", URI, "--html", str(page)]) == cli.EXIT_OK
+    assert capsys.readouterr().out.strip() == f"page: {page}"
+    text = page.read_text()
+    with sqlite3.connect(campaign["staging"] / "campaign.sqlite") as con:
+        local = dict(con.execute("SELECT id, count FROM signatures"))
+        bundles = dict(con.execute("SELECT id, repro FROM signatures WHERE repro IS NOT NULL"))
+    rows = dict(re.findall(r'<tr data-signature="([0-9a-f]+)">.*?<td class="n">(\d+)</td>', text))
+    assert {k: int(v) for k, v in rows.items()} == local and len(local) == 2
+    # Each signature names its stored bundle (or first finding's folder); a browser cannot
+    # open gs://, so it is text, not a link, and nothing points into the download folder.
+    assert bundles.keys() == local.keys()
+    assert all(f"<code>{URI}/{repro}</code>" in text and repro.startswith("findings/")
+               for repro in bundles.values())
+    assert 'class="repro"' not in text and "xla-sentinel-report-" not in text
+    assert f"<p class=\"meta\">{URI} · generated" in text
+    assert "jaxlib version" in text  # the stored summary.json was read
+
+
+def test_report_html_without_a_stored_snapshot_names_the_uri(
+        env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    uri = f"gs://{BUCKET}/campaigns/never-run"
+    assert cli.main(["report", uri, "--html", str(tmp_path / "p.html")]) == cli.EXIT_BAD_INPUT
+    assert f"{uri}/campaign.sqlite: no such object" in capsys.readouterr().err
+    assert not (tmp_path / "p.html").exists()
 
 
 def test_bisect_reads_a_stored_finding_and_stores_its_bundle(campaign: dict[str, Any],
