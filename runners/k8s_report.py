@@ -62,6 +62,7 @@ class Limits:
     samples: int = 3  # finding records kept per signature (bisector Jobs start from these)
     field_chars: int = 120  # characters per sample field (ids and paths are far shorter)
     cap: int = 512 * 1024  # bytes of report JSON the limits above guarantee
+    storage_chars: int = 400  # characters of the artifact store's URI and of its error
     recent_ids: int = 4096  # finding ids remembered in memory to drop repeated calls
 
 
@@ -118,6 +119,16 @@ def sample_of(record: dict[str, Any], limits: Limits = LIMITS) -> dict[str, Any]
     return out
 
 
+def storage_of(status: dict[str, Any], limits: Limits = LIMITS) -> dict[str, Any]:
+    """The bounded part of a storage.Mirror status a report keeps: whether the artifact
+    store answers, which one, why not, how many findings wait on the pod's disk, since when."""
+    n = limits.storage_chars
+    return {"ok": bool(status.get("available")), "uri": str(status.get("uri") or "")[:n],
+            "reason": str(status.get("error") or "")[:n],
+            "pending": int(status.get("pending_findings") or 0),
+            "since": str(status.get("since") or "")[:40]}
+
+
 @dataclass
 class SignatureEntry:
     """What one worker knows about one signature: how often, and the first few findings."""
@@ -151,6 +162,9 @@ class WorkerReport:
     # verdict -> findings of signatures past Limits.signatures (counted, not itemized)
     overflow: dict[str, int] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)  # jax, jaxlib, image of the runner
+    # The artifact store's condition as this worker last saw it (storage_of); {}: no store
+    # or none heard of yet.
+    storage: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     updated: str = ""
     # Not part of the JSON: the object's spec.error (a write the API server refused).
@@ -219,11 +233,14 @@ def merge(a: WorkerReport, b: WorkerReport, limits: Limits = LIMITS) -> WorkerRe
         for sig in order[limits.signatures:]:
             e = sigs.pop(sig)
             overflow[e.verdict] = overflow.get(e.verdict, 0) + e.count
+    # Storage is a condition, not a count: the writer's, or an earlier attempt's until this
+    # attempt's Mirror has said how the store answers.
     return WorkerReport(worker=b.worker or a.worker, revision=b.revision or a.revision,
                         attempts=max(a.attempts, b.attempts), programs=max(a.programs, b.programs),
                         executions=max(a.executions, b.executions),
                         elapsed_s=max(a.elapsed_s, b.elapsed_s), signatures=sigs,
-                        overflow=overflow, versions=b.versions or a.versions, done=b.done,
+                        overflow=overflow, versions=b.versions or a.versions,
+                        storage=b.storage or a.storage, done=b.done,
                         updated=b.updated or a.updated, error=b.error)
 
 
@@ -351,6 +368,18 @@ class K8sReporter:
         self._dirty = True
         if self._due():
             self._write()
+
+    def storage(self, status: dict[str, Any]) -> None:
+        """The artifact store's condition changed (storage.Mirror's on_change, called on the
+        Mirror's thread): it goes into the report, written through when the store goes down
+        or comes back so the operator hears at once, else at the progress rate (the Mirror
+        calls again on every failed attempt, to keep the pending count current)."""
+        with self._lock:
+            before = self.mine.storage.get("ok")
+            self.mine.storage = storage_of(status, self.limits)
+            self._dirty = True
+            if before != self.mine.storage["ok"] or self._due():
+                self._write()
 
     def close(self, done: bool = True) -> None:
         """Flush; `done` marks the shard finished (its budget is spent)."""

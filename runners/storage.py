@@ -299,6 +299,7 @@ class Mirror:
         self._since: str | None = None
         self._attempts = 0
         self._kept: list[str] = []
+        self._draining = False  # back after an outage, with what it kept still to send
         manifest = self.staging / _MANIFEST
         self._uploaded = set(manifest.read_text().split()) if manifest.exists() else set()
         self._thread = threading.Thread(target=self._loop, name="storage-mirror", daemon=True)
@@ -310,6 +311,9 @@ class Mirror:
             self.store.check()
         except StorageError as e:
             self._fail(str(e))
+        else:
+            # Said once at start too: a listener may still show an earlier pod's outage.
+            self._changed()
         findings = self.staging / "findings"
         for folder in sorted(findings.iterdir()) if findings.is_dir() else []:
             if (folder / "finding.json").exists():
@@ -362,7 +366,7 @@ class Mirror:
             self._done(key, replace, outcome)
 
     def _done(self, key: str, replace: bool, outcome: str) -> None:
-        recovered = None
+        recovered, drained = None, False
         with self._cond:
             if self._pending and self._pending[0][0] == key:  # close() may have emptied it
                 self._pending.popleft()
@@ -378,12 +382,16 @@ class Mirror:
                 self._kept.append(key)
             if self._error is not None:
                 recovered, self._error, self._since = self._error, None, None
+                self._draining = True
+            elif self._draining and not self._pending:
+                drained, self._draining = True, False
             self._cond.notify_all()
         if outcome == "kept":
             log.warning("storage object kept", uri=self.store.key_uri(key),
                         reason="a different object is already stored under this write-once key")
         if recovered is not None:
             log.info("storage available again", uri=self.store.uri, pending=len(self._pending))
+        if recovered is not None or drained:
             self._changed()
 
     def _fail(self, error: str, retry_in: float | None = None) -> None:
@@ -398,11 +406,16 @@ class Mirror:
             # otherwise fill the log.
             log.warning("storage unavailable", error=error, pending_objects=pending,
                         kept_in=str(self.staging), retry_in_s=retry_in)
-            self._changed()
+        # Every attempt (at most one per backoff step) keeps a listener's pending count current.
+        self._changed()
 
     def _changed(self) -> None:
-        if self.on_change is not None:
+        if self.on_change is None:
+            return
+        try:
             self.on_change(self.status())
+        except Exception as e:  # noqa: BLE001 - a listener that fails must not stop the uploads
+            log.warning("storage listener failed", error=f"{type(e).__name__}: {e}")
 
     def status(self) -> dict[str, Any]:
         """The storage condition as summary.json and the worker's report carry it."""

@@ -266,6 +266,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                 log.warning("workers.retry", campaign=c.name, namespace=c.namespace,
                             job=retry.job, attempt=retry.attempts)
         await converge_workers(rt, c, jobs, new["phase"] == "Completed")
+        announce_storage(c, list(previous.get("conditions") or []), new)
         rt.metrics.programs.labels(c.namespace, c.name).set(new["programs"])
         rt.metrics.findings.labels(c.namespace, c.name).set(new["findingsTotal"])
         for k, v in new.items():
@@ -433,6 +434,20 @@ def announce_refusal(rt: Runtime, c: desired.Campaign, name: str, report: Worker
     log.error("report.refused", campaign=c.name, namespace=c.namespace, report=name,
               error=report.error)
     rt.announced[key] = report.error
+
+
+def announce_storage(c: desired.Campaign, previous: list[dict[str, Any]],
+                     new: dict[str, Any]) -> None:
+    """A Warning Event on the campaign when its workers' artifact store stops answering
+    (status.storageErrors, condition StorageAvailable False); once per outage."""
+    message = rollup.storage_outage(previous, new["conditions"])
+    if message is None:
+        return
+    campaign_ref = {"apiVersion": API_VERSION, "kind": "FuzzCampaign",
+                    "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid}}
+    kopf.event(campaign_ref, type="Warning", reason="StorageUnavailable", message=message)
+    log.error("storage.unavailable", campaign=c.name, namespace=c.namespace,
+              workers=[e["worker"] for e in new["storageErrors"]])
 
 
 async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signature: str,
@@ -704,10 +719,11 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
     if ref is not None:
         secret = await rt.api.get(path("v1", "secrets", ns, ref.name))
         url = alerting.secret_value(secret, ref.key) if secret else None
-        if not url:
-            log.error("alert.no_url", campaign=c.name, namespace=ns, secret=ref.name, key=ref.key,
-                      signature=spec.get("signature"))
-            rt.metrics.alert_failures.inc()
+        problem = (f"Secret {ref.name} does not exist" if secret is None
+                   else alerting.url_problem(url))
+        if problem is not None:
+            await webhook_invalid(rt, c, sig, f"webhook URL in Secret {ref.name}, key "
+                                              f"{ref.key}: {problem}")
             return
         body = signatures.alerts(sig, key or str(resolve), now=datetime.now(UTC),
                                  external_url=rt.config.external_url, resolved=key is None)
@@ -741,6 +757,23 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
             raise
     log.warning("alert.sent", campaign=c.name, namespace=ns, signature=spec.get("signature"),
                 key=key, webhook=ref is not None, outcome=outcome.value)
+
+
+async def webhook_invalid(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
+                          error: str) -> None:
+    """A person's Secret holds no usable URL: say so on the signature and, once per
+    distinct error, in a Warning Event; the retry timer tries again after a fix."""
+    ns, name = sig["metadata"]["namespace"], sig["metadata"]["name"]
+    rt.metrics.alert_failures.inc()
+    log.error("alert.webhook_invalid", campaign=c.name, namespace=ns, signature=name, error=error)
+    if (sig.get("status") or {}).get("alertError") == error:
+        return
+    await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
+                       {"status": {"alertError": error}})
+    campaign_ref = {"apiVersion": API_VERSION, "kind": "FuzzCampaign",
+                    "metadata": {"name": c.name, "namespace": ns, "uid": c.uid}}
+    kopf.event(campaign_ref, type="Warning", reason="AlertWebhookInvalid",
+               message=f"{error}; alerts for {name} wait until it is fixed")
 
 
 def _ref(obj: dict[str, Any], kind: str) -> dict[str, Any]:

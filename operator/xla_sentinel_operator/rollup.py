@@ -1,6 +1,7 @@
 """Pure roll-up of a campaign's children (worker Jobs, worker reports) into its status:
-phase, counters, per-worker summary, and the Ready / Reconciling / Stalled conditions that
-GitOps tools (Flux kstatus) read, each with observedGeneration.
+phase, counters, per-worker summary, the Ready / Reconciling / Stalled conditions that
+GitOps tools (Flux kstatus) read, each with observedGeneration, and StorageAvailable for
+campaigns whose workers mirror to an artifact store.
 """
 
 from __future__ import annotations
@@ -280,6 +281,56 @@ def report_errors(reports: list[WorkerReport]) -> list[dict[str, str]]:
             if r.error]
 
 
+def storage_errors(reports: list[WorkerReport], rev: str) -> list[dict[str, Any]]:
+    """Workers of the current revision whose artifact store does not answer (their report's
+    `storage`): they keep fuzzing and keep the findings on the pod's disk until it does.
+    Older revisions' pods are retired, and their last word would otherwise stay forever."""
+    return [{"worker": r.worker, "revision": r.revision, "uri": str(r.storage.get("uri") or ""),
+             "reason": str(r.storage.get("reason") or ""),
+             "pending": int(r.storage.get("pending") or 0), "since": str(r.storage.get("since") or "")}
+            for r in sorted(reports, key=lambda r: (_worker_key(r.worker), r.revision))
+            if r.revision in (rev, "") and r.storage and not r.storage.get("ok", True)]
+
+
+STORAGE_CONDITION = "StorageAvailable"
+
+
+def storage_condition(errors: list[dict[str, Any]], reports: list[WorkerReport], rev: str,
+                      generation: int, previous: list[dict[str, Any]],
+                      now_text: str) -> dict[str, Any] | None:
+    """StorageAvailable: False while a worker of this revision cannot reach the artifact
+    store (the first one's reason, and how many findings wait on pods' disks), True once
+    every worker that mirrors says it answers; None while no worker has said either."""
+    if not errors and not any(r.storage for r in reports if r.revision in (rev, "")):
+        return None
+    if errors:
+        first = errors[0]
+        waiting = sum(e["pending"] for e in errors)
+        reason, status = "StorageUnavailable", "False"
+        message = (f"{len(errors)} worker(s) cannot store findings ({waiting} waiting on pods' "
+                   f"disks, kept and retried); {first['worker']} since {first['since']}: "
+                   f"{first['reason']}")[:1000]
+    else:
+        reason, status, message = "StorageAvailable", "True", "every worker's artifact store answers"
+    before = next((c for c in previous if c.get("type") == STORAGE_CONDITION), {})
+    return {"type": STORAGE_CONDITION, "status": status, "reason": reason, "message": message,
+            "observedGeneration": generation,
+            "lastTransitionTime": (before.get("lastTransitionTime", now_text)
+                                   if before.get("status") == status else now_text)}
+
+
+def storage_outage(previous: list[dict[str, Any]], new: list[dict[str, Any]]) -> str | None:
+    """The message of a StorageUnavailable Event when this roll-up starts an outage (the
+    condition turns False), else None: one Event per outage, kept across operator restarts
+    because the condition lives in the campaign's status."""
+    def false(conds: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next((c for c in conds if c.get("type") == STORAGE_CONDITION
+                     and c.get("status") == "False"), None)
+
+    started = false(new)
+    return str(started["message"]) if started is not None and false(previous) is None else None
+
+
 def _worker_key(worker: str) -> tuple[str, int]:
     group, _, index = worker.rpartition("-")
     return (group, int(index)) if index.isdigit() else (worker, -1)
@@ -302,6 +353,12 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
     h = health(spec, jobs, reports, rev, totals["programs"], _parse_time(start_text), now,
                failures, due)
     job_status = [j.get("status") or {} for j in current]
+    previous_conditions = previous.get("conditions") or []
+    conds = conditions(h, generation, previous_conditions, now_text)
+    stored = storage_errors(reports, rev)
+    storage = storage_condition(stored, reports, rev, generation, previous_conditions, now_text)
+    if storage is not None:
+        conds.append(storage)
     out: dict[str, Any] = {
         "phase": h.phase,
         "observedGeneration": generation,
@@ -316,9 +373,10 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
         },
         "workerSummary": worker_summary(reports),
         "reportErrors": report_errors(reports),
+        "storageErrors": stored,
         "failures": failures,
         "retries": record,
-        "conditions": conditions(h, generation, previous.get("conditions") or [], now_text),
+        "conditions": conds,
     }
     if start_text:
         out["startTime"] = start_text
