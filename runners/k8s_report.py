@@ -209,13 +209,48 @@ class WorkerReport:
 
     @classmethod
     def from_json(cls, text: str) -> WorkerReport:
+        """The report in `text`; ValueError when it is not one. Fields this version does not
+        know (a newer worker's) are ignored, as are `findings` ids of reports written before
+        reports were bounded; a known field of the wrong type or a negative count is refused,
+        so a garbled report can never reach the operator's arithmetic."""
         data = json.loads(text)
         if not isinstance(data, dict):
             raise ValueError("a report is a JSON object")
-        sigs = {k: SignatureEntry(**v) for k, v in (data.pop("signatures", None) or {}).items()}
-        # Reports written before bounded reports carry `findings` (ids): ignored.
-        known = {f.name for f in dataclasses.fields(cls)} - {"signatures", "error"}
-        return cls(signatures=sigs, **{k: v for k, v in data.items() if k in known})
+        raw = data.pop("signatures", None) or {}
+        if not isinstance(raw, dict):
+            raise ValueError("signatures: not an object")
+        sigs = {str(k): SignatureEntry(**_typed(SignatureEntry, v, f"signatures.{k}"))
+                for k, v in raw.items()}
+        fields = _typed(cls, data, "report", skip={"signatures", "error"})
+        if not isinstance(fields.get("worker"), str):
+            raise ValueError("report.worker: missing")
+        return cls(signatures=sigs, **fields)
+
+
+# JSON types of report fields by their annotation (the dataclasses are the schema).
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+    "dict[str, int]": (dict,), "dict[str, str]": (dict,), "dict[str, Any]": (dict,),
+    "list[dict[str, Any]]": (list,),
+}
+
+
+def _typed(cls: type, data: Any, where: str, skip: frozenset[str] | set[str] = frozenset()
+           ) -> dict[str, Any]:
+    """The known fields of `data` for dataclass `cls`, each of its declared JSON type."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: not an object")
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip or f.name not in data:
+            continue
+        value, kinds = data[f.name], _JSON_TYPES[str(f.type)]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ValueError(f"{where}.{f.name}: {type(value).__name__} is not {f.type}")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ValueError(f"{where}.{f.name}: negative")
+        out[f.name] = value
+    return out
 
 
 def merge(a: WorkerReport, b: WorkerReport, limits: Limits = LIMITS) -> WorkerReport:
@@ -242,6 +277,19 @@ def merge(a: WorkerReport, b: WorkerReport, limits: Limits = LIMITS) -> WorkerRe
                         overflow=overflow, versions=b.versions or a.versions,
                         storage=b.storage or a.storage, done=b.done,
                         updated=b.updated or a.updated, error=b.error)
+
+
+def report_problem(body: dict[str, Any]) -> str | None:
+    """Why a WorkerReport object holding a report cannot be read (a worker of another
+    version, or garbage), or None when it reads or holds no report at all."""
+    text = (body.get("spec") or {}).get("report")
+    if not text:
+        return None
+    try:
+        WorkerReport.from_json(text)
+    except (ValueError, TypeError, KeyError) as e:
+        return f"{type(e).__name__}: {e}"[:300]
+    return None
 
 
 def report_from_object(body: dict[str, Any]) -> WorkerReport | None:

@@ -10,6 +10,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
@@ -92,8 +93,26 @@ async def post_alerts(url: str, alerts: list[dict[str, Any]], *, attempts: int =
 
 
 def secret_value(secret: dict[str, Any], key: str) -> str | None:
-    """A Secret's value by key (data is base64; stringData is accepted as written)."""
+    """A Secret's value by key (data is base64; stringData is accepted as written); None
+    when the key is missing or its bytes are not text."""
     if key in (secret.get("data") or {}):
-        return base64.b64decode(secret["data"][key]).decode().strip()
+        try:
+            return base64.b64decode(secret["data"][key], validate=True).decode().strip()
+        except (ValueError, UnicodeDecodeError):
+            return None
     value = (secret.get("stringData") or {}).get(key)
     return value.strip() if isinstance(value, str) else None
+
+
+def url_problem(url: str | None) -> str | None:
+    """Why `url` cannot be an Alertmanager endpoint, or None when it can: an absolute
+    http(s) URL with a host. Such a URL is a person's typo, not an outage: retrying the
+    POST cannot help."""
+    if not url:
+        return "no URL (the key is missing, empty or not text)"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return f"{url!r} is not an http(s) URL"
+    if not parts.hostname:
+        return f"{url!r} names no host"
+    return None

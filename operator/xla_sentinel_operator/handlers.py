@@ -26,6 +26,7 @@ from xla_sentinel.k8s_report import (
     WorkerReport,
     label_value,
     report_from_object,
+    report_problem,
     result_from_object,
 )
 
@@ -70,6 +71,8 @@ class Runtime:
     metrics_port: int | None = None
     liveness: Liveness = field(default_factory=Liveness)
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
+    # (namespace, report name) -> resourceVersion of a report already called unreadable.
+    unreadable: dict[tuple[str, str], str] = field(default_factory=dict)
     # (namespace, report name) -> `updated` of the report last ingested in full.
     ingested: dict[tuple[str, str], str] = field(default_factory=dict)
     # (namespace, report name) -> the refusal last announced with an Event (one per error).
@@ -318,6 +321,11 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         if report is not None:
             await ingest_report(rt, c, body.metadata.name, report)
             return
+        problem = report_problem(dict(body))
+        if problem is not None:
+            report_unreadable(rt, c, body.metadata.name, str(body.metadata.get("resourceVersion")),
+                              problem)
+            return
         result = result_from_object(dict(body))
         if result is not None and rt.ingested.get((namespace, body.metadata.name)) != result_key(body):
             await ingest_result(rt, c, result)
@@ -335,6 +343,12 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             if sig is None or (sig.get("spec") or {}).get("state") != "fixed":
                 return
             count = int((sig.get("status") or {}).get("count") or 0)
+            fixed_in = (sig.get("spec") or {}).get("fixedIn")
+            if fixed_in and signatures.version_key(fixed_in) is None:
+                # Every later hit then counts as a regression (signatures.at_or_after).
+                kopf.event(_ref(sig, "BugSignature"), type="Warning", reason="InvalidFixedIn",
+                           message=f"spec.fixedIn {fixed_in!r} is not a version (e.g. 0.10.3): "
+                                   "every new hit will count as a regression")
             # Guarded: a regression recorded in between would otherwise be undone (a 409
             # makes kopf retry this handler with a fresh read).
             sig = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
@@ -757,6 +771,21 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
             raise
     log.warning("alert.sent", campaign=c.name, namespace=ns, signature=spec.get("signature"),
                 key=key, webhook=ref is not None, outcome=outcome.value)
+
+
+def report_unreadable(rt: Runtime, c: desired.Campaign, name: str, version: str,
+                      problem: str) -> None:
+    """A report this operator cannot read (a worker of another version, or garbage) counts
+    for nothing, and says so once per version of the object; the other reports go on."""
+    if rt.unreadable.get((c.namespace, name)) == version:
+        return
+    rt.unreadable[(c.namespace, name)] = version
+    log.error("report.unreadable", campaign=c.name, namespace=c.namespace, report=name,
+              problem=problem)
+    campaign_ref = {"apiVersion": API_VERSION, "kind": "FuzzCampaign",
+                    "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid}}
+    kopf.event(campaign_ref, type="Warning", reason="ReportUnreadable",
+               message=f"WorkerReport {name} is not counted: {problem}")
 
 
 async def webhook_invalid(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
