@@ -127,6 +127,11 @@ INVALID = [
     ({"generator": {"dtypes": ["f8"]}}, 'spec.generator.dtypes[0]: Unsupported value: "f8"',
      "spec.generator.dtypes[0]"),
     ({"wokers": 3}, 'unknown field "spec.wokers"', "spec.wokers: unknown field"),
+    ({"accelerator": {"tpuAccelerator": "tpu-v6e-slice"}},
+     "tpuAccelerator and tpuTopology apply to accelerator type tpu only",
+     "spec.accelerator: tpuAccelerator and tpuTopology apply to type tpu only"),
+    ({"accelerator": {"gpuType": "nvidia-l4"}}, "gpuType applies to accelerator type gpu only",
+     "spec.accelerator.gpuType: applies to type gpu only"),
 ]
 
 
@@ -169,6 +174,13 @@ def test_bugsignature_rules(api, ns):
     assert code == 422
     assert 'spec.signature: Invalid value: "XYZ": spec.signature in body should match' in answer["message"]
     assert 'spec.state: Unsupported value: "gone"' in answer["message"]
+
+
+def test_a_pass_is_no_bug_signature(api, ns):
+    sig = {"apiVersion": API, "kind": "BugSignature", "metadata": {"name": "sig-p", "namespace": ns},
+           "spec": {"signature": "0123456789abcdef", "verdict": "pass"}}
+    code, answer = server_create(api, sig)
+    assert code == 422 and "a pass is not a bug" in answer["message"], answer
 
 
 def test_a_bad_name_is_refused_by_name(api, ns):
