@@ -51,7 +51,7 @@ def main() -> int:
         flags = chart_operator_flags(*sets)
         # Campaigns without spec.image run on the operator's --runner-image, which the fake
         # node runs as this checkout's engine.
-        node = FakeNode(api, images={"runner:dev": [RUNNER]}).start()
+        node = FakeNode(api, images={"runner:dev": [RUNNER]}, host_paths=[REPO_ROOT]).start()
         op_config = cp.write_kubeconfig(f"system:serviceaccount:{RELEASE_NS}:{OPERATOR_SA}",
                                         token=api.token(RELEASE_NS, OPERATOR_SA, 48 * 3600))
         operator = subprocess.Popen(

@@ -53,6 +53,9 @@ class FakeNode:
     capacity: dict[str, str] = field(default_factory=lambda: {"cpu": "16", "memory": "64Gi",
                                                                "pods": "110"})
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="xs-node-")))
+    # Host folders the images' commands need (the checkout and its .venv): kept visible in
+    # containers whatever volumes they mount.
+    host_paths: list[Path] = field(default_factory=list)
     interval: float = 0.2
     running: dict[str, Container] = field(default_factory=dict)  # pod uid -> container
     done: set[str] = field(default_factory=set)  # pod uids whose container has ended
@@ -173,17 +176,13 @@ class FakeNode:
                 self._project(pod, vol["projected"], volumes[vol["name"]])
         mounts = [(volumes[m["name"]], m["mountPath"]) for m in container.get("volumeMounts") or []
                   if m["name"] in volumes]
-        # A mount over a folder that holds the node's own files (/tmp) goes last, or it would
-        # hide the sources of the mounts after it.
-        mounts.sort(key=lambda m: str(self.root).startswith(m[1].rstrip("/") + "/"))
         image = container["image"]
         entry = self.images.get(image)
         if entry is None:
             self._report_waiting(pod, "ErrImagePull", f"image {image!r} is not known to the fake node")
             return
         argv = list(container.get("command") or entry) + list(container.get("args") or [])
-        script = " && ".join(f"mkdir -p {shlex.quote(t)} && mount --bind {shlex.quote(str(s))} "
-                             f"{shlex.quote(t)}" for s, t in mounts)
+        script = " && ".join(self._mount(source, target) for source, target in mounts)
         log = pod_dir / "container.log"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
@@ -200,6 +199,23 @@ class FakeNode:
             "containerStatuses": [{"name": container["name"], "image": image, "imageID": image,
                                    "ready": True, "restartCount": 0, "started": True,
                                    "state": {"running": {"startedAt": c.started}}}]})
+
+    def _mount(self, source: Path, target: str) -> str:
+        """Shell lines that mount a volume at `target`. A volume mounted over a folder that
+        holds host paths the container needs (an emptyDir at /tmp over a checkout in /tmp,
+        or over this node's own folder) would hide them: each is bound into the volume at
+        its place first, and the volume is mounted with its submounts (--rbind). That leaves
+        empty folders for them in the volume on the host side."""
+        keep = [p for p in [*self.host_paths, self.root]
+                if str(p).startswith(target.rstrip("/") + "/")]
+        lines = []
+        for p in keep:
+            inside = source / Path(p).relative_to(target)
+            lines.append(f"mkdir -p {shlex.quote(str(inside))} && "
+                         f"mount --bind {shlex.quote(str(p))} {shlex.quote(str(inside))}")
+        lines.append(f"mkdir -p {shlex.quote(target)} && "
+                     f"mount --rbind {shlex.quote(str(source))} {shlex.quote(target)}")
+        return " && ".join(lines)
 
     def _project(self, pod: dict[str, Any], projected: dict[str, Any], into: Path) -> None:
         """A projected volume as the kubelet fills it: a bound service-account token, the

@@ -102,7 +102,7 @@ def node(api: Api, ns: str) -> Iterator[Callable[..., FakeNode]]:
 
     def start(images: dict[str, list[str]] | None = None, **kwargs: Any) -> FakeNode:
         n = FakeNode(api, images={"runner:test": RUNNER, **(images or {})},
-                     name=f"node-{ns}", namespace=ns, **kwargs).start()
+                     name=f"node-{ns}", namespace=ns, host_paths=[ROOT], **kwargs).start()
         started.append(n)
         return n
 
