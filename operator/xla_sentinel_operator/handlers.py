@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import hashlib
+import json
 import logging
 import random
 import time
@@ -73,7 +76,7 @@ class Runtime:
     locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict)
     # (namespace, report name) -> resourceVersion of a report already called unreadable.
     unreadable: dict[tuple[str, str], str] = field(default_factory=dict)
-    # (namespace, report name) -> `updated` of the report last ingested in full.
+    # (namespace, report name) -> fingerprint() of the report last ingested in full.
     ingested: dict[tuple[str, str], str] = field(default_factory=dict)
     # (namespace, report name) -> the refusal last announced with an Event (one per error).
     announced: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -419,7 +422,7 @@ async def ingest_missed(rt: Runtime, c: desired.Campaign,
                         named: list[tuple[str, WorkerReport]]) -> None:
     """Re-ingest reports whose last event failed to ingest (an API error mid-way)."""
     for name, report in named:
-        if rt.ingested.get((c.namespace, name)) != report.updated:
+        if rt.ingested.get((c.namespace, name)) != fingerprint(report):
             await ingest_report(rt, c, name, report)
 
 
@@ -429,7 +432,15 @@ async def ingest_report(rt: Runtime, c: desired.Campaign, name: str, report: Wor
     for signature, entry in sorted(report.signatures.items()):
         await ingest_signature(rt, c, report.worker, signature, entry, report.versions,
                                report.revision)
-    rt.ingested[(c.namespace, name)] = report.updated
+    rt.ingested[(c.namespace, name)] = fingerprint(report)
+
+
+def fingerprint(report: WorkerReport) -> str:
+    """What a report says, as a key of what was ingested. Not `report.updated`: it has a
+    resolution of one second, and a worker writes its empty report and its first finding
+    within one; a failed ingestion of the second then looked done."""
+    text = json.dumps(dataclasses.asdict(report), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def announce_refusal(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:

@@ -27,15 +27,25 @@ class Emulator:
         self.host = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def _launch(self) -> subprocess.Popen[bytes]:
         exe = Path(sys.executable).parent / "gcp-storage-emulator"
-        self.proc = subprocess.Popen(
+        return subprocess.Popen(
             [str(exe), "start", "-H", "127.0.0.1", "--port", str(self.port),
              "--default-bucket", BUCKET, "-q"],
             env={**os.environ, "STORAGE_BASE": str(self.data)},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
+            stdout=subprocess.DEVNULL, stderr=open(self.data.parent / "emulator.log", "ab"))
+
+    def start(self) -> None:
+        """Start (or restart, on the same port: clients know it). A restart can find the
+        port still held by the last server's connections in TIME_WAIT (up to 60 s on
+        Linux); the emulator then exits at once, and it is started again until it binds."""
+        self.proc = self._launch()
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                time.sleep(0.5)
+                self.proc = self._launch()
+                continue
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
                 return
