@@ -59,10 +59,14 @@ async def test_new_finding_creates_signature_event_metric_and_one_alert(api, ns,
     await eventually(lambda: api.get(f"{API}/fuzzcampaigns", ns, "nightly").get("status", {}).get("lastAlertTime"))
     async with aiohttp.ClientSession() as http:
         text = await (await http.get(f"http://127.0.0.1:{op.runtime.metrics_port}/metrics")).text()
-        health = await http.get(f"http://127.0.0.1:{op.runtime.metrics_port}/healthz")
+
+        async def healthy() -> bool:
+            # 503 until the first heartbeat has reached the API (a probe's initial delay).
+            return (await http.get(f"http://127.0.0.1:{op.runtime.metrics_port}/healthz")).status == 200
+
+        await eventually(healthy)
     assert f'xlasentinel_bug_signatures_total{{namespace="{ns}",reason="new",verdict="mismatch"}} 1.0' in text
     assert 'xlasentinel_alerts_sent_total{reason="new"} 1.0' in text
-    assert health.status == 200
 
 
 async def test_seen_signature_counts_up_without_a_second_alert(api, ns, client, start_operator,
