@@ -28,12 +28,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from controlplane.cluster import ControlPlane, free_port  # noqa: E402
 from controlplane.kit import (  # noqa: E402
-    NOT_APPLIED,
     OPERATOR_SA,
     RELEASE_NS,
     Api,
-    apply,
-    helm_template,
+    install_chart,
     kubectl,
 )
 from k8s.workers import reports_api  # noqa: E402
@@ -102,11 +100,7 @@ def main(args: argparse.Namespace) -> None:
         api = Api(cp)
         for ns in (RELEASE_NS, NS):
             kubectl(cp, "create", "namespace", ns)
-        objs = helm_template(f"operator.watchNamespaces={{{NS}}}")
-        apply(cp, [o for o in objs if o["kind"] == "CustomResourceDefinition"])
-        kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        apply(cp, [o for o in objs if o["kind"] not in NOT_APPLIED
-                   and o["kind"] != "CustomResourceDefinition"])
+        install_chart(cp, f"operator.watchNamespaces={{{NS}}}")
         op_config = cp.write_kubeconfig(f"system:serviceaccount:{RELEASE_NS}:{OPERATOR_SA}",
                                         token=api.token(RELEASE_NS, OPERATOR_SA))
         worker_config = cp.write_kubeconfig("worker", token=api.token(NS, "xs-xla-sentinel-worker"),

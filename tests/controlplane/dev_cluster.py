@@ -14,14 +14,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: tools, c
 from tools import REPO_ROOT  # noqa: E402
 
 from controlplane.cluster import ControlPlane  # noqa: E402
-from controlplane.kit import (
-    NOT_APPLIED,
+from controlplane.kit import (  # noqa: E402
     OPERATOR_SA,
     RELEASE_NS,
     Api,
-    apply,
-    chart_operator_flags,  # noqa: E402
-    helm_template,
+    chart_operator_flags,
+    install_chart,
     kubectl,
 )
 from controlplane.kubelet import FakeNode  # noqa: E402
@@ -43,11 +41,7 @@ def main() -> int:
         # ServiceAccount in each, read access to the named Secrets.
         sets = (f"operator.watchNamespaces={{{','.join(NAMESPACES)}}}",
                 f"alerts.extraSecretNames={{{','.join(SECRETS)}}}")
-        objs = helm_template(*sets)
-        apply(cp, [o for o in objs if o["kind"] == "CustomResourceDefinition"])
-        kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-        apply(cp, [o for o in objs if o["kind"] not in NOT_APPLIED
-                   and o["kind"] != "CustomResourceDefinition"])
+        install_chart(cp, *sets)
         flags = chart_operator_flags(*sets)
         # Campaigns without spec.image run on the operator's --runner-image, which the fake
         # node runs as this checkout's engine.

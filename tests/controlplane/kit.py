@@ -141,3 +141,15 @@ def chart_operator_flags(*sets: str) -> dict[str, str]:
     (deployment,) = [o for o in helm_template(*sets) if o["kind"] == "Deployment"]
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     return dict(a.split("=", 1) for a in args if a.startswith("--") and "=" in a)
+
+
+def install_chart(cp: ControlPlane, *sets: str) -> list[dict[str, Any]]:
+    """What `helm install` would create here with these values: the CRDs (waited for until
+    established), then every other rendered object this control plane has an API for."""
+    objs = helm_template(*sets)
+    apply(cp, [o for o in objs if o["kind"] == "CustomResourceDefinition"])
+    done = kubectl(cp, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    assert done.returncode == 0, done.stderr
+    apply(cp, [o for o in objs if o["kind"] not in NOT_APPLIED
+               and o["kind"] != "CustomResourceDefinition"])
+    return objs
