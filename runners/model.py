@@ -24,6 +24,9 @@ class Verdict(StrEnum):
     HANG = "hang"
     COMPILE_ERROR = "compile_error"
     NONDETERMINISTIC = "nondeterministic"
+    # An older jaxlib target right against float64 where the current one is wrong
+    # (docs/versions.md): judged across Target.jaxlib versions, bisected over releases.
+    VERSION_REGRESSION = "version_regression"
 
 
 class Reference(StrEnum):
