@@ -13,6 +13,7 @@ so each plan draws its partitioner and the module carries it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,14 @@ REGION_P = 0.3
 REGION_KINDS = ("constraint", "all_gather", "psum_scatter", "psum_broadcast",
                 "pmax_broadcast", "ppermute", "all_to_all")
 ARITHMETIC_REGIONS = ("psum_scatter", "psum_broadcast", "pmax_broadcast")
+# GSPMD's form of a shard_map region inside @main (Shardy keeps it in one
+# sdy.manual_computation op): a value enters through an SPMDFullToShardShape custom call,
+# usually after a Sharding custom call that says how it is split, and leaves through
+# SPMDShardToFullShape. In between each device holds its own shard: a per-device value,
+# which no global array stands for, so the bisector can neither feed nor return it.
+_ENTERS = re.compile(r"custom_call @SPMDFullToShardShape\b")
+_LEAVES = re.compile(r"custom_call @SPMDShardToFullShape\b")
+_SHARDING = re.compile(r"custom_call @Sharding\b")
 
 
 def mesh_shapes(devices: int) -> list[tuple[int, ...]]:
@@ -220,3 +229,34 @@ def lower_text(graph: Graph) -> str:
     fn, structs = sharded_fn(graph, sharding)
     with config.use_shardy_partitioner(sharding["partitioner"] == "shardy"):
         return fn.lower(*structs).as_text()
+
+
+def per_device_values(info: dict[str, Any]) -> set[str]:
+    """The values of @main (module info: bisect/module.py) that exist only per device:
+    inside a GSPMD manual region, from SPMDFullToShardShape to SPMDShardToFullShape."""
+    manual: set[str] = set()
+    for op in info["ops"]:
+        if _LEAVES.search(op["text"]):
+            continue
+        if _ENTERS.search(op["text"]) or any(v in manual for v in op["operands"]):
+            manual.update(r["vid"] for r in op["results"])
+    return manual
+
+
+def region_ops(info: dict[str, Any], i: int, manual: set[str]) -> list[int]:
+    """Op i with every op it needs back to where its per-device operands enter their
+    region, and the Sharding custom calls that say how they enter: the smallest cut that
+    computes op i's global results from global values."""
+    made_by = {r["vid"]: k for k, op in enumerate(info["ops"]) for r in op["results"]}
+    keep, stack = {i}, [i]
+    while stack:
+        op = info["ops"][stack.pop()]
+        entering = _ENTERS.search(op["text"]) is not None
+        for v in op["operands"]:
+            k = made_by.get(v)
+            if k is None or k in keep:
+                continue
+            if v in manual or (entering and _SHARDING.search(info["ops"][k]["text"])):
+                keep.add(k)
+                stack.append(k)
+    return sorted(keep)

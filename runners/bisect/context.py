@@ -135,8 +135,8 @@ class Context:
         None when it returns nothing."""
         params, outs = self.subgraph(keep, outputs)
         outs = [o for o in outs if o not in params]
-        if not outs:
-            return None
+        if not outs or any(v not in self.values for v in [*params, *outs]):
+            return None  # nothing returned, or a per-device value of an SPMD module (spmd.py)
         module = self.lab.cut(self.program.module, keep, params, outs)
         kept = set(keep)
         inputs = [own_dtype(self.values[p], self.dtype(p)) for p in params]

@@ -24,14 +24,23 @@ def suffix_fails(ctx: Context, k: int) -> bool:
     return case is not None and ctx.check(case).fails
 
 
+def _feedable(ctx: Context, k: int) -> bool:
+    """Whether every value live at op k has a global value to feed: not inside a GSPMD
+    module's manual region, whose values exist per device only (runners/spmd.py)."""
+    params, _ = ctx.subgraph(list(range(k, len(ctx.ops))), [])
+    return all(p in ctx.values for p in params)
+
+
 def run(ctx: Context) -> dict[str, Any]:
-    lo, hi = 0, len(ctx.ops)
+    starts = [k for k in range(len(ctx.ops)) if k == 0 or _feedable(ctx, k)]
+    lo, hi = 0, len(starts)  # positions in starts; len(starts): the empty suffix
     probes = []
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        fails = suffix_fails(ctx, mid)
-        probes.append([mid, fails])
+        fails = suffix_fails(ctx, starts[mid])
+        probes.append([starts[mid], fails])
         lo, hi = (mid, hi) if fails else (lo, mid)
+    lo = starts[lo]
     ctx.culprit = lo
     op = ctx.ops[lo]
     return {"culprit_index": lo, "culprit_op": ctx.canonical_op(lo), "op_text": op["text"],

@@ -17,6 +17,8 @@ from .elements import MLIR_ELEMENTS
 
 _TENSOR = re.compile(r"^tensor<(?:([\d?]+(?:x[\d?]+)*)x)?([a-z]+\d*)>$")
 LOCATION_PREFIX = "sentinel.op"
+# Argument and result attributes that say how an SPMD module shards a value (Shardy, GSPMD).
+SHARDING_ATTRS = ("sdy.sharding", "mhlo.sharding")
 
 
 class CutError(ValueError):
@@ -142,9 +144,40 @@ class Parsed:
             with at_end:
                 func.ReturnOp([mapped[o] for o in outputs])
             fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
+            self._carry_value_attrs(fn, params, outputs)
             if not module.operation.verify():
                 raise CutError("the cut module does not verify")
             return module.operation.get_asm(enable_debug_info=debug_info)
+
+    def _carry_value_attrs(self, fn: Any, params: list[str], outputs: list[str]) -> None:
+        """A parameter that is one of @main's arguments, and an output that @main returns,
+        keep their shardings (SHARDING_ATTRS): they decide how each device of an SPMD module
+        slices them, and a cut without them is another partitioned program (runners/spmd.py).
+        Other attributes (donation aliases name @main's own result indices) stay behind."""
+        ir = self.ir
+        main = self.main.operation.attributes
+
+        def shardings(d: Any) -> Any:
+            named = [ir.DictAttr(d)[k] for k in range(len(ir.DictAttr(d)))]
+            return ir.DictAttr.get({a.name: a.attr for a in named if a.name in SHARDING_ATTRS})
+
+        def attrs(name: str, count: int) -> list[Any]:
+            if name not in main:
+                return [ir.DictAttr.get({})] * count
+            return [shardings(d) for d in ir.ArrayAttr(main[name])]
+
+        args = attrs("arg_attrs", len(self.block.arguments))
+        arg_at = {self.name(a): args[k] for k, a in enumerate(self.block.arguments)}
+        returns = [self.name(v) for v in self.terminator.operation.operands]
+        results = attrs("res_attrs", len(returns))
+        res_at: dict[str, Any] = {}
+        for k, name in enumerate(returns):
+            res_at.setdefault(name, results[k])
+        empty = ir.DictAttr.get({})
+        if any(p in arg_at for p in params):
+            fn.attributes["arg_attrs"] = ir.ArrayAttr.get([arg_at.get(p, empty) for p in params])
+        if any(o in res_at for o in outputs):
+            fn.attributes["res_attrs"] = ir.ArrayAttr.get([res_at.get(o, empty) for o in outputs])
 
 
 def module_info(text: str) -> dict[str, Any]:

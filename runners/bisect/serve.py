@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import targets
+from .. import spmd, targets
 from ..dtypes import FLOATS, NP_DTYPES
 from ..program import promote_floats
 from ..protocol import (
@@ -87,12 +87,20 @@ def every_value(req: EveryValue) -> Values:
     values: dict[str, np.ndarray] = {a["vid"]: _wide(x)
                                      for a, x in zip(parsed_info["args"], req.inputs, strict=True)}
     own_precision = []
+    # A GSPMD module's per-device values have no global value: skipped, and an op that
+    # reads them is evaluated with the rest of its manual region (runners/spmd.py).
+    manual = spmd.per_device_values(parsed_info)
     for i, op in enumerate(parsed_info["ops"]):
         for r in op["results"]:
             types[r["vid"]] = r
-        params = list(dict.fromkeys(op["operands"]))
         outs = [r["vid"] for r in op["results"]]
-        text = parsed.cut([i], params, outs, debug_info=False)
+        if outs and set(outs) <= manual:
+            continue
+        keep = spmd.region_ops(parsed_info, i, manual) if manual.intersection(op["operands"]) else [i]
+        made = {r["vid"] for k in keep for r in parsed_info["ops"][k]["results"]}
+        params = list(dict.fromkeys(v for k in keep for v in parsed_info["ops"][k]["operands"]
+                                    if v not in made))
+        text = parsed.cut(keep, params, outs, debug_info=False)
         results = None
         if _narrowing_float_convert(op, types):
             # The program asks for this rounding: the float64 reference keeps it (as the
