@@ -24,6 +24,7 @@ from ..dtypes import DISCRETE_FACTOR, FLOATS, TOLERANCE_K, UNIT_ROUNDOFF
 from ..plugins import split_ref
 from ..program import save_arrays
 from ..protocol import Strip
+from ..targets import partitions
 from ..versions import package_versions
 from . import repro_template
 from .context import Context
@@ -88,7 +89,7 @@ def run(ctx: Context) -> dict[str, Any]:
     failure = ctx.record["verdict"] if ctx.compiler_failure else "wrong_result"
     (folder / "repro.py").write_text(repro_template.render(
         ctx.record.get("id", ctx.finding_dir.name), failure, ctx.lab.options, plugins, in_dtypes,
-        specs))
+        specs, partitions(module)))
     (folder / "report.md").write_text(_report(ctx, case, check.evidence, specs))
     (folder / "issue.md").write_text(issue_text(ctx, case, module, expected, check.evidence, specs))
     proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True,
@@ -203,7 +204,7 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
 INLINE_ELEMENTS = 256
 
 ISSUE_SNIPPET = """\
-import numpy as np
+{devices}import numpy as np
 import jax
 import jax.numpy as jnp
 from jax._src import compiler, xla_bridge
@@ -215,13 +216,42 @@ MODULE = r\"\"\"
 OPTIONS = {options}  # the failing configuration's XLA options
 {plugins}inputs = [{inputs}]
 backend = xla_bridge.get_backend("cpu")
+{run}{check}"""
+
+RUN_ONE_DEVICE = """\
 device = backend.local_devices()[0]
 exe = backend.compile_and_load(
     MODULE, xla_client.DeviceList((device,)),
     compiler.get_compile_options(num_replicas=1, num_partitions=1, env_options_overrides=OPTIONS))
 result = exe.execute_sharded([jax.device_put(x, device) for x in inputs])
 outputs = [np.asarray(o[0]) for o in result.disassemble_into_single_device_arrays()]
-{check}"""
+"""
+
+# An SPMD module: XLA_FLAGS gives the CPU that many virtual devices (read when jax
+# initializes, so before the import); inputs are placed and outputs put together as the
+# compiled module's shardings say.
+SPMD_DEVICES = """\
+import os
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count={n}"
+"""
+
+RUN_PARTITIONED = """\
+from jax._src.sharding_impls import GSPMDSharding
+devices = tuple(backend.local_devices()[:{n}])
+exe = backend.compile_and_load(
+    MODULE, xla_client.DeviceList(devices),
+    compiler.get_compile_options(num_replicas=1, num_partitions={n}, env_options_overrides=OPTIONS))
+result = exe.execute_sharded([jax.device_put(x, GSPMDSharding(devices, s))
+                              for x, s in zip(inputs, exe.get_parameter_shardings())])
+outputs = []
+for shards, s, shape in zip(result.disassemble_into_single_device_arrays(),
+                            exe.get_output_shardings(), {shapes}):
+    where = GSPMDSharding(devices, s).devices_indices_map(shape)
+    out = np.empty(shape, shards[0].dtype)
+    for shard in shards:
+        out[where[shard.device]] = np.asarray(shard)
+    outputs.append(out)
+"""
 
 CHECK_RESULTS = """\
 expected = [{expected}]  # float64 reference (or the exact result IEEE 754 fixes)
@@ -308,7 +338,11 @@ def issue_text(ctx: Context, case: Case, module: str, expected: list[np.ndarray]
              if ctx.compiler_failure else CHECK_RESULTS.format(
                  expected=", ".join(_array(e, "expected.npz", i) for i, e in enumerate(expected)),
                  legal=[s["threshold"] if s["float"] and not s.get("bitwise") else 0.0 for s in specs]))
+    n = partitions(module)
     snippet = ISSUE_SNIPPET.format(
+        devices=SPMD_DEVICES.format(n=n) if n > 1 else "",
+        run=RUN_PARTITIONED.format(n=n, shapes=[tuple(e.shape) for e in case.expected]) if n > 1
+        else RUN_ONE_DEVICE,
         module=module.rstrip() + "\n", options=repr(dict(ctx.lab.options)),
         plugins=("import jax.extend\n" + PLUGIN_LINES.format(plugins=plugins)) if plugins else "",
         inputs=", ".join(_array(x, "inputs.npz", i) for i, x in enumerate(case.inputs)), check=check)

@@ -10,8 +10,10 @@ TEMPLATE = '''\
 
 Compiles module.mlir (StableHLO) with the failing XLA options, runs it on inputs.npz and
 compares against expected.npz (float64 reference); for a compiler crash or compile error
-(FAILURE below) it compiles in a child process and checks that it succeeds. Exit 1 while
-the bug shows, 0 once fixed. Options: --without-plugins (do not register the injected pass plugins the finding
+(FAILURE below) it compiles in a child process and checks that it succeeds. An SPMD module
+(PARTITIONS > 1) runs on that many virtual CPU devices, each input placed and each output
+put together as the compiled module's shardings say. Exit 1 while the bug shows, 0 once
+fixed. Options: --without-plugins (do not register the injected pass plugins the finding
 was made under), --xla-option NAME=VALUE (add or override an XLA option, e.g. the
 workaround xla_disable_hlo_passes=...). Needs only jax and numpy.
 """
@@ -26,6 +28,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 FAILURE = {failure!r}  # "wrong_result", or the compiler failure: "crash", "compile_error"
+PARTITIONS = {partitions}  # devices the module is partitioned over (mhlo.num_partitions)
 OPTIONS = {options}
 PLUGINS = {plugins}
 INPUT_DTYPES = {input_dtypes}
@@ -64,6 +67,33 @@ def same_values(actual, expected, tiny):
     return (a == r) | (np.isnan(a) & np.isnan(r))
 
 
+def host_devices():
+    """XLA_FLAGS with PARTITIONS virtual CPU devices: read once, when jax first
+    initializes its CPU client, so it is set before jax is imported."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if PARTITIONS > 1 and "--xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{{flags}} --xla_force_host_platform_device_count={{PARTITIONS}}".strip()
+
+
+def run_partitioned(exe, devices, inputs, shapes):
+    """Run an SPMD executable: each input placed on the devices as its parameter sharding
+    says, each output of global shape `shapes[i]` put together from its shards."""
+    import jax
+    from jax._src.sharding_impls import GSPMDSharding
+
+    bufs = [jax.device_put(x, GSPMDSharding(devices, s))
+            for x, s in zip(inputs, exe.get_parameter_shardings())]
+    shards = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
+    outputs = []
+    for per_device, s, shape in zip(shards, exe.get_output_shardings(), shapes):
+        where = GSPMDSharding(devices, s).devices_indices_map(shape)
+        out = np.empty(shape, per_device[0].dtype)
+        for shard in per_device:
+            out[where[shard.device]] = np.asarray(shard)
+        outputs.append(out)
+    return outputs
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--without-plugins", action="store_true")
@@ -84,6 +114,7 @@ def main():
         print("OK: the module compiles and runs")
         return 0
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    host_devices()
     import jax
     import jax.extend
     import jax.numpy as jnp
@@ -112,13 +143,19 @@ def main():
     with np.load(HERE / "expected.npz") as z:
         expected = [z[f"arg{{i}}"] for i in range(len(OUTPUTS))]
     backend = xla_bridge.get_backend("cpu")
-    device = backend.local_devices()[0]
-    compile_options = compiler.get_compile_options(num_replicas=1, num_partitions=1,
+    devices = tuple(backend.local_devices()[:PARTITIONS])
+    if len(devices) < PARTITIONS:
+        raise RuntimeError(f"the module is partitioned over {{PARTITIONS}} devices, jax has "
+                           f"{{len(devices)}} (XLA_FLAGS sets another device count)")
+    compile_options = compiler.get_compile_options(num_replicas=1, num_partitions=PARTITIONS,
                                                    env_options_overrides=options)
     exe = backend.compile_and_load((HERE / "module.mlir").read_text(),
-                                   xla_client.DeviceList((device,)), compile_options)
-    result = exe.execute_sharded([jax.device_put(x, device) for x in inputs])
-    outputs = [np.asarray(o[0]) for o in result.disassemble_into_single_device_arrays()]
+                                   xla_client.DeviceList(devices), compile_options)
+    if PARTITIONS > 1:
+        outputs = run_partitioned(exe, devices, inputs, [e.shape for e in expected])
+    else:
+        result = exe.execute_sharded([jax.device_put(x, devices[0]) for x in inputs])
+        outputs = [np.asarray(o[0]) for o in result.disassemble_into_single_device_arrays()]
     if args.child:
         return 0
     wrong = []
@@ -161,9 +198,11 @@ if __name__ == "__main__":
 
 
 def render(finding_id: str, failure: str, options: dict[str, Any], plugins: list[str],
-           input_dtypes: list[str], outputs: list[dict[str, Any]]) -> str:
-    """repro.py with the finding's constants filled in (as Python literals)."""
-    return TEMPLATE.format(finding_id=finding_id, failure=failure, options=repr(options),
+           input_dtypes: list[str], outputs: list[dict[str, Any]], partitions: int = 1) -> str:
+    """repro.py with the finding's constants filled in (as Python literals); `partitions`
+    is the module's mhlo.num_partitions (targets.partitions)."""
+    return TEMPLATE.format(finding_id=finding_id, failure=failure, partitions=int(partitions),
+                           options=repr(options),
                            plugins=repr(plugins),
                            input_dtypes=repr(input_dtypes),
                            outputs=repr(outputs))

@@ -56,3 +56,19 @@ def lower_and_run(worker: Worker, graph: Graph, inputs: list[np.ndarray]) -> dic
     sharded = worker.call(Run(module, inputs, {}), TIMEOUT).outputs
     unsharded = worker.call(GraphReference("unsharded", graph.to_json(), inputs), TIMEOUT).outputs
     return {"module": module, "sharded": sharded, "unsharded": unsharded}
+
+
+def region_between_ops(partitioner: str, region: dict[str, Any]) -> Graph:
+    """`sin(x + y) * y` on 4x6 f32 over a 2x2 mesh, `region` after the sin, `y` split over
+    x and the result over both axes: a region with ops before and after it."""
+    val = {"shape": [4, 6], "dtype": "f32", "tainted": True}
+    graph = Graph(values=[{**val, "input": 0, "tainted": False}, {**val, "input": 1, "tainted": False},
+                          {**val, "node": 0}, {**val, "node": 1}, {**val, "node": 2}],
+                  nodes=[{"op": "add", "args": [0, 1], "attrs": {}, "discrete": False},
+                         {"op": "sin", "args": [2], "attrs": {}, "discrete": False},
+                         {"op": "mul", "args": [3, 1], "attrs": {}, "discrete": False}],
+                  outputs=[4])
+    graph.sharding = {"devices": 4, "mesh": [2, 2], "axes": ["x", "y"], "partitioner": partitioner,
+                      "inputs": [[None, None], ["x", None]], "outputs": [["x", "y"]],
+                      "regions": {"3": region}}
+    return graph
