@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 OUT ?= out/smoke
 
 .PHONY: install demo test lint bench chart chart-sync chart-check images control-plane \
-	system-deps dev-cluster
+	system-deps dev-cluster version-envs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -95,3 +95,12 @@ workload-traces: install
 	  $(BIN)/xla-sentinel record --with-values --out $(TRACES)/$$w -- $(BIN)/python examples/workloads/$$w.py >/dev/null || exit 1; \
 	done
 	@echo "workload-traces: $(TRACES)"
+
+# Other-jaxlib environments for cross-version targets and `bisect --versions`
+# (docs/versions.md): one venv per release under $(ENVS_DIR)/jaxlib-X with jax==X,
+# jaxlib==X from PyPI and this project's base dependencies, stamped .installed when
+# complete (an existing one is kept). The worker code comes from this checkout at run time.
+VERSION_ENVS ?= 0.10.1 0.9.2 0.8.3
+ENVS_DIR ?= .venvs
+version-envs: install
+	XLA_SENTINEL_VERSION_ENVS=$(abspath $(ENVS_DIR)) $(BIN)/python -m xla_sentinel.versions create $(VERSION_ENVS)
