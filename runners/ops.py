@@ -343,23 +343,31 @@ def np_bitcast(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def np_reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -> np.ndarray:
-    """lax.reduce_precision on float64 bits, XLA's algorithm: round the mantissa to nearest
-    even, then send exponents above the format's range to inf and those at or below its
-    smallest normal exponent to zero (no subnormals); NaN stays NaN."""
-    x = np.asarray(x, np.float64)
-    bits = x.view(np.uint64).copy()
-    if mantissa_bits < 52:
-        last = np.uint64(1 << (52 - mantissa_bits))
-        bias = (bits & last) >> np.uint64(52 - mantissa_bits)
-        bits = (bits + bias + np.uint64((int(last) >> 1) - 1)) & ~np.uint64(int(last) - 1)
-    if exponent_bits < 11:
-        exp_mask = np.uint64(0x7FF << 52)
+    """lax.reduce_precision on the bits of x's own format, XLA's algorithm (integer
+    operations, so XLA:CPU's denormal flushing does not apply): round the mantissa to
+    nearest even, then, if the target has fewer exponent bits, send exponents above its
+    range to inf and those at or below its smallest normal exponent to zero; NaN stays
+    NaN. The float64 reference passes float64 (the promoted module's type); the
+    own-precision one passes the program's type, where an f16 subnormal keeps its bits
+    under exponent_bits 5 (measured against XLA:CPU)."""
+    x = np.asarray(x)
+    info = ml_dtypes.finfo(x.dtype)
+    nexp, nmant, width = info.nexp, info.nmant, 8 * x.dtype.itemsize
+    u = _unsigned(x.dtype).type
+    bits = x.view(_unsigned(x.dtype)).copy()
+    if mantissa_bits < nmant:
+        last = 1 << (nmant - mantissa_bits)
+        bias = (bits & u(last)) >> u(nmant - mantissa_bits)
+        bits = (bits + bias + u((last >> 1) - 1)) & ~u(last - 1)
+    if exponent_bits < nexp:
+        exp_mask = u(((1 << nexp) - 1) << nmant)
+        src_bias = (1 << (nexp - 1)) - 1
         reduced_bias = (1 << (exponent_bits - 1)) - 1
         exponent = bits & exp_mask
-        sign = bits & np.uint64(1 << 63)
-        bits = np.where(exponent > np.uint64((1023 + reduced_bias) << 52), sign | exp_mask,
-                        np.where(exponent <= np.uint64((1023 - reduced_bias) << 52), sign, bits))
-    out = np.asarray(bits, np.uint64).view(np.float64)
+        sign = bits & u(1 << (width - 1))
+        bits = np.where(exponent > u((src_bias + reduced_bias) << nmant), sign | exp_mask,
+                        np.where(exponent <= u((src_bias - reduced_bias) << nmant), sign, bits))
+    out = np.asarray(bits, _unsigned(x.dtype)).view(x.dtype)
     return np.where(np.isnan(x), x, out)
 
 
@@ -429,11 +437,26 @@ REDUCERS: dict[str, Any] = {"add": np.add, "max": np.maximum, "min": np.minimum,
                             "mul": np.multiply, "and": np.logical_and, "or": np.logical_or}
 
 
+def _lax_signed_zeros(out: np.ndarray, x: np.ndarray, kind: str,
+                      any_over: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """lax's max reduction gives +0 where it meets both zeros, its min -0 (as lax.max and
+    lax.min do); numpy's maximum keeps whichever zero comes first. `any_over(mask)`
+    reduces the mask over the same elements `out` covers."""
+    if kind not in ("max", "min") or not np_is_float(out):
+        return out
+    wanted = (x == 0) & (np.signbit(x) == (kind == "min"))
+    zero = np.zeros((), out.dtype)
+    signed = np.where(any_over(wanted), zero if kind == "max" else -zero, -zero if kind == "max" else zero)
+    return np.where(out == 0, signed, out).astype(out.dtype)
+
+
 def np_reduce(x: np.ndarray, kind: str, axes: Sequence[int]) -> np.ndarray:
-    """A reduction with one of REDUCERS (max and min propagate NaN, integers wrap)."""
+    """A reduction with one of REDUCERS (max and min propagate NaN and order zeros as lax
+    does, integers wrap)."""
     with np.errstate(over="ignore"):
-        return REDUCERS[kind].reduce(x, axis=tuple(axes), dtype=x.dtype) if kind in (
+        out = REDUCERS[kind].reduce(x, axis=tuple(axes), dtype=x.dtype) if kind in (
             "add", "mul") else REDUCERS[kind].reduce(x, axis=tuple(axes))
+    return _lax_signed_zeros(out, x, kind, lambda m: np.logical_or.reduce(m, axis=tuple(axes)))
 
 
 def np_reduce_window(x: np.ndarray, init: Any, kind: str, window: Sequence[int],
@@ -830,7 +853,9 @@ def _np_cumulative(kind: str, guard_kind: str | None) -> Callable[..., np.ndarra
         x, axis = np_guard(guard_kind, x), attrs["axis"]
         flip = (lambda v: np.flip(v, axis)) if attrs["reverse"] else (lambda v: v)
         with np.errstate(over="ignore"):
-            return flip(REDUCERS[kind].accumulate(flip(x), axis=axis, dtype=x.dtype))
+            out = REDUCERS[kind].accumulate(flip(x), axis=axis, dtype=x.dtype)
+        out = _lax_signed_zeros(out, flip(x), kind, lambda m: np.logical_or.accumulate(m, axis=axis))
+        return flip(out)
     return column
 
 
