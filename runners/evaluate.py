@@ -14,6 +14,7 @@ systematic drift a random sample almost never reaches.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 
+from . import own_precision
 from .dtypes import NP_DTYPES, UNIT_ROUNDOFF
 from .generator import Graph
 from .ops import OPS
@@ -142,6 +144,31 @@ def eager(graph: Graph, inputs: list[np.ndarray], promote: bool = False,
     """Op-by-op evaluation; outputs as numpy arrays. `sign` -1 mirrors the perturbation."""
     outs = _apply(graph, [jnp.asarray(x) for x in inputs], promote, perturb, sign, directed)
     return [np.asarray(o) for o in outs]
+
+
+def literal(graph: Graph, inputs: list[np.ndarray],
+            xla_ops: Counter[str] | None = None) -> list[np.ndarray]:
+    """The `eager` reference: op by op at the program's own precision, in numpy for the ops
+    whose XLA:CPU result numpy reproduces bit for bit (own_precision.py), each other op
+    alone through XLA as `eager` does; `xla_ops` counts the latter by op name."""
+    vals: list[np.ndarray] = []
+    for meta in graph.values:
+        if "input" in meta:
+            vals.append(np.asarray(inputs[meta["input"]]))
+            continue
+        node = graph.nodes[meta["node"]]
+        op = OPS[node["op"]]
+        xs = [vals[i] for i in node["args"]]
+        out = None
+        if own_precision.reproduces(op, node["attrs"], [graph.values[i]["dtype"] for i in node["args"]],
+                                    meta["dtype"]):
+            out = own_precision.apply(op, node["attrs"], xs, meta["dtype"])
+        if out is None:
+            if xla_ops is not None:
+                xla_ops[op.name] += 1
+            out = np.asarray(op.build(node["attrs"], *map(jnp.asarray, xs)))
+        vals.append(out)
+    return [vals[i] for i in graph.outputs]
 
 
 def output_dtypes(graph: Graph) -> list[str]:
