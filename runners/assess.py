@@ -181,6 +181,7 @@ class Assessment:
     # as its cross-check ("" when they did not; numpy_failed when they stood in for it).
     reference_fallbacks: dict[str, int] = field(default_factory=dict)
     cross_check: str = ""
+    eager_xla_ops: dict[str, int] = field(default_factory=dict)  # `eager`'s ops not in numpy
 
 
 class Slot:
@@ -368,6 +369,7 @@ class Assessor:
             o = outcomes[t.name]
             if o.verdict is not None:
                 result.verdicts.append(Verdict(t, o.verdict, {"error": o.error}))
+        result.eager_xla_ops = dict(refs["eager"].fallbacks) if "eager" in refs else {}
         numpy_ref = refs.get(Reference.F64_NUMPY)
         if numpy_ref is not None:
             result.reference_fallbacks = dict(numpy_ref.fallbacks)

@@ -82,6 +82,8 @@ class CampaignRun:
             stats["reference_fallbacks"] = result.reference_fallbacks
         if result.cross_check:
             stats["cross_check"] = result.cross_check
+        if result.eager_xla_ops:
+            stats["eager_xla_ops"] = result.eager_xla_ops
         stats["coverage"] = self.sources.observe(slot, idx, program, result)
         self.recorder.program(idx, program.id, program.op_count, result.status, result.executions,
                               t0, stats)

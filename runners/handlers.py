@@ -6,6 +6,8 @@ request class (protocol.py) to its handler here or in bisect/serve.py.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from . import evaluate, spmd, targets
@@ -115,7 +117,11 @@ def module_reference(req: ModuleReference) -> Outputs:
 def graph_reference(req: GraphReference) -> Outputs:
     graph = Graph.from_json(req.graph)
     if req.kind == "eager":
-        return Outputs(evaluate.eager(graph, req.inputs))
+        # numpy where it reproduces XLA:CPU bit for bit, XLA for each other op alone
+        # (own_precision.py); the latter counted (summary.json eager_xla_ops).
+        xla_ops: Counter[str] = Counter()
+        outputs = evaluate.literal(graph, req.inputs, xla_ops)
+        return Outputs(outputs, fallbacks=dict(xla_ops))
     if req.kind == "f64_eager":
         return Outputs(evaluate.eager(graph, req.inputs, promote=True))
     if req.kind == "unsharded":  # an SPMD program's own module, on one device (runners/spmd.py)

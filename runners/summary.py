@@ -45,8 +45,10 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
     known = sum(1 for f in findings if f.known_bug)
     stored = coverage.stored_stats(out / "campaign.sqlite")
     fallbacks: Counter[str] = Counter()
+    eager_xla: Counter[str] = Counter()
     for st in stored:
         fallbacks.update(st.get("reference_fallbacks", {}))
+        eager_xla.update(st.get("eager_xla_ops", {}))
     summary = {
         "campaign": name,
         "programs": totals["programs"],
@@ -72,6 +74,8 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         # (suspect, sample, fallback, numpy_failed), in programs.
         "reference_fallbacks": dict(fallbacks),
         "cross_checks": dict(Counter(st["cross_check"] for st in stored if st.get("cross_check"))),
+        # eager: the ops numpy does not reproduce bit for bit, evaluated by XLA, in ops.
+        "eager_xla_ops": dict(eager_xla),
         "injected_passes": plugins,
         "seed": spec.seed,
         "shard": {"index": shard[0], "count": shard[1]},

@@ -59,8 +59,9 @@ CRASH_CANDIDATES = {fid: "508202ab132241e1" for *_, fid in CRASH_FINDINGS}
 FINDING_FIELDS = ["campaign", "culprit_op", "culprit_pass", "dir", "dtype", "evidence", "format",
                   "fusion_kind", "id", "known_bug", "program", "signature", "target", "time",
                   "verdict"]
-# cross_checks and reference_fallbacks came with the numpy float64 reference (issue 16).
-SUMMARY_FIELDS = ["campaign", "corpus_errors", "coverage", "cross_checks", "elapsed_s", "executions",
+# cross_checks and reference_fallbacks came with the numpy float64 reference (issue 16),
+# eager_xla_ops with the own-precision one in numpy.
+SUMMARY_FIELDS = ["campaign", "corpus_errors", "coverage", "cross_checks", "eager_xla_ops", "elapsed_s", "executions",
                   "findings", "findings_known", "findings_new", "harness_share", "injected_passes",
                   "jax_version", "jaxlib_version", "program_status", "programs", "programs_per_s",
                   "reference_fallbacks", "references", "seed", "shard", "signatures", "targets",
