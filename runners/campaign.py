@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .model import Reference, Verdict
+from .versions import VERSION_PATTERN
 
 DTYPES = ("f32", "bf16", "f16", "f64", "s32", "s8", "u8", "u32", "bool")
 FLOAT_DTYPES = ("f32", "bf16", "f16", "f64")
@@ -214,12 +215,19 @@ class TargetSpec:
     platform: str = "cpu"
     # Cluster only: the runner image of another jaxlib for cross-version targets.
     image: str | None = None
+    # Another jaxlib release (docs/versions.md): locally the worker runs in the environment
+    # `make version-envs` created for it; with `image`, the jaxlib that image holds.
+    jaxlib: str | None = None
+    # Local only: the interpreter of another Python environment (its jaxlib is whatever
+    # that environment holds; the worker reports it).
+    python: str | None = None
 
     def says_what_it_tests(self, accelerator: str) -> bool:
-        """A preset, or a custom name with options, another jaxlib (image) or another
-        platform than the campaign's: anything else is a misspelled preset that would
-        quietly test the default configuration."""
+        """A preset, or a custom name with options, another jaxlib (image, jaxlib, python)
+        or another platform than the campaign's: anything else is a misspelled preset that
+        would quietly test the default configuration."""
         return (self.name in PRESETS or bool(self.options) or self.image is not None
+                or self.jaxlib is not None or self.python is not None
                 or self.platform != accelerator)
 
     def check(self, path: str) -> None:
@@ -235,6 +243,11 @@ class TargetSpec:
                 _require_finite(v, key_path(f"{path}.options", k))
         if self.image is not None:
             _require(bool(self.image.strip()), f"{path}.image", "must not be empty when set")
+        if self.jaxlib is not None:
+            _require(bool(VERSION_PATTERN.match(self.jaxlib)), f"{path}.jaxlib",
+                     f"must be a released jaxlib version like 0.10.1, got {show(self.jaxlib)}")
+        if self.python is not None:
+            _require(bool(self.python.strip()), f"{path}.python", "must not be empty when set")
 
 
 @dataclass(frozen=True)
@@ -413,7 +426,7 @@ class CampaignSpec:
         for i, t in enumerate(self.targets):
             _require(t.says_what_it_tests(self.accelerator.type), f"{path}.targets[{i}].name",
                      unknown_name(t.name, list(PRESETS), "target preset")
-                     + " (a custom target needs options, an image or another platform)")
+                     + " (a custom target needs options, an image, a jaxlib, a python or another platform)")
         for d, tol in self.tolerances.items():
             # s32 is a dtype, just not a float one: a suggestion only for what is no dtype.
             guess = None if d in DTYPES else closest(d, FLOAT_DTYPES)
