@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import handlers
+from . import handlers, portable
 from .bisect import serve
 from .protocol import (
     ClassifyModule,
@@ -33,7 +33,9 @@ from .protocol import (
     Run,
     RunHlo,
     Strip,
+    ToPortable,
     Validate,
+    WhichVersions,
 )
 
 HANDLERS: dict[type[Request[Any]], Callable[[Any], Reply]] = {
@@ -56,6 +58,9 @@ HANDLERS: dict[type[Request[Any]], Callable[[Any], Reply]] = {
     Cut: serve.cut,
     Strip: serve.strip,
     ListPasses: serve.list_passes,
+    # Other jaxlib versions (docs/versions.md): the handlers live in portable.py.
+    WhichVersions: portable.which_versions,
+    ToPortable: portable.to_portable,
 }
 
 

@@ -126,6 +126,25 @@ class PassNames(Reply):
     passes: list[str]
 
 
+@dataclass
+class VersionInfo(Reply):
+    """What a worker runs (docs/versions.md): jax/jaxlib, and the StableHLO versions its
+    deserializer reads (portable artifacts from `minimum` to `current`)."""
+
+    jax: str
+    jaxlib: str
+    stablehlo_current: str
+    stablehlo_minimum: str
+
+
+@dataclass
+class PortableArtifact(Reply):
+    """A module as a VHLO portable artifact at StableHLO `version`."""
+
+    data: bytes
+    version: str
+
+
 # --- requests ------------------------------------------------------------------------------
 
 @dataclass
@@ -186,7 +205,7 @@ class Run(Request[Ran]):
     """Compile `module` under XLA `options` and run it; `repeat`: compile and run it a
     second time (CPU results are deterministic, so a different answer is a finding)."""
 
-    module: str
+    module: str | bytes  # StableHLO text, MLIR bytecode or a VHLO portable artifact
     inputs: Arrays
     options: dict[str, Any]
     want_hlo: bool = False
@@ -295,9 +314,27 @@ class ListPasses(Request[PassNames]):
     cmd: ClassVar[str] = "passes"
 
 
+@dataclass
+class WhichVersions(Request[VersionInfo]):
+    """The worker's jax/jaxlib and StableHLO versions (served under every jaxlib)."""
+
+    cmd: ClassVar[str] = "versions"
+
+
+@dataclass
+class ToPortable(Request[PortableArtifact]):
+    """StableHLO text as a portable artifact an older StableHLO `version` reads (served by
+    a worker of the current jaxlib; raises naming what that version cannot express)."""
+
+    module: str
+    version: str
+    cmd: ClassVar[str] = "portable"
+
+
 REQUESTS: tuple[type[Request[Any]], ...] = (
     Ping, Validate, Generate, LoadTrace, LoadCorpus, PassEffects, ClassifyModule, Run, RunHlo,
-    GraphReference, ModuleReference, NumpyReference, Noise, EveryValue, Info, Cut, Strip, ListPasses)
+    GraphReference, ModuleReference, NumpyReference, Noise, EveryValue, Info, Cut, Strip, ListPasses,
+    WhichVersions, ToPortable)
 
 
 class RequestFailed(RuntimeError):

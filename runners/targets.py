@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from . import hlo, plugins
-from .campaign import PRESETS, TargetSpec  # the preset table is part of the schema
+from . import hlo, plugins, versions
+from .campaign import PRESETS, SpecError, TargetSpec  # the preset table is part of the schema
 
 # The legal configuration the references compile under: the float64 jit reference, the
 # replayed module's op-by-op stand-in and the bisector's legal run. Not default jit: a real
@@ -28,17 +29,33 @@ class Target:
     name: str
     options: dict[str, Any] = field(default_factory=dict)
     platform: str = "cpu"
+    # Another environment's interpreter (another jaxlib, docs/versions.md), and the jaxlib
+    # it holds when known; None for this process's own.
+    python: str | None = None
+    jaxlib: str | None = None
 
     def describe(self) -> str:
         opts = " ".join(f"--{k}={v}" for k, v in sorted(self.options.items()))
-        return f"{self.name} ({opts or 'default options'})"
+        where = f" on jaxlib {self.jaxlib}" if self.python and self.jaxlib else (
+            f" under {self.python}" if self.python else "")
+        return f"{self.name} ({opts or 'default options'}){where}"
 
 
 def resolve(spec: TargetSpec) -> Target:
-    """A preset's options, overridden by the spec's own."""
+    """A preset's options, overridden by the spec's own; a `jaxlib` other than this one
+    runs under the interpreter of its environment (SpecError naming the target and the
+    make command when there is none)."""
     options = dict(PRESETS.get(spec.name, {}))
     options.update(spec.options)
-    return Target(spec.name, options, spec.platform)
+    python, jaxlib = spec.python, spec.jaxlib
+    try:
+        if python is None and jaxlib is not None and jaxlib != versions.current_jaxlib():
+            python = versions.environment(jaxlib).python
+    except versions.VersionError as e:
+        raise SpecError(f"target {spec.name!r}: {e}") from None
+    if python is not None and not Path(python).is_file():
+        raise SpecError(f"target {spec.name!r}: python {python}: no such interpreter")
+    return Target(spec.name, options, spec.platform, python, jaxlib)
 
 
 def _backend(platform: str) -> Any:
@@ -85,7 +102,10 @@ def compile_module(module: str, options: dict[str, Any], platform: str = "cpu") 
                                         env_options_overrides=dict(options))
     plugins.take_failure()  # an earlier compile's plugin failure is that compile's
     try:
-        exe = backend.compile_and_load(module, xc.DeviceList(tuple(_devices(backend, n))), opts)
+        if hasattr(backend, "compile_and_load"):
+            exe = backend.compile_and_load(module, xc.DeviceList(tuple(_devices(backend, n))), opts)
+        else:  # jaxlib before 0.7 (a target of another jaxlib): compile loads
+            exe = backend.compile(module, opts)
         return Partitioned(exe, _result_shapes(module)) if n > 1 else exe
     except Exception:
         # XLA reports a failed injected plugin as its own INTERNAL error: say whose it was.

@@ -9,9 +9,12 @@ alike.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import signal
+import socket
+import subprocess
 import time
 import traceback
 from collections.abc import Sequence
@@ -20,6 +23,27 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from .protocol import Failed, Ping, Reply, Request, RequestFailed, from_wire, to_wire
+
+# The package a worker under another interpreter loads its code from: this one, so that
+# coordinator and worker speak the same protocol whatever that environment has installed
+# (docs/versions.md).
+PACKAGE_DIR = Path(__file__).resolve().parent
+# What such a worker runs first: `xla_sentinel` bound to PACKAGE_DIR (argv[1]), then the
+# server loop on the inherited socket (argv[2]), with the plugins (argv[3], JSON) and the
+# log (argv[4]) of the worker. multiprocessing's own spawn cannot do this: it hands the
+# child the parent's sys.path, which would import this environment's jax there.
+_BOOTSTRAP = """
+import importlib.util, json, sys
+root, fd, plugins, log = sys.argv[1:5]
+spec = importlib.util.spec_from_file_location(
+    "xla_sentinel", root + "/__init__.py", submodule_search_locations=[root])
+module = importlib.util.module_from_spec(spec)
+sys.modules["xla_sentinel"] = module
+spec.loader.exec_module(module)
+from multiprocessing.connection import Connection
+from xla_sentinel import worker
+worker._serve(Connection(int(fd)), json.loads(plugins), log or None, foreign=True)
+"""
 
 R = TypeVar("R", bound=Reply)
 _CTX = mp.get_context("spawn")
@@ -56,6 +80,10 @@ class WorkerDied(RuntimeError):
         super().__init__(f"worker exited with code {exitcode}{sig}")
 
 
+class NoInterpreter(RuntimeError):
+    """A worker's interpreter (another environment's) is not there: bad input, no verdict."""
+
+
 class WorkerHung(RuntimeError):
     """The worker did not answer within the timeout (hang); it has been killed."""
 
@@ -68,7 +96,7 @@ class _Answer:
     recycle: bool
 
 
-def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
+def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool = False) -> None:
     # Ctrl-C reaches the whole process group. The coordinator stops and closes its
     # workers itself; a worker dying of the signal first would be judged a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -84,7 +112,12 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
     # Injected transformations are not part of the persistent cache key (docs/architecture.md, "Workers").
     jax.config.update("jax_enable_compilation_cache", False)
 
-    from . import dispatch
+    # A worker under another jaxlib serves the few requests that need no more of jax than
+    # compiling and running a module (portable.py); the full table imports all of it.
+    if foreign:
+        from . import portable as dispatch
+    else:
+        from . import dispatch  # type: ignore[no-redef]
     from . import plugins as plugin_mod
 
     if plugins:
@@ -109,13 +142,64 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None) -> None:
             return
 
 
+class _Foreign:
+    """A worker process under another interpreter, with the part of multiprocessing's
+    Process interface the Worker uses (exitcode < 0: killed by that signal, as there)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()
+
+
+def _start_foreign(python: str, plugins: Sequence[str], log: str | None) -> tuple[_Foreign, Any]:
+    """Start a worker under the interpreter `python`; its process and our end of the pipe."""
+    from multiprocessing.connection import Connection
+
+    if not os.access(python, os.X_OK):
+        raise NoInterpreter(f"{python}: no such interpreter (or not executable)")
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        env = dict(os.environ)
+        env.pop("PYTHONPATH", None)  # this environment's packages must not leak in
+        stderr = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            popen = subprocess.Popen(
+                [python, "-c", _BOOTSTRAP, str(PACKAGE_DIR), str(theirs.fileno()),
+                 json.dumps(list(plugins)), ""],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=stderr, stderr=stderr, env=env)
+        finally:
+            if log:
+                stderr.close()
+        return _Foreign(popen), Connection(ours.detach())
+
+
 @dataclass
 class Worker:
-    """A restartable worker process. `plugins` are registered only in this process."""
+    """A restartable worker process. `plugins` are registered only in this process.
+    `python`: the interpreter of another environment to run it under (another jaxlib;
+    such a worker serves portable.HANDLERS only), None for this one."""
 
     name: str
     plugins: Sequence[str] = ()
     log_path: Path | None = None
+    python: str | None = None
     _proc: Any = field(default=None, repr=False)
     _conn: Any = field(default=None, repr=False)
     restarts: int = 0
@@ -123,8 +207,11 @@ class Worker:
     _busy: bool = field(default=False, repr=False)
 
     def start(self) -> None:
-        parent, child = _CTX.Pipe()
         log = str(self.log_path) if self.log_path else None
+        if self.python is not None:
+            self._proc, self._conn = _start_foreign(self.python, self.plugins, log)
+            return
+        parent, child = _CTX.Pipe()
         self._proc = _CTX.Process(target=_serve,
                                   args=(child, tuple(self.plugins), log),
                                   daemon=True, name=f"xla-sentinel-{self.name}")
