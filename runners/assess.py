@@ -34,8 +34,12 @@ from .protocol import (
     Request,
     RequestFailed,
     Run,
+    ToPortable,
+    VersionInfo,
+    WhichVersions,
 )
 from .targets import REFERENCE_OPTIONS, Target
+from .versions import current_jaxlib
 from .worker import Worker, WorkerDied, WorkerHung
 
 # References evaluated at the program's own precision: they count among "the other
@@ -192,8 +196,12 @@ class Slot:
         self.programs = Worker(f"slot{n}-programs", (), log("programs"))
         # The reference interpreter can abort its process: it gets one of its own.
         self.interpreter = Worker(f"slot{n}-interpreter", (), log("interpreter")) if interpreter else None
-        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name))
+        # A target of another jaxlib runs under its environment's interpreter.
+        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name), t.python)
                         for t in targets}
+        # What each such worker runs (WhichVersions), asked once: the StableHLO version its
+        # programs are serialized at, the jaxlib its verdicts are judged across.
+        self.versions: dict[str, VersionInfo] = {}
 
     def workers(self) -> list[Worker]:
         return [self.programs, *([self.interpreter] if self.interpreter else []),
@@ -234,6 +242,9 @@ class Assessor:
                 return Outcome(verdict="hang", error=str(e), busy_s=spent)
             return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}", busy_s=spent)
         except RequestFailed as e:
+            if e.error.startswith("NotPortable:"):
+                # The module does not cross to that jaxlib (portable.py): no verdict on it.
+                return Outcome(skipped=e.error, busy_s=e.busy_s)
             # A failed injected plugin (plugins.PluginError) is no verdict on XLA.
             verdict = "plugin_error" if e.error.startswith("PluginError:") else "compile_error"
             return Outcome(verdict=verdict, error=e.error, busy_s=e.busy_s)
@@ -340,8 +351,7 @@ class Assessor:
         """Re-run a failing target: if a fresh compile disagrees bitwise, it is nondeterministic."""
         # The worker compiles twice (repeat), as a bisection check does; the fresh compile
         # is judged against the first run's outputs.
-        o = self.call(slot.targets[t.name], Run(program.module, program.inputs, t.options,
-                                                repeat=True))
+        o = self._run(slot, t, program, repeat=True)
         result.executions += 1
         result.worker_s += o.busy_s
         ev = dict(j.evidence)
@@ -353,10 +363,47 @@ class Assessor:
             return "nondeterministic", ev
         return j.verdict, ev
 
+    def version_of(self, slot: Slot, t: Target) -> VersionInfo:
+        """What the worker of a target of another jaxlib runs (asked once per slot)."""
+        if t.name not in slot.versions:
+            slot.versions[t.name] = self.ask(slot.targets[t.name], WhichVersions())
+        return slot.versions[t.name]
+
+    def _module(self, slot: Slot, t: Target, program: Program) -> str | bytes | Outcome:
+        """The module as target t takes it: the text, or for a target of another jaxlib a
+        portable artifact at the StableHLO version that jaxlib reads (docs/versions.md),
+        made by the program worker. A module that does not cross is an Outcome skipped
+        there (no verdict); a worker that cannot start under its interpreter, a crash."""
+        if t.python is None:
+            return program.module
+        try:
+            info = self.version_of(slot, t)
+        except (WorkerDied, WorkerHung) as e:
+            return Outcome(verdict="crash", error=f"{t.python}: the worker did not start: {e}")
+        try:
+            return self.ask(slot.programs, ToPortable(program.module, info.stablehlo_current)).data
+        except RequestFailed as e:
+            return Outcome(skipped=e.error, busy_s=e.busy_s)
+
+    def _run(self, slot: Slot, t: Target, program: Program, want_hlo: bool = False,
+             repeat: bool = False) -> Outcome:
+        module = self._module(slot, t, program)
+        if isinstance(module, Outcome):
+            return module
+        # The optimized HLO (coverage, bisection) is the current jaxlib's alone.
+        return self.call(slot.targets[t.name], Run(module, program.inputs, t.options,
+                                                   want_hlo=want_hlo and t.python is None,
+                                                   repeat=repeat))
+
+    def _version_peers(self, slot: Slot, t: Target, passed: set[str]) -> list[oracle.VersionPeer]:
+        """The targets of other jaxlibs in t's configuration, and whether each passed."""
+        return [oracle.VersionPeer(u.name, u.jaxlib or self.version_of(slot, u).jaxlib, u.name in passed)
+                for u in self.targets
+                if u.python is not None and u.options == t.options and u.platform == t.platform]
+
     def assess(self, slot: Slot, program: Program) -> Assessment:
-        outcomes = {t.name: self.call(slot.targets[t.name], Run(
-            program.module, program.inputs, t.options, want_hlo=i == 0))
-            for i, t in enumerate(self.targets)}
+        outcomes = {t.name: self._run(slot, t, program, want_hlo=i == 0)
+                    for i, t in enumerate(self.targets)}
         if any(o.verdict == "plugin_error" for o in outcomes.values()):
             return Assessment("plugin_error", len(outcomes),
                               worker_s=sum(o.busy_s for o in outcomes.values()))
@@ -426,7 +473,12 @@ class Assessor:
             if result.cross_check and not self._cross_check(slot, program, numpy_ref.outputs, infos, result):
                 result.status = "references_disagree"
                 return result
+        flagged = {t.name for t, _ in suspects}
+        passed = {n for n in results if n not in flagged}
         for t, j in suspects:
             verdict, ev = self._screen(slot, program, t, results[t.name], j, result)
+            if t.python is None:
+                verdict, ev = oracle.version_regression(verdict, ev, current_jaxlib(),
+                                                        self._version_peers(slot, t, passed))
             result.verdicts.append(Verdict(t, verdict, ev, j.output, results[t.name]))
         return result

@@ -267,3 +267,47 @@ def judge(
                       others={n_: float(e) for n_, e in e_others.items()})
             return Judgement("mismatch", i, ev)
     return Judgement("pass", evidence={"margin": margin})
+
+
+# Verdicts a version regression is judged on: wrong numbers. A crash or compile error that
+# an older release does not show keeps its verdict (its error text is its signature);
+# bisecting over releases finds where either began (bisect/versions.py).
+VERSION_JUDGED = ("mismatch", "nan_mismatch")
+
+
+@dataclass(frozen=True)
+class VersionPeer:
+    """A target of another jaxlib in the same configuration as the one judged: its name,
+    its jaxlib, and whether the oracle passed it on this program."""
+
+    target: str
+    jaxlib: str
+    passed: bool
+
+
+def version_regression(verdict: str, evidence: dict[str, Any], current: str,
+                       peers: list[VersionPeer]) -> tuple[str, dict[str, Any]]:
+    """A current-jaxlib target's verdict, seen across versions (docs/versions.md).
+
+    Wrong numbers where an older jaxlib in the same configuration is right against float64
+    are a `version_regression`: the evidence keeps the verdict it was judged as and names
+    the newest older release that was right (`lastGood`). A newer release that is right
+    says the bug is fixed there (`fixed_on`), without changing the verdict."""
+    from .versions import parse_version
+
+    if verdict not in VERSION_JUDGED:
+        return verdict, evidence
+    now = parse_version(current)
+    good = [p for p in peers if p.passed]
+    older = sorted((p for p in good if parse_version(p.jaxlib) < now),
+                   key=lambda p: parse_version(p.jaxlib))
+    newer = sorted((p for p in good if parse_version(p.jaxlib) > now),
+                   key=lambda p: parse_version(p.jaxlib))
+    ev = dict(evidence)
+    if newer:
+        ev["fixed_on"] = {"target": newer[0].target, "jaxlib": newer[0].jaxlib}
+    if not older:
+        return verdict, ev
+    ev.update(judged_as=verdict, jaxlib=current,
+              lastGood={"target": older[-1].target, "jaxlib": older[-1].jaxlib})
+    return "version_regression", ev
