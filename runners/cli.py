@@ -84,6 +84,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_bisect(args: argparse.Namespace) -> int:
     from .bisect import bisect_finding
 
+    if args.versions:
+        return _bisect_versions(args)
     if storage.is_uri(args.finding):
         result = _bisect_stored(args.finding, args.timeout)
     else:
@@ -98,6 +100,24 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         result = bisect_finding(folder, timeout=args.timeout)
     print(json.dumps({k: v for k, v in result.items() if k != "stages"}, indent=1))
     return EXIT_BUGS if result["reproduces"] else EXIT_OK
+
+
+def _bisect_versions(args: argparse.Namespace) -> int:
+    """`bisect --versions A..B|V PATH`: the first release in A..B that shows the finding
+    (exit 1 when one does), or whether release V still shows it (exit 1) or not (0)."""
+    from .bisect.versions import VersionBisectError, bisect_versions
+
+    if storage.is_uri(args.finding):
+        raise BisectError(f"{args.finding}: --versions reads a local finding folder or bundle")
+    try:
+        result = bisect_versions(Path(args.finding), args.versions, args.timeout, args.install)
+    except VersionBisectError as e:
+        raise BisectError(str(e)) from None
+    print(json.dumps(result, indent=1))
+    if result["status"] == "undecided":
+        print(f"xla-sentinel: error: {result.get('error') or 'no release could tell'}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_BUGS if result["status"] in ("found", "already_in_first", "still_failing") else EXIT_OK
 
 
 def _bisect_stored(uri: str, timeout: float) -> dict[str, Any]:
@@ -274,8 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(fn=_cmd_check)
 
     bis = sub.add_parser("bisect", help="localize and reduce one finding; writes its repro bundle")
-    bis.add_argument("finding", help="finding folder (OUT/findings/ID; OUT may be a URI)")
+    bis.add_argument("finding", help="finding folder (OUT/findings/ID; OUT may be a URI), or "
+                     "with --versions a repro bundle")
     bis.add_argument("--timeout", type=float, default=120.0, help="seconds per compile and run")
+    bis.add_argument("--versions", metavar="A..B|V",
+                     help="instead: the first jaxlib release in A..B that shows the finding (or "
+                     "repro bundle), or whether release V still does (docs/versions.md)")
+    bis.add_argument("--install", action="store_true",
+                     help="with --versions: create missing release environments from PyPI")
     bis.set_defaults(fn=_cmd_bisect)
 
     replay = sub.add_parser("replay", help="replay trace folders, XLA dumps or module files")
