@@ -1,0 +1,113 @@
+"""A regression range found on an injected version difference, and fixes verified.
+
+What is simulated: the "releases" 0.90.0 .. 0.96.0 are fake environments whose interpreter
+is this one (the current jaxlib); from 0.94.0 on, each registers the odd_tail_multiply
+fault (runners/faults/) when its interpreter starts, and 0.93.0's interpreter exits at once
+(an environment that cannot tell). What is real: the campaign, the workers under those
+interpreters, the modules crossing as VHLO portable artifacts, every compile and the search.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from xla_sentinel import cli, versions
+from xla_sentinel.bisect.versions import bisect_versions
+from xla_sentinel.campaign import parse_spec
+from xla_sentinel.engine import run_campaign
+from xla_sentinel.program import save_arrays
+
+from .conftest import fake_release
+
+RELEASES = ("0.90.0", "0.91.0", "0.92.0", "0.93.0", "0.94.0", "0.95.0", "0.96.0")
+FIRST_BAD = "0.94.0"
+BROKEN = "0.93.0"
+
+
+@pytest.fixture
+def fake_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "envs"
+    for v in RELEASES:
+        faulty = versions.parse_version(v) >= versions.parse_version(FIRST_BAD)
+        fake_release(root, v, fault="odd_tail_multiply.py" if faulty else None, broken=v == BROKEN)
+    monkeypatch.setenv(versions.ENVS_VARIABLE, str(root))
+    return root
+
+
+@pytest.fixture
+def odd_trace(tmp_path: Path) -> Path:
+    """x * y + 1 over f32[4, 7]: a multiply in a loop fusion whose minor dimension is odd,
+    where the fault leaves the last element of each row unmultiplied."""
+    rng = np.random.default_rng(0)
+    x, y = (rng.uniform(1, 2, (4, 7)).astype(np.float32) for _ in range(2))
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    (folder / "module.mlir").write_text(jax.jit(lambda a, b: a * b + jnp.float32(1)).lower(x, y).as_text())
+    save_arrays(folder / "inputs.npz", [x, y], ["f32", "f32"])
+    return folder
+
+
+def _finding(out: Path, target: str) -> Path:
+    for p in out.glob("findings/*/finding.json"):
+        if json.loads(p.read_text())["target"] == target:
+            return p.parent
+    raise AssertionError(f"no finding of {target} in {out}")
+
+
+def test_the_first_release_with_the_fault_is_found_and_fixes_are_verified(
+        fake_envs: Path, odd_trace: Path, tmp_path: Path) -> None:
+    spec = parse_spec({"traces": [str(odd_trace)],
+                       "targets": ["default", {"name": "faulty",
+                                               "python": str(fake_envs / "jaxlib-0.95.0/bin/python")}],
+                       "references": ["f64_numpy"], "budget": {"programs": 1}, "workers": 1,
+                       "bisect": {"enabled": False}})
+    summary = run_campaign(spec, tmp_path / "out")
+    assert summary["findings"] == {"mismatch": 1}  # the faulty "release", not default
+    folder = _finding(tmp_path / "out", "faulty")
+
+    result = bisect_versions(folder, f"{RELEASES[0]}..{RELEASES[-1]}")
+    assert (result["status"], result["introducedIn"]) == ("found", FIRST_BAD)
+    # 0.93.0 cannot tell (its interpreter exits), so the newest good release is 0.92.0.
+    assert result["lastGood"] == "0.92.0"
+    probes = {p["jaxlib"]: p for p in result["probes"]}
+    assert probes[BROKEN]["shows"] is None and probes[BROKEN]["verdict"] == "no_worker"
+    assert probes[FIRST_BAD]["shows"] is True and "normwise error" in probes[FIRST_BAD]["detail"]
+    assert probes[RELEASES[0]]["shows"] is False
+    assert len(result["probes"]) <= 5  # ends, 0.93.0 skipped, then log2 of what is left
+    recorded = json.loads((folder / "finding.json").read_text())["versions"]["bisection"]
+    assert (recorded["introducedIn"], recorded["lastGood"]) == (FIRST_BAD, "0.92.0")
+
+    # A fix verified, and one not: the command line exits 0 where the bug does not show
+    # on the release asked about, 1 where it still does.
+    assert cli.main(["bisect", "--versions", "0.91.0", str(folder)]) == 0
+    assert cli.main(["bisect", "--versions", "0.96.0", str(folder)]) == 1
+    recorded = json.loads((folder / "finding.json").read_text())["versions"]
+    assert (recorded["verification"]["verify"], recorded["verification"]["status"]) == (
+        "0.96.0", "still_failing")
+    assert recorded["bisection"]["introducedIn"] == FIRST_BAD  # kept beside it
+
+
+def test_a_range_without_an_environment_is_refused_naming_it(
+        fake_envs: Path, odd_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "finding"
+    (folder / "program").mkdir(parents=True)
+    for name in ("module.mlir", "inputs.npz"):
+        (folder / "program" / name).write_bytes((odd_trace / name).read_bytes())
+    save_arrays(folder / "expected.npz", [np.zeros((4, 7))], ["f64"])
+    (folder / "finding.json").write_text(json.dumps({
+        "format": 1, "id": "x", "verdict": "mismatch", "target": "default",
+        "evidence": {"output": 0, "threshold": 1e-6, "target_options": {}}}))
+    assert cli.main(["bisect", "--versions", "0.80.0..0.96.0", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "no environment for jaxlib 0.80.0" in err and "jaxlib-0.80.0" in err
+    assert "make version-envs VERSION_ENVS=0.80.0" in err
+    assert cli.main(["bisect", "--versions", "0.96.0..0.90.0", str(folder)]) == 2
+    assert "0.96.0 is not older than 0.90.0" in capsys.readouterr().err
+    (folder / "finding.json").write_text("{")
+    assert cli.main(["bisect", "--versions", "0.90.0..0.96.0", str(folder)]) == 2
+    assert "finding.json: unreadable JSON" in capsys.readouterr().err
