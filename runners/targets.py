@@ -104,7 +104,7 @@ def compile_module(module: str, options: dict[str, Any], platform: str = "cpu") 
     try:
         if hasattr(backend, "compile_and_load"):
             exe = backend.compile_and_load(module, xc.DeviceList(tuple(_devices(backend, n))), opts)
-        else:  # jaxlib before 0.7 (a target of another jaxlib): compile loads
+        else:  # jaxlib before 0.6 (a target of another jaxlib): compile loads
             exe = backend.compile(module, opts)
         return Partitioned(exe, _result_shapes(module)) if n > 1 else exe
     except Exception:
