@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import oracle
+from . import oracle, targets
 from .dtypes import FLOATS
 from .model import XLA_F64_REFERENCES, Reference
 from .program import Program, result_dtypes
@@ -138,6 +138,10 @@ def _outcome(reply: Reply) -> Outcome:
             return Outcome(outputs=reply.outputs, skipped=reply.skipped, busy_s=reply.busy_s,
                            fallbacks=reply.fallbacks)
     raise TypeError(f"no outcome in a {type(reply).__name__} reply")
+
+
+class HarnessError(RuntimeError):
+    """A target's run failed in this project's code, not in XLA's."""
 
 
 class Stopped(Exception):
@@ -391,9 +395,14 @@ class Assessor:
         if isinstance(module, Outcome):
             return module
         # The optimized HLO (coverage, bisection) is the current jaxlib's alone.
-        return self.call(slot.targets[t.name], Run(module, program.inputs, t.options,
-                                                   want_hlo=want_hlo and t.python is None,
-                                                   repeat=repeat))
+        outcome = self.call(slot.targets[t.name], Run(module, program.inputs, t.options,
+                                                      want_hlo=want_hlo and t.python is None,
+                                                      repeat=repeat))
+        if outcome.verdict == "compile_error" and not targets.xla_failure(outcome.error):
+            # Our code raised, not XLA (s31-i61: numpy could not place a shard): no
+            # verdict on XLA; the program is a harness error (scheduling.py).
+            raise HarnessError(f"target {t.name}: {outcome.error}")
+        return outcome
 
     def _version_peers(self, slot: Slot, t: Target, passed: set[str]) -> list[oracle.VersionPeer]:
         """The targets of other jaxlibs in t's configuration, and whether each passed."""
