@@ -82,10 +82,22 @@ def from_portable(data: bytes) -> str:
     return text.decode() if isinstance(text, bytes) else str(text)
 
 
+def to_hlo(module: str) -> None:
+    """Convert the module to HLO as compiling it would, apart: a release whose converter
+    refuses what a newer jax writes (0.4.31 rejects the gathers 0.10.2 lowers for
+    take_along_axis, and has no HLO for the `chlo.top_k` composite) cannot take the
+    module, which is NotPortable, not a compile error of that release's compiler."""
+    try:
+        _xla_mlir().mlir_module_to_xla_computation(module, use_tuple_args=False, return_tuple=False)
+    except Exception as e:
+        raise NotPortable(f"this jaxlib cannot convert the module to HLO: {_reason(e)}"[:2000]) from None
+
+
 def run(req: Run) -> Ran:
     """Run a module given as a portable artifact (bytes) or as text; the optimized HLO is
     not asked of another jaxlib (the bisector and coverage read the current one's)."""
     module = from_portable(req.module) if isinstance(req.module, bytes) else req.module
+    to_hlo(module)
     ex = targets.run_module(module, req.inputs, req.options)
     again = targets.run_module(module, req.inputs, req.options).outputs if req.repeat else None
     return Ran(outputs=ex.outputs, compile_s=ex.compile_s, run_s=ex.run_s, again=again)
