@@ -111,3 +111,26 @@ def test_a_range_without_an_environment_is_refused_naming_it(
     (folder / "finding.json").write_text("{")
     assert cli.main(["bisect", "--versions", "0.90.0..0.96.0", str(folder)]) == 2
     assert "finding.json: unreadable JSON" in capsys.readouterr().err
+
+
+def test_a_repro_bundle_is_bisected_as_its_repro_py_judges_it(
+        fake_envs: Path, odd_trace: Path, tmp_path: Path) -> None:
+    """A bundle as bundle.py writes one (repro.py from repro_template.render, the module,
+    inputs and float64 expectations), bisected over the simulated releases; the result goes
+    to its versions.json."""
+    from xla_sentinel.bisect import repro_template
+    from xla_sentinel.program import load_arrays
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    for name in ("module.mlir", "inputs.npz"):
+        (bundle / name).write_bytes((odd_trace / name).read_bytes())
+    x, y = load_arrays(odd_trace / "inputs.npz", ["f32", "f32"])
+    save_arrays(bundle / "expected.npz", [x.astype(np.float64) * y.astype(np.float64) + 1], ["f64"])
+    (bundle / "repro.py").write_text(repro_template.render(
+        "bundle", "wrong_result", {}, [], ["f32", "f32"],
+        [{"dtype": "f32", "float": True, "threshold": 32 * 2.0**-24}]))
+    result = bisect_versions(bundle, "0.90.0..0.96.0")
+    assert (result["status"], result["introducedIn"], result["lastGood"]) == ("found", FIRST_BAD, "0.92.0")
+    saved = json.loads((bundle / "versions.json").read_text())["bisection"]
+    assert saved["introducedIn"] == FIRST_BAD
