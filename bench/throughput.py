@@ -1,11 +1,15 @@
-"""Throughput of `run` before and after the numpy float64 reference, in one run on the same seed.
+"""Throughput of `run` before and after issue 16's numpy references, in one run on the same seed.
 
-Two campaigns of the same programs (targets default, O0, no_fusion_emitters; 1 worker;
-bisection off), run one after the other so both see the same machine:
+Three campaigns of the same programs (targets default, O0, no_fusion_emitters; 1 worker;
+bisection off), run one after the other so all see the same machine:
 
-  before  references f64_eager, f64_jit, eager (every program pays the XLA float64 references)
-  after   the campaign default: f64_numpy, with f64_eager and f64_jit as its cross-check
-          (a suspect, every crossCheckEvery-th program, a numpy fallback), and eager
+  before     references f64_eager, f64_jit, eager, with eager all through XLA (every program
+             pays the XLA float64 references and one XLA compile per op, shape and dtype)
+  f64 numpy  the campaign default, f64_numpy with f64_eager and f64_jit as its cross-check
+             (a suspect, every crossCheckEvery-th program, a numpy fallback), eager still all
+             through XLA (XLA_SENTINEL_EAGER_ALL_XLA=1, handlers.py): the previous step
+  after      the campaign default with eager in numpy where it reproduces XLA:CPU bit for
+             bit (own_precision.py), XLA op by op for the rest (summary.json eager_xla_ops)
 
 For each it prints programs per wall second, programs per core-second (CPU time of the
 coordinator and its worker processes, which is what a loaded machine does not distort),
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -69,16 +74,23 @@ def _spec(seed: int, programs: int, references: list[str]) -> object:
                        "references": references, "bisect": {"enabled": False}})
 
 
-def campaign(seed: int, programs: int, references: list[str]) -> dict[str, object]:
-    with tempfile.TemporaryDirectory() as tmp:
-        cpu0 = _cpu_seconds()
-        s = run_campaign(_spec(seed, programs, references), Path(tmp))
-        cpu = _cpu_seconds() - cpu0
-    return {"references": references, "programs": s["programs"], "elapsed_s": s["elapsed_s"],
+def campaign(seed: int, programs: int, references: list[str], eager_all_xla: bool) -> dict[str, object]:
+    # The worker processes read it when they start (handlers.EAGER_ALL_XLA).
+    os.environ["XLA_SENTINEL_EAGER_ALL_XLA"] = "1" if eager_all_xla else "0"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cpu0 = _cpu_seconds()
+            s = run_campaign(_spec(seed, programs, references), Path(tmp))
+            cpu = _cpu_seconds() - cpu0
+    finally:
+        del os.environ["XLA_SENTINEL_EAGER_ALL_XLA"]
+    return {"references": references, "eager": "xla" if eager_all_xla else "numpy + xla",
+            "programs": s["programs"], "elapsed_s": s["elapsed_s"],
             "cpu_s": round(cpu, 1), "programs_per_s": round(s["programs"] / s["elapsed_s"], 3),
             "programs_per_core_s": round(s["programs"] / cpu, 3), "executions": s["executions"],
             "findings": s["findings"], "program_status": s["program_status"],
-            "cross_checks": s.get("cross_checks", {}), "reference_fallbacks": s.get("reference_fallbacks", {})}
+            "cross_checks": s.get("cross_checks", {}), "reference_fallbacks": s.get("reference_fallbacks", {}),
+            "eager_xla_ops": sum(s.get("eager_xla_ops", {}).values())}
 
 
 def in_process(seed: int, programs: int) -> dict[str, object]:
@@ -103,13 +115,16 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
         for _, _, x, m in items:
             targets.run_module(m, x, opts)
         compiles[t.name], seconds[t.name] = COMPILES["n"] - before, time.perf_counter() - t0
-    for kind in ("f64_numpy", "f64_eager", "f64_jit", "eager"):
+    for kind in ("f64_numpy", "f64_eager", "f64_jit", "eager (all XLA)", "eager"):
         before, t0 = COMPILES["n"], time.perf_counter()
         sampled_compiles, sampled_s = 0, 0.0
         for pid, g, x, m in items:
             c0, s0 = COMPILES["n"], time.perf_counter()
-            dispatch.handle(NumpyReference(m, x, g.to_json()) if kind == "f64_numpy"
-                            else GraphReference(kind, g.to_json(), x))
+            if kind == "eager (all XLA)":
+                evaluate.eager(g, x)
+            else:
+                dispatch.handle(NumpyReference(m, x, g.to_json()) if kind == "f64_numpy"
+                                else GraphReference(kind, g.to_json(), x))
             if pid in sampled:
                 sampled_compiles += COMPILES["n"] - c0
                 sampled_s += time.perf_counter() - s0
@@ -118,11 +133,13 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
             compiles[kind + " (cross-check sample)"] = sampled_compiles
             seconds[kind + " (cross-check sample)"] = sampled_s
     target_compiles = sum(compiles[t.name] for t in spec.targets)
-    before = target_compiles + sum(compiles[k] for k in BEFORE)
-    after = target_compiles + compiles["f64_numpy"] + compiles["eager"] + sum(
-        compiles[k + " (cross-check sample)"] for k in ("f64_eager", "f64_jit"))
+    before = target_compiles + compiles["f64_eager"] + compiles["f64_jit"] + compiles["eager (all XLA)"]
+    cross_check = sum(compiles[k + " (cross-check sample)"] for k in ("f64_eager", "f64_jit"))
+    f64_numpy = target_compiles + compiles["f64_numpy"] + compiles["eager (all XLA)"] + cross_check
+    after = target_compiles + compiles["f64_numpy"] + compiles["eager"] + cross_check
     return {"programs": programs, "cross_check_sample": len(sampled),
             "xla_compiles_per_program": {"before": round(before / programs, 2),
+                                         "f64 numpy": round(f64_numpy / programs, 2),
                                          "after": round(after / programs, 2)},
             "compiles_by_configuration": compiles,
             "seconds_by_configuration": {k: round(v, 2) for k, v in seconds.items()}}
@@ -135,10 +152,12 @@ def main() -> int:
     args = ap.parse_args()
     jax.monitoring.register_event_duration_secs_listener(_count_jax)
     _count_module_compiles()
-    result = {"before": campaign(args.seed, args.programs, BEFORE),
-              "after": campaign(args.seed, args.programs, AFTER)}
-    result["ratio_after_over_before"] = {
-        k: round(result["after"][k] / result["before"][k], 2) for k in ("programs_per_s", "programs_per_core_s")}
+    result = {"before": campaign(args.seed, args.programs, BEFORE, eager_all_xla=True),
+              "f64 numpy": campaign(args.seed, args.programs, AFTER, eager_all_xla=True),
+              "after": campaign(args.seed, args.programs, AFTER, eager_all_xla=False)}
+    for base in ("before", "f64 numpy"):
+        result[f"ratio_after_over_{base.replace(' ', '_')}"] = {
+            k: round(result["after"][k] / result[base][k], 2) for k in ("programs_per_s", "programs_per_core_s")}
     result["in_process"] = in_process(args.seed, args.programs)
     json.dump(result, sys.stdout, indent=1)
     print()

@@ -6,6 +6,7 @@ request class (protocol.py) to its handler here or in bisect/serve.py.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -42,6 +43,9 @@ from .rules import has_discrete_ops
 
 # The float64 jit reference runs under a setting other than default jit.
 F64_JIT_OPTIONS = targets.REFERENCE_OPTIONS
+# `eager` entirely through XLA, op by op, as before own_precision.py: only so that
+# bench/throughput.py can measure the two in one run (its worker processes inherit it).
+EAGER_ALL_XLA = os.environ.get("XLA_SENTINEL_EAGER_ALL_XLA") == "1"
 
 
 def generate_program(req: Generate) -> Generated:
@@ -116,6 +120,8 @@ def module_reference(req: ModuleReference) -> Outputs:
 
 def graph_reference(req: GraphReference) -> Outputs:
     graph = Graph.from_json(req.graph)
+    if req.kind == "eager" and EAGER_ALL_XLA:
+        return Outputs(evaluate.eager(graph, req.inputs))
     if req.kind == "eager":
         # numpy where it reproduces XLA:CPU bit for bit, XLA for each other op alone
         # (own_precision.py); the latter counted (summary.json eager_xla_ops).

@@ -15,7 +15,7 @@ from jax import lax
 from xla_sentinel import evaluate, own_precision
 from xla_sentinel.campaign import GeneratorSpec
 from xla_sentinel.generator import Graph, generate, single_op
-from xla_sentinel.inputs import make_inputs
+from xla_sentinel.inputs import make_array, make_inputs
 from xla_sentinel.ops import OPS, np_reduce
 
 pytestmark = pytest.mark.usefixtures("x64")
@@ -147,3 +147,46 @@ def test_a_subnormal_operand_is_left_to_xla_except_where_xla_moves_bits() -> Non
     # A result next to the flush threshold: the hardware decides, XLA does it.
     y = np.array([tiny * np.float32(1.5)], np.float32)
     assert own_precision.apply(OPS["mul"], {}, [y, np.ones(1, np.float32)], "f32") is None
+
+
+# The elementwise ops numpy does not reproduce (bucketed in every program), and a few it
+# leaves to XLA on subnormal operands.
+ELEMENTWISE = [(name, dtype) for name in sorted(OPS) if OPS[name].category == "elementwise"
+               and ("approx" in OPS[name].tags or name in ("add", "max", "compare_lt", "select_compare"))
+               for dtype in OPS[name].dtypes]
+# Lengths around the vector width (8 lanes of f32), tails of 1 and 7, a minor dimension of 1.
+SHAPES = [(3,), (7,), (15,), (17,), (5, 7), (15, 1)]
+
+
+@pytest.mark.parametrize(("name", "dtype"), ELEMENTWISE, ids=[f"{n}-{d}" for n, d in ELEMENTWISE])
+def test_a_bucketed_elementwise_op_equals_the_op_on_its_real_shape(name: str, dtype: str) -> None:
+    op = OPS[name]
+    base = single_op(name, dtype, seed=0)
+    assert base is not None
+    (node,) = base.nodes
+    arg_dtypes = [base.values[i]["dtype"] for i in node["args"]]
+    rng = np.random.default_rng(5)
+    for shape in SHAPES:
+        for special in (False, True):
+            xs = [make_array(rng, shape, d, special) for d in arg_dtypes]
+            want = np.asarray(op.build(node["attrs"], *map(jnp.asarray, xs)))
+            if name in evaluate.SHAPE_DEPENDENT:
+                continue
+            assert evaluate._bucketable(op, node["attrs"], xs, shape)
+            got = evaluate._bucketed(op, node["attrs"], xs, shape)
+            assert differences(got, want) == "", f"{name}/{dtype} {shape} special {special}"
+
+
+def test_f32_exp_log_and_erf_depend_on_the_shape_so_they_are_not_bucketed() -> None:
+    # The reasons for SHAPE_DEPENDENT: XLA:CPU's f32 erf takes another path with a minor
+    # dimension of 1 (1.0 where a flat array gives 0.9999999), f32 exp and log another on
+    # an array of 7 elements than on the same elements in a longer one.
+    x = np.linspace(3.74, 3.78, 64, dtype=np.float32)
+    assert differences(np.asarray(lax.erf(jnp.asarray(x[:, None])))[:, 0], np.asarray(lax.erf(jnp.asarray(x)))) != ""
+    y = np.linspace(0.5, 7.5, 7 * 64, dtype=np.float32)
+    for fn in (lax.exp, lax.log):
+        long = np.asarray(fn(jnp.asarray(y)))
+        short = np.concatenate([np.asarray(fn(jnp.asarray(c))) for c in y.reshape(-1, 7)])
+        assert differences(short, long) != ""
+    for name in ("exp", "log", "erf"):
+        assert not evaluate._bucketable(OPS[name], {}, [y], y.shape)
