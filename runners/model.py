@@ -46,8 +46,8 @@ XLA_F64_REFERENCES = (Reference.F64_EAGER, Reference.F64_JIT)
 # The target never produced numbers: "still fails" means the same verdict, and the error
 # text (canonicalized) is part of the signature.
 COMPILER_FAILURES = frozenset({Verdict.CRASH, Verdict.HANG, Verdict.COMPILE_ERROR})
-# Hangs are not bisected: every probe would wait out the timeout.
-BISECTABLE = frozenset(Verdict) - {Verdict.PASS, Verdict.HANG}
+# Hangs are bisected too, each probe with a short timeout of its own (bisect/pipeline.py).
+BISECTABLE = frozenset(Verdict) - {Verdict.PASS}
 # What bisection fills in; None until then (the candidate signature).
 CULPRIT_FIELDS = ("culprit_op", "fusion_kind", "culprit_pass")
 

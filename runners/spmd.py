@@ -40,6 +40,10 @@ ARITHMETIC_REGIONS = ("psum_scatter", "psum_broadcast", "pmax_broadcast")
 _ENTERS = re.compile(r"custom_call @SPMDFullToShardShape\b")
 _LEAVES = re.compile(r"custom_call @SPMDShardToFullShape\b")
 _SHARDING = re.compile(r"custom_call @Sharding\b")
+# Ops that only say how a value is laid out over the devices, computing nothing: GSPMD's
+# custom calls and Shardy's constraint and reshard ops.
+_ANNOTATION = re.compile(r"custom_call @(?:Sharding|SPMDFullToShardShape|SPMDShardToFullShape)\b"
+                         r"|sdy\.(?:sharding_constraint|reshard)\b")
 
 
 def mesh_shapes(devices: int) -> list[tuple[int, ...]]:
@@ -241,6 +245,11 @@ def per_device_values(info: dict[str, Any]) -> set[str]:
         if _ENTERS.search(op["text"]) or any(v in manual for v in op["operands"]):
             manual.update(r["vid"] for r in op["results"])
     return manual
+
+
+def is_annotation(op: dict[str, Any]) -> bool:
+    """Whether an op of @main (module info) is a sharding annotation, not a computation."""
+    return _ANNOTATION.search(op["text"]) is not None
 
 
 def region_ops(info: dict[str, Any], i: int, manual: set[str]) -> list[int]:

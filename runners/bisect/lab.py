@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import oracle
-from ..protocol import Cut, R, Ran, Request, RequestFailed, Run
+from ..protocol import Cut, Ping, R, Ran, Request, RequestFailed, Run
 from ..worker import Worker, WorkerDied, WorkerHung
 from .elements import NUMPY
 from .options import LEGAL
@@ -72,10 +72,15 @@ class Check:
 
 class Lab:
     def __init__(self, options: dict[str, Any], plugins: Sequence[str], timeout: float,
-                 log_dir: Path | None = None) -> None:
+                 log_dir: Path | None = None, probe_timeout: float | None = None) -> None:
+        """`probe_timeout`: how long a target compile and run of a case may take before it
+        counts as a hang (default `timeout`); short when bisecting a hang, whose every
+        probe that still fails takes that long."""
         self.options = dict(options)
         self.plugins = list(plugins)
         self.timeout = timeout
+        self.probe_timeout = probe_timeout or timeout
+        self._warm_first = probe_timeout is not None
         self.target = Worker("bisect-target", tuple(plugins),
                                    log_dir / "bisect-target.log" if log_dir else None)
         self.reference = Worker("bisect-reference", (),
@@ -107,7 +112,11 @@ class Lab:
         request = Run(module, inputs, self.options if options is None else options,
                       want_hlo=want_hlo, repeat=repeat)
         try:
-            return TargetRun("pass", ran=self.target.call(request, self.timeout))
+            if self._warm_first:
+                # A worker that a hang killed starts again (imports jax) before the timed
+                # probe, so a slow start is not taken for a hang.
+                self.target.call(Ping(), self.timeout)
+            return TargetRun("pass", ran=self.target.call(request, self.probe_timeout))
         except WorkerHung as e:
             return TargetRun("hang", str(e))
         except WorkerDied as e:

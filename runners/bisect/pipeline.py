@@ -19,6 +19,9 @@ from .context import Context
 from .lab import Lab, LabError
 
 STAGES = (reproduce, graph, reduce, shrink, fusion, passes, bundle)
+# A hang's probes: a case that still hangs costs this long, one that finishes (a cut of the
+# program) takes a few seconds even on a loaded machine.
+HANG_PROBE_S = 30.0
 REDUCING = (reduce, shrink)
 # Evidence too bulky for finding.json; the bundle keeps these as files.
 _BULKY = ("program_hlo", "reduced_hlo")
@@ -49,7 +52,8 @@ def _load(finding_dir: Path) -> tuple[dict[str, Any], Program]:
     return record, program
 
 
-def open_context(finding_dir: Path, timeout: float = 120.0) -> Context:
+def open_context(finding_dir: Path, timeout: float = 120.0,
+                 hang_probe_s: float = HANG_PROBE_S) -> Context:
     """Load a finding, start its workers and compute the float64 value of every value in its
     module: what every stage starts from. The caller closes ctx.lab."""
     finding_dir = Path(finding_dir)
@@ -57,7 +61,9 @@ def open_context(finding_dir: Path, timeout: float = 120.0) -> Context:
     evidence = record["evidence"]
     logs = finding_dir / "logs"
     logs.mkdir(exist_ok=True)
-    lab = Lab(evidence.get("target_options") or {}, evidence.get("plugins") or [], timeout, logs)
+    probe = min(timeout, hang_probe_s) if record.get("verdict") == "hang" else None
+    lab = Lab(evidence.get("target_options") or {}, evidence.get("plugins") or [], timeout, logs,
+              probe_timeout=probe)
     try:
         info = lab.ask_reference(Info(program.module)).info
         values = lab.ask_reference(EveryValue(program.module, program.inputs)).values
@@ -78,12 +84,13 @@ def run_stage(ctx: Context, stage: Any) -> dict[str, Any]:
     return ev
 
 
-def bisect_finding(finding_dir: Path, *, timeout: float = 120.0,
-                   reduce_case: bool = True) -> dict[str, Any]:
+def bisect_finding(finding_dir: Path, *, timeout: float = 120.0, reduce_case: bool = True,
+                   hang_probe_s: float = HANG_PROBE_S) -> dict[str, Any]:
     """Localize, reduce (unless `reduce_case` is False) and bundle one finding; updates its
     finding.json and returns {"status", "reproduces", "culprit_op", "fusion_kind",
-    "culprit_pass", "repro", "stages"}."""
-    ctx = open_context(finding_dir, timeout)
+    "culprit_pass", "repro", "stages"}. A hang's target probes time out after
+    `hang_probe_s` each."""
+    ctx = open_context(finding_dir, timeout, hang_probe_s)
     try:
         for stage in STAGES:
             if not reduce_case and stage in REDUCING:

@@ -5,6 +5,12 @@ fed with their float64 reference values, so every candidate is a valid module. T
 culprit alone is tried first, since it usually fails alone. Each accepted step is
 compiled and run twice more: a step that answers differently ends the reduction, so a
 nondeterministic failure is never reduced into a wrong reproducer.
+
+For a crash, hang or compile error the op that "first diverges" means nothing (no op
+computes a wrong value): the suffix search stops at the first op the failure needs, often
+a sharding annotation or a constant that feeds the op the compiler chokes on. The culprit
+is then the last op of the reduced case that computes something: every kept op is needed,
+and the ones before it only make its operands what the failing compile needs.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..spmd import is_annotation
 from .context import Context
 from .lab import Case
 
@@ -77,6 +84,14 @@ def run(ctx: Context) -> dict[str, Any]:
     if case is None:  # the suffix itself: kept as the stage-1 cut, already known to fail
         case = ctx.case(start, [v for v in ctx.info["returns"] if ctx.defined_at(v) >= ctx.culprit])
     ctx.reduced = case
+    alone = cache.get(frozenset([ctx.culprit]), False)
+    moved = None
+    if ctx.compiler_failure:
+        computing = [i for i in sorted(keep) if not is_annotation(ctx.ops[i])]
+        if computing and computing[-1] != ctx.culprit:
+            moved = {"from": ctx.canonical_op(ctx.culprit), "to": ctx.canonical_op(computing[-1])}
+            ctx.culprit = computing[-1]
     return {"ops_before": len(ctx.ops), "ops_after": len(keep), "kept": sorted(keep),
+            **({"culprit_moved": moved} if moved else {}),
             "kept_ops": [ctx.ops[i]["name"] for i in sorted(keep)], "tests": len(cache),
-            "culprit_alone_fails": cache.get(frozenset([ctx.culprit]), False)}
+            "culprit_alone_fails": alone}

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+# How long repro.py lets a hang finding's child compile and run before it calls it a hang.
+HANG_SECONDS = 60
+
 TEMPLATE = '''\
 """Reproducer for an XLA miscompilation found by xla-sentinel ({finding_id}).
 
 Compiles module.mlir (StableHLO) with the failing XLA options, runs it on inputs.npz and
-compares against expected.npz (float64 reference); for a compiler crash or compile error
-(FAILURE below) it compiles in a child process and checks that it succeeds. An SPMD module
+compares against expected.npz (float64 reference); for a compiler crash, hang or compile
+error (FAILURE below) it compiles in a child process and checks that it succeeds (a hang:
+within HANG_SECONDS). An SPMD module
 (PARTITIONS > 1) runs on that many virtual CPU devices, each input placed and each output
 put together as the compiled module's shardings say. Exit 1 while the bug shows, 0 once
 fixed. Options: --without-plugins (do not register the injected pass plugins the finding
@@ -27,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-FAILURE = {failure!r}  # "wrong_result", or the compiler failure: "crash", "compile_error"
+FAILURE = {failure!r}  # "wrong_result", or the compiler failure: "crash", "hang", "compile_error"
+HANG_SECONDS = {hang_seconds}  # a hang: the compile and run of this small module takes seconds when fixed
 PARTITIONS = {partitions}  # devices the module is partitioned over (mhlo.num_partitions)
 OPTIONS = {options}
 PLUGINS = {plugins}
@@ -104,8 +109,13 @@ def main():
         # The compile may take the process down: run it in a child and judge its exit.
         import subprocess
 
-        child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
-                                *sys.argv[1:]], capture_output=True, text=True)
+        try:
+            child = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child",
+                                    *sys.argv[1:]], capture_output=True, text=True,
+                                   timeout=HANG_SECONDS if FAILURE == "hang" else None)
+        except subprocess.TimeoutExpired:
+            print(f"BUG: compiling and running the module did not finish in {{HANG_SECONDS}} s (hang)")
+            return 1
         print(child.stdout.strip())
         if child.returncode != 0:
             tail = (child.stderr.strip().splitlines() or ["no output"])[-1]
@@ -202,6 +212,7 @@ def render(finding_id: str, failure: str, options: dict[str, Any], plugins: list
     """repro.py with the finding's constants filled in (as Python literals); `partitions`
     is the module's mhlo.num_partitions (targets.partitions)."""
     return TEMPLATE.format(finding_id=finding_id, failure=failure, partitions=int(partitions),
+                           hang_seconds=HANG_SECONDS,
                            options=repr(options),
                            plugins=repr(plugins),
                            input_dtypes=repr(input_dtypes),

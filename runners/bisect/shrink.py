@@ -44,6 +44,9 @@ def _boxed(case: Case, old: list[int], box: list[tuple[int, int]]) -> Case:
 def run(ctx: Context) -> dict[str, Any]:
     case = ctx.reduced
     assert case is not None
+    if ctx.record.get("verdict") == "hang":
+        # Every trial that still hangs waits out the probe timeout, twice: not worth it.
+        return {"skipped": "a hang (each trial would wait out the probe timeout)"}
     shape = _common_shape(ctx, case)
     if shape is None:
         return {"skipped": "not an elementwise case of one shape"}
