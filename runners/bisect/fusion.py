@@ -56,7 +56,9 @@ def locate(hlo_text: str, op_index: int) -> list[dict[str, Any]]:
                        fusion_ops=sorted({i.opcode for i in comp
                                           if i.opcode != "parameter" and i is not instr}))
         hits.append(hit)
-    return hits
+    # An op with a region (reduce, sort, scatter) also names its region's parameters:
+    # the instruction itself comes first, since its fusion is the op's.
+    return sorted(hits, key=lambda h: h["opcode"] == "parameter")
 
 
 def _callees(module: hlo.HloModule, name: str) -> list[str]:

@@ -1,7 +1,10 @@
 """Stage 4, pass and flag: which XLA flag, or which HLO pass disabled, cures the case?
 
-Flags a user can set (options.CURING_FLAGS) are tried one by one. Passes are group
-tested on the reduced case: all the passes XLA ran on it are disabled at once; if that
+Flags a user can set (options.cures_to_try: the target presets) are tried first, one by
+one, and the first that cures names the cure: a bug that the fusion emitters' flag cures
+is in that code path, and disabling the `fusion` pass, which also avoids it, would point
+at the wrong place (issue 14). A curing pass names it only where no flag cures; the passes
+are searched either way, for the report. Passes are group tested on the reduced case: all the passes XLA ran on it are disabled at once; if that
 cures it, halves are tried and the curing half kept, then single passes are dropped while
 the rest still cures, giving a 1-minimal curing set in about log2(P) compiles when one
 pass is to blame. A group whose compile crashes (some passes are load-bearing) is split
@@ -16,8 +19,8 @@ from ..model import COMPILER_FAILURES
 from ..protocol import ListPasses, RequestFailed
 from ..worker import WorkerDied, WorkerHung
 from .context import Context
-from .lab import Case, LabError
-from .options import CURING_FLAGS
+from .lab import Case
+from .options import cures_to_try, flag_name
 
 NAME = "passes"
 MAX_COMPILES = 60
@@ -75,37 +78,42 @@ def curing_passes(ctx: Context, case: Case, passes: list[str]) -> tuple[list[str
     return found, tests
 
 
-def _passes_seen(ctx: Context, case: Case) -> list[str]:
+def _passes_seen(ctx: Context, case: Case) -> list[str] | None:
     """Passes that changed the case when compiled under the target's options, in the
     target's worker (with its plugins) and in the reference worker (which also compiles a
-    case whose failure is a crash)."""
+    case whose failure is a crash of the target only); None when both fail to compile it
+    (a real compiler crash takes every worker down), so there is nothing to search."""
     names: set[str] = set()
+    listed = False
     for worker in (ctx.lab.target, ctx.lab.reference):
         ctx.lab.compiles[NAME] += worker is ctx.lab.target
         try:
-            names.update(worker.call(ListPasses(case.module, ctx.lab.options), ctx.lab.timeout).passes)
+            names.update(worker.call(ListPasses(case.module, ctx.lab.options),
+                                     ctx.lab.probe_timeout).passes)
+            listed = True
         except (WorkerDied, WorkerHung, RequestFailed):
             continue
-    if not names:
-        raise LabError("no compile of the case listed its passes")
-    return sorted(names)
+    return sorted(names) if listed else None
 
 
 def run(ctx: Context) -> dict[str, Any]:
     case = ctx.reduced
     assert case is not None
     base = ctx.lab.options
-    flags = {}
-    for name, value in ((n, v) for n, v in CURING_FLAGS if base.get(n) != v):
-        flags[f"{name}={value}"] = _cures(ctx, case, {**base, name: value})
+    flags = {flag_name(o): _cures(ctx, case, {**base, **o}) for o in cures_to_try(base)}
+    curing_flags = [f for f, cured in flags.items() if cured]  # most specific first
+    evidence: dict[str, Any] = {"flags": flags, "curing_flags": curing_flags}
+    # The first curing flag names the cure; the passes are still searched, for the report.
+    ctx.culprit_pass = curing_flags[0] if curing_flags else None
     disabled = set(str(base.get("xla_disable_hlo_passes", "")).split(","))
-    passes = [p for p in _passes_seen(ctx, case) if p not in disabled]
+    seen = _passes_seen(ctx, case)
+    if seen is None:
+        return {**evidence, "passes_seen": None, "curing_passes": None, "pass_tests": [],
+                "pass_search": "no compile of the case lists its passes"}
+    passes = [p for p in seen if p not in disabled]
     found, tests = curing_passes(ctx, case, passes) if passes else (None, [])
-    curing_flags = sorted(f for f, cured in flags.items() if cured)
-    if found:
+    if found and not curing_flags:
         ctx.culprit_pass = ",".join(sorted(found))
-    elif curing_flags:
-        ctx.culprit_pass = curing_flags[0]
-    return {"flags": flags, "curing_flags": curing_flags, "passes_seen": passes,
-            "curing_passes": sorted(found) if found else None, "pass_tests": tests}
+    return {**evidence, "passes_seen": passes, "curing_passes": sorted(found) if found else None,
+            "pass_tests": tests}
 

@@ -58,7 +58,8 @@ def test_same_fault_from_different_programs_shares_one_signature(campaign: tuple
     bisected = [f for f in _findings(out) if f.culprit_op is not None]
     assert len({f.program for f in bisected}) == BISECTED
     assert {(f.signature, f.culprit_op, f.fusion_kind, f.culprit_pass) for f in bisected} \
-        == {(bisected[0].signature, "exponential (f32->f32)", "kLoop", "apply-xla-transforms")}
+        == {(bisected[0].signature, "exponential (f32->f32)", "kLoop",
+             "xla_cpu_use_fusion_emitters=False")}
 
 
 def test_summary_lists_the_refined_signature_with_its_bundle(campaign: tuple) -> None:

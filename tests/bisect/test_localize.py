@@ -115,15 +115,21 @@ def test_extracted_fusion_fails_alone(bisected: dict, fault: str) -> None:
 def test_curing_pass_is_where_plugins_run(bisected: dict, fault: str) -> None:
     # Registered HLO transformations run inside XLA's apply-xla-transforms pass.
     _, result = bisected[fault]
-    assert result["culprit_pass"] == "apply-xla-transforms"
     assert result["stages"]["passes"]["curing_passes"] == ["apply-xla-transforms"]
+    passes = result["stages"]["passes"]
+    # A preset flag that cures names the cure before any pass does (issue 14).
+    assert result["culprit_pass"] == (passes["curing_flags"] or ["apply-xla-transforms"])[0]
 
 
-def test_curing_flag_found_where_one_exists(bisected: dict) -> None:
+def test_a_curing_preset_flag_is_named_before_the_pass(bisected: dict) -> None:
+    # fusion_bf16_rounding edits what the fusion emitters make: turning them off cures it,
+    # and that flag, which a user can set, names the cure.
     _, result = bisected["fusion_bf16_rounding"]
-    assert "xla_cpu_use_fusion_emitters=False" in result["stages"]["passes"]["curing_flags"]
+    assert result["stages"]["passes"]["curing_flags"][0] == "xla_cpu_use_fusion_emitters=False"
+    assert result["culprit_pass"] == "xla_cpu_use_fusion_emitters=False"
     _, shift = bisected["shift_right_logical"]
     assert shift["stages"]["passes"]["curing_flags"] == []
+    assert shift["culprit_pass"] == "apply-xla-transforms"
 
 
 @pytest.mark.parametrize("fault", sorted(CASES))
