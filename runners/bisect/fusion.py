@@ -56,9 +56,9 @@ def locate(hlo_text: str, op_index: int) -> list[dict[str, Any]]:
                        fusion_ops=sorted({i.opcode for i in comp
                                           if i.opcode != "parameter" and i is not instr}))
         hits.append(hit)
-    # An op with a region (reduce, sort, scatter) also names its region's parameters:
-    # the instruction itself comes first, since its fusion is the op's.
-    return sorted(hits, key=lambda h: h["opcode"] == "parameter")
+    # An op with a region (reduce, sort, scatter) also names the instructions of the
+    # computation it applies: the op's own instruction comes first, its fusion is the op's.
+    return sorted(hits, key=lambda h: "apply" in h.get("role", ()))
 
 
 def _callees(module: hlo.HloModule, name: str) -> list[str]:
