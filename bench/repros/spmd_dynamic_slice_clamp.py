@@ -2,10 +2,11 @@
 dimension where the start index must be clamped gives wrong values.
 
 lax.dynamic_slice clamps each start to [0, operand_dim - size]: a 2-slice of x[4] at 3
-starts at 2 and is [x2, x3]. With the result sharded over 2 devices (operand replicated),
-each device slices its own element at the unclamped start plus its offset and clamps that
-against its own one-element shard, so both get x3: [x3, x3]. In-range starts are right, and
-so is the same jit without an output sharding. Shardy (the default) and GSPMD alike.
+starts at 2 and is [x2, x3]. With the result sharded over 2 devices (operand replicated)
+both devices get x3: [x3, x3], as if each clamped the start plus its own offset instead of
+adding its offset to the clamped start. In-range starts are right, and so is the same jit
+without an output sharding. Shardy (the default) and GSPMD alike; right under
+XLA_FLAGS=--xla_disable_hlo_passes=algsimp.
 Found by xla-sentinel's SPMD campaign (seed 13, 4 devices, program s13-i14: a bool
 [2,1,5] dynamic_slice of a [3,1,8] value at start (-1, -1, 7), its result sharded along
 dimension 0; a bitwise mismatch on default, O0 and no_fusion_emitters alike, the
