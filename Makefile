@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 OUT ?= out/smoke
 
 .PHONY: install demo test lint bench chart chart-sync chart-check images control-plane \
-	system-deps dev-cluster version-envs
+	system-deps dev-cluster version-envs test-envs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,7 @@ install: $(STAMP)
 demo: install
 	$(BIN)/xla-sentinel run examples/smoke.yaml --out $(OUT)
 
-test: install control-plane system-deps
+test: install control-plane system-deps test-envs
 	$(BIN)/pytest -n 2 -q
 
 # The real Kubernetes control plane the operator tests run against (tests/controlplane):
@@ -104,3 +104,10 @@ VERSION_ENVS ?= 0.10.1 0.9.2 0.8.3
 ENVS_DIR ?= .venvs
 version-envs: install
 	XLA_SENTINEL_VERSION_ENVS=$(abspath $(ENVS_DIR)) $(BIN)/python -m xla_sentinel.versions create $(VERSION_ENVS)
+
+# The one other-jaxlib environment the tests use (tests/versions: a real 0.10.1, which keeps
+# a NaN that 0.10.2 drops), installed from PyPI before the tests run, as the venv is, into a
+# cache outside the tree so that every clone shares it; tests download nothing.
+TEST_ENVS_DIR ?= $(HOME)/.cache/xla-sentinel/envs
+test-envs: install
+	XLA_SENTINEL_VERSION_ENVS=$(TEST_ENVS_DIR) $(BIN)/python -m xla_sentinel.versions create 0.10.1
