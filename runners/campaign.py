@@ -77,6 +77,9 @@ INT64_MAX = 2**63 - 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 # What Kubernetes requires of metadata.name (a DNS-1123 subdomain).
 K8S_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# A DNS-1123 label (a Kueue LocalQueue name is one, and so is a label value the operator
+# sets from it): the CRD's queueName pattern, checked here as the API server checks it.
+K8S_LABEL_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 TPU_TOPOLOGY_PATTERN = re.compile(r"^[0-9]+(x[0-9]+){1,2}$")
 BUCKET_URI_PATTERN = re.compile(r"^(gs|s3)://.+")
 PLUGIN_REF_PATTERN = re.compile(r"^[^:]+\.py(:[A-Za-z_][A-Za-z0-9_]*)?$")
@@ -453,6 +456,9 @@ class CampaignSpec:
         self.alerts.check(f"{path}.alerts")
         if self.queueName is not None:
             _require(bool(self.queueName), f"{path}.queueName", "must not be empty when set")
+            _require(bool(K8S_LABEL_PATTERN.fullmatch(self.queueName)), f"{path}.queueName",
+                     f"must be a DNS label (a Kueue LocalQueue name: lower-case letters, digits "
+                     f"and '-', at most 63), got {show(self.queueName)}")
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)

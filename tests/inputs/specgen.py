@@ -94,7 +94,7 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
     (c.CampaignSpec, "tolerations"): st.lists(st.fixed_dictionaries(
         {"key": NAMES, "operator": st.sampled_from(["Exists", "Equal"])}), max_size=2),
     (c.CampaignSpec, "suspend"): st.booleans(),
-    (c.CampaignSpec, "queueName"): NAMES,
+    (c.CampaignSpec, "queueName"): st.from_regex(c.K8S_LABEL_PATTERN, fullmatch=True),
 }
 # Fields whose values are themselves specs, drawn by their own strategies below.
 NESTED = {(c.CampaignSpec, "generator"), (c.CampaignSpec, "targets"), (c.CampaignSpec, "tolerances"),
@@ -189,7 +189,8 @@ OUT_OF_RANGE: dict[tuple[type, str], list[tuple[Any, str]]] = {
     (c.CampaignSpec, "traces"): [([""], "must not be empty"), (["a\nb"], "one line")],
     (c.CampaignSpec, "corpus"): [(["  "], "must not be empty")],
     (c.CampaignSpec, "image"): [("", "must not be empty")],
-    (c.CampaignSpec, "queueName"): [("", "must not be empty")],
+    (c.CampaignSpec, "queueName"): [("", "must not be empty"), ("_", "DNS label"),
+                                    ("Queue", "DNS label"), ("q" * 64, "DNS label")],
     (c.CampaignSpec, "resources"): [({"limits": {"cpu": float("inf")}}, "finite"),
                                     ({"limits": {"cpu": float("nan")}}, "finite")],
     (c.CampaignSpec, "tolerations"): [([{"key": float("inf")}], "finite")],
