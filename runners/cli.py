@@ -21,6 +21,7 @@ from .campaign import BudgetSpec, CampaignSpec, SpecError, load_campaign
 from .program import ProgramError
 from .storage import StorageError
 from .store import StoreError
+from .worker import WorkerStartError
 
 EXIT_OK, EXIT_BUGS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -351,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (SpecError, ProgramError, StoreError, BisectError, StorageError) as e:
+    except (SpecError, ProgramError, StoreError, BisectError, StorageError, WorkerStartError) as e:
         print(f"xla-sentinel: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -291,10 +291,26 @@ class Worker:
         self.kill()
 
 
-def wait_ready(workers: Sequence[Worker], timeout: float = 120.0) -> None:
-    """Start every worker and wait until each has imported jax (pings in parallel)."""
+# How long a new worker may take to import jax and answer: starting is not a program's
+# hang, and on a loaded 2-core machine (load 10, niced) an import took over 120 s.
+STARTUP_SECONDS = 600.0
+
+
+class WorkerStartError(RuntimeError):
+    """A worker did not start (it died or did not answer): nothing was judged yet."""
+
+
+def wait_ready(workers: Sequence[Worker], timeout: float = STARTUP_SECONDS) -> None:
+    """Start every worker and wait until each has imported jax (pings in parallel);
+    WorkerStartError naming the worker, and its log's last lines, when one does not."""
     for w in workers:
         w.start()
     deadline = time.monotonic() + timeout
     for w in workers:
-        w.call(Ping(), max(1.0, deadline - time.monotonic()))
+        try:
+            w.call(Ping(), max(1.0, deadline - time.monotonic()))
+        except (WorkerHung, WorkerDied) as e:
+            tail = e.log_tail if isinstance(e, WorkerDied) else ""
+            where = f" (log: {w.log_path})" if w.log_path else ""
+            raise WorkerStartError(f"worker {w.name} did not start: {e}{where}"
+                                   + (f"; its log ends: {tail.strip()[-300:]}" if tail.strip() else "")) from None
