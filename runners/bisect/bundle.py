@@ -239,21 +239,38 @@ os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_p
 """
 
 RUN_PARTITIONED = """\
+from jax._src.op_shardings import get_num_ways_dim_sharded
 from jax._src.sharding_impls import GSPMDSharding
 devices = tuple(backend.local_devices()[:{n}])
 exe = backend.compile_and_load(
     MODULE, xla_client.DeviceList(devices),
     compiler.get_compile_options(num_replicas=1, num_partitions={n}, env_options_overrides=OPTIONS))
-result = exe.execute_sharded([jax.device_put(x, GSPMDSharding(devices, s))
-                              for x, s in zip(inputs, exe.get_parameter_shardings())])
+
+def tiling(s, shape):  # XLA gives each device ceil(n / w) of a dimension cut in w tiles
+    sharding = GSPMDSharding(devices, s)
+    ways = list(get_num_ways_dim_sharded(sharding._to_xla_hlo_sharding(len(shape)))[0]) or [1] * len(shape)
+    return sharding, ways, tuple(-(-n // w) * w for n, w in zip(shape, ways))
+
+bufs = []
+for x, s in zip(inputs, exe.get_parameter_shardings()):
+    sharding, _, padded = tiling(s, x.shape)
+    bufs.append(jax.device_put(np.pad(x, [(0, p - n) for n, p in zip(x.shape, padded)]), sharding))
+result = exe.execute_sharded(bufs)
 outputs = []
 for shards, s, shape in zip(result.disassemble_into_single_device_arrays(),
                             exe.get_output_shardings(), {shapes}):
-    where = GSPMDSharding(devices, s).devices_indices_map(shape)
-    out = np.empty(shape, shards[0].dtype)
+    if not shape:
+        outputs.append(np.asarray(shards[0]))
+        continue
+    sharding, ways, padded = tiling(s, shape)
+    where = sharding.devices_indices_map(padded)
+    tiles = {{}}  # each tile as a device holds it: a short one gives another shape
     for shard in shards:
-        out[where[shard.device]] = np.asarray(shard)
-    outputs.append(out)
+        at = tuple((sl.start or 0) // (p // w) for sl, p, w in zip(where[shard.device], padded, ways))
+        tiles.setdefault(at, np.asarray(shard))
+    block = lambda prefix: tiles[prefix] if len(prefix) == len(shape) else [
+        block(prefix + (k,)) for k in range(ways[len(prefix)])]
+    outputs.append(np.block(block(()))[tuple(slice(0, n) for n in shape)])
 """
 
 CHECK_RESULTS = """\
@@ -261,6 +278,10 @@ expected = [{expected}]  # float64 reference (or the exact result IEEE 754 fixes
 LEGAL = {legal}  # per output: largest legal normwise error against float64; 0: exact
 bad = 0
 for i, (out, ref, legal) in enumerate(zip(outputs, expected, LEGAL)):
+    if out.shape != np.shape(ref):
+        print(f"output {{i}}: shape {{list(out.shape)}}, expected {{list(np.shape(ref))}}")
+        bad += 1
+        continue
     a, r = out.astype(np.float64), np.asarray(ref, np.float64)
     if legal:
         ok = np.isfinite(a) & np.isfinite(r)

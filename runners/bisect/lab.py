@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import oracle
+from .. import oracle, targets
 from ..protocol import Cut, Ping, R, Ran, Request, RequestFailed, Run
 from ..worker import Worker, WorkerDied, WorkerHung
 from .elements import NUMPY
@@ -45,7 +45,7 @@ class Case:
 class TargetRun:
     """The target's run of a case: `ran` when it compiled and ran, else why not."""
 
-    verdict: str  # "pass" when it ran, else crash / hang / compile_error
+    verdict: str  # "pass" when it ran, else crash / hang / compile_error / harness_error
     error: str = ""
     ran: Ran | None = None
 
@@ -122,7 +122,10 @@ class Lab:
         except WorkerDied as e:
             return TargetRun("crash", f"{e}\n{e.log_tail[-1500:]}")
         except RequestFailed as e:
-            return TargetRun("compile_error", e.error)
+            # XLA's refusal is a compile error; an exception of this project's code (the
+            # harness, targets.xla_failure) is no failure of the finding's kind.
+            return TargetRun("compile_error" if targets.xla_failure(e.error) else "harness_error",
+                             e.error)
 
     def check_compile(self, case: Case, verdict: str, options: dict[str, Any] | None = None, *,
                       repeat: bool = False, want_hlo: bool = False) -> Check:
