@@ -95,7 +95,7 @@ class Ran(Reply):
 class Outputs(Reply):
     outputs: Arrays | None
     skipped: str = ""  # why a reference does not apply (outputs is None then)
-    fallbacks: dict[str, int] = field(default_factory=dict)  # f64_numpy: ops evaluated by XLA
+    fallbacks: dict[str, int] = field(default_factory=dict)  # ops numpy left to XLA, by op: f64_numpy (summary.json reference_fallbacks) and eager (eager_xla_ops)
 
 
 @dataclass
