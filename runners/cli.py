@@ -18,6 +18,7 @@ from typing import Any
 from . import storage
 from .bisect import BisectError
 from .campaign import BudgetSpec, CampaignSpec, SpecError, load_campaign
+from .model import Signature
 from .program import ProgramError
 from .storage import StorageError
 from .store import StoreError
@@ -246,14 +247,26 @@ def _cmd_triage(args: argparse.Namespace) -> int:
     if not sigs:
         print("no signatures")
         return EXIT_OK
-    cols = ("id", "verdict", "target", "culprit_op", "culprit_pass", "count", "first_seen",
-            "last_seen", "known_bug", "repro")
-    rows = [[str(v if (v := getattr(s, c)) is not None else "-") for c in cols] for s in sigs]
+    cols = ["id", "verdict", "target", "culprit_op", "culprit_pass", "count", "first_seen",
+            "last_seen", "known_bug", "repro"]
+    # What `bisect --versions` recorded (docs/versions.md), shown once any signature has it.
+    if any(s.introduced_in or s.last_good for s in sigs):
+        cols += ["introduced_in", "last_good"]
+    if any(s.verification for s in sigs):
+        cols.append("verification")
+    rows = [[_triage_cell(s, c) for c in cols] for s in sigs]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
     return EXIT_OK
+
+
+def _triage_cell(sig: Signature, column: str) -> str:
+    if column == "verification" and sig.verification:
+        return f"{sig.verification} on {sig.verification_jaxlib}"  # the release it ran on
+    value = getattr(sig, column)
+    return "-" if value is None else str(value)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

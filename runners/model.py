@@ -109,6 +109,15 @@ class Signature:
     repro: str | None = None
     known_bug: str | None = None
     bisected: int = 0
+    # What `bisect --versions` found (docs/versions.md), released jaxlib versions: the first
+    # that shows the bug and the newest before it that does not ("<=A" with no last_good
+    # when the oldest release searched, A, shows it already).
+    introduced_in: str | None = None
+    last_good: str | None = None
+    # A fix verification on one release: "verified" (the bug does not show there) or
+    # "still_failing", and that release.
+    verification: str | None = None
+    verification_jaxlib: str | None = None
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
@@ -118,5 +127,9 @@ class Signature:
 
 
 SIGNATURE_FIELDS = tuple(f.name for f in dataclasses.fields(Signature))
-# summary.json lists a signature without its dtype (part of its id) and bisection count.
-SUMMARY_SIGNATURE_FIELDS = tuple(f for f in SIGNATURE_FIELDS if f not in ("dtype", "bisected"))
+# The fields a version bisection or verification fills in, after the campaign.
+VERSION_FIELDS = ("introduced_in", "last_good", "verification", "verification_jaxlib")
+# summary.json lists a signature without its dtype (part of its id), bisection count and
+# version fields (set later, by `bisect --versions`, which does not rewrite the summary).
+SUMMARY_SIGNATURE_FIELDS = tuple(f for f in SIGNATURE_FIELDS
+                                 if f not in ("dtype", "bisected", *VERSION_FIELDS))

@@ -22,8 +22,9 @@ from urllib.parse import quote
 
 from . import coverage, storage
 from .html_report import Event, Page, SignatureRow, render_page
-from .model import SIGNATURE_FIELDS, Signature
+from .model import Signature
 from .program import ProgramError
+from .store import read_signatures
 
 TOP = 15
 SECTION_TITLES = {
@@ -200,8 +201,7 @@ def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None 
     data = collect(folder)
     con = _open(folder)
     try:
-        sigs = [Signature(**dict(zip(SIGNATURE_FIELDS, row, strict=True))) for row in con.execute(
-            f"SELECT {', '.join(SIGNATURE_FIELDS)} FROM signatures ORDER BY first_seen")]
+        sigs = read_signatures(con)  # a store of an older schema too (read-only here)
         events = [Event(t, v) for t, v in con.execute("SELECT time, verdict FROM findings ORDER BY time")]
         seconds = [s for (s,) in con.execute("SELECT seconds FROM programs")]
         programs, executions = con.execute(

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .model import FINDING_FIELDS, SIGNATURE_FIELDS, Finding, Signature
+from .model import FINDING_FIELDS, SIGNATURE_FIELDS, VERSION_FIELDS, Finding, Signature
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -28,6 +28,10 @@ CREATE TABLE IF NOT EXISTS signatures (
     fusion_kind TEXT, dtype TEXT, count INTEGER NOT NULL, first_seen TEXT NOT NULL,
     last_seen TEXT NOT NULL, repro TEXT, known_bug TEXT, bisected INTEGER NOT NULL DEFAULT 0);
 """
+# Signature columns added after the first schema, each with its type: a store file written
+# before them gets them on open (ALTER TABLE), and readers of a file they cannot migrate
+# (report.py opens it read-only) take the missing ones as None.
+ADDED_SIGNATURE_COLUMNS = {f: "TEXT" for f in VERSION_FIELDS}
 # The findings table holds every Finding field but the campaign (one store, one campaign:
 # its name is in meta).
 FINDING_COLUMNS = tuple(f for f in FINDING_FIELDS if f != "campaign")
@@ -46,9 +50,16 @@ class Store:
             self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.executescript(SCHEMA)
+            self._migrate()
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path}: not a usable xla-sentinel store ({e})") from None
         self.lock = threading.Lock()
+
+    def _migrate(self) -> None:
+        have = _columns(self.db, "signatures")
+        for column, kind in ADDED_SIGNATURE_COLUMNS.items():
+            if column not in have:
+                self.db.execute(f"ALTER TABLE signatures ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         self.db.close()
@@ -148,8 +159,20 @@ class Store:
                            "campaign": campaign}) for row in cur]
 
     def signatures(self) -> list[Signature]:
-        cur = self.db.execute(f"SELECT {', '.join(SIGNATURE_FIELDS)} FROM signatures ORDER BY first_seen")
-        return [Signature(**dict(zip(SIGNATURE_FIELDS, row, strict=True))) for row in cur]
+        return read_signatures(self.db)
+
+    def record_versions(self, sig_id: str, fields: dict[str, str | None]) -> bool:
+        """Set a signature's version fields (model.VERSION_FIELDS) from a version bisection
+        or verification; False when the store holds no such signature."""
+        unknown = set(fields) - set(VERSION_FIELDS)
+        if unknown:
+            raise ValueError(f"not version fields of a signature: {sorted(unknown)}")
+        if not fields:
+            return self.signature_count(sig_id) > 0
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.lock:
+            cur = self.db.execute(f"UPDATE signatures SET {cols} WHERE id=?", (*fields.values(), sig_id))
+        return cur.rowcount == 1
 
     def programs_with_status(self, status: str) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT id, stats FROM programs WHERE status=? ORDER BY idx", (status,))
@@ -163,3 +186,16 @@ class Store:
         by_verdict = dict(self.db.execute("SELECT verdict, COUNT(*) FROM findings GROUP BY verdict"))
         return {"programs": programs, "executions": executions, "program_seconds": seconds,
                 "status": by_status, "findings": by_verdict}
+
+
+def _columns(db: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+
+
+def read_signatures(db: sqlite3.Connection) -> list[Signature]:
+    """Every signature of an open store file, first seen first; columns a file written
+    before them lacks (ADDED_SIGNATURE_COLUMNS) read as None."""
+    have = _columns(db, "signatures")
+    cols = [f for f in SIGNATURE_FIELDS if f in have]
+    cur = db.execute(f"SELECT {', '.join(cols)} FROM signatures ORDER BY first_seen")
+    return [Signature(**dict(zip(cols, row, strict=True))) for row in cur]

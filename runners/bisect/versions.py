@@ -408,7 +408,60 @@ def bisect_versions(path: Path, spec: str, timeout: float = 120.0, install: bool
     result["probes"] = [asdict(p) for p in result["probes"]]
     result["current"] = versions.current_jaxlib()
     _record(subject, result)
+    stored = record_in_store(subject.path, result)
+    if stored is not None:
+        result["store"] = stored
     return result
+
+
+def signature_fields(result: dict[str, Any]) -> dict[str, str | None]:
+    """The signature's version fields (model.VERSION_FIELDS) a result sets; {} for a
+    result that tells nothing about the bug's releases (undecided, not_in_last)."""
+    status = result.get("status")
+    if status == "found":
+        return {"introduced_in": result["introducedIn"], "last_good": result["lastGood"]}
+    if status == "already_in_first":
+        # The oldest release searched shows it: introduced there or before, none known good.
+        first = str(result["range"]).split("..", 1)[0]
+        return {"introduced_in": f"<={first}", "last_good": None}
+    if status in ("verified", "still_failing"):
+        return {"verification": status, "verification_jaxlib": str(result["verify"])}
+    return {}
+
+
+def campaign_of(path: Path) -> tuple[Path, str] | None:
+    """(the campaign store, the signature id) of a finding folder OUT/findings/ID, or of a
+    bundle inside one; None for a finding or bundle outside a campaign folder."""
+    for folder in (path, *path.parents):
+        if (folder / "finding.json").is_file():
+            db = folder.parent.parent / "campaign.sqlite"
+            if folder.parent.name != "findings" or not db.is_file():
+                return None
+            record = _json(folder / "finding.json")
+            signature = record.get("signature") if isinstance(record, dict) else None
+            return (db, str(signature)) if signature else None
+    return None
+
+
+def record_in_store(path: Path, result: dict[str, Any]) -> dict[str, Any] | None:
+    """Set the version fields of the finding's signature in its campaign's store (what
+    `triage` lists); where it went, or None when there is no store or nothing to set."""
+    from ..store import Store, StoreError
+
+    fields = signature_fields(result)
+    where = campaign_of(Path(path))
+    if not fields or where is None:
+        return None
+    db, signature = where
+    try:
+        store = Store(db)
+    except StoreError as e:
+        raise VersionBisectError(str(e)) from None
+    try:
+        found = store.record_versions(signature, fields)
+    finally:
+        store.close()
+    return {"path": str(db), "signature": signature, "recorded": found, **fields}
 
 
 def _record(subject: Subject, result: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from xla_sentinel.bisect.versions import bisect_versions
 from xla_sentinel.campaign import parse_spec
 from xla_sentinel.engine import run_campaign
 from xla_sentinel.program import save_arrays
+from xla_sentinel.store import Store
 
 from .conftest import fake_release
 
@@ -60,7 +61,7 @@ def _finding(out: Path, target: str) -> Path:
 
 
 def test_the_first_release_with_the_fault_is_found_and_fixes_are_verified(
-        fake_envs: Path, odd_trace: Path, tmp_path: Path) -> None:
+        fake_envs: Path, odd_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = parse_spec({"traces": [str(odd_trace)],
                        "targets": ["default", {"name": "faulty",
                                                "python": str(fake_envs / "jaxlib-0.95.0/bin/python")}],
@@ -81,15 +82,36 @@ def test_the_first_release_with_the_fault_is_found_and_fixes_are_verified(
     assert len(result["probes"]) <= 5  # ends, 0.93.0 skipped, then log2 of what is left
     recorded = json.loads((folder / "finding.json").read_text())["versions"]["bisection"]
     assert (recorded["introducedIn"], recorded["lastGood"]) == (FIRST_BAD, "0.92.0")
+    # The campaign's store records it in the finding's signature, which triage lists.
+    signature = json.loads((folder / "finding.json").read_text())["signature"]
+    assert result["store"]["signature"] == signature and result["store"]["recorded"]
+    assert _stored(tmp_path / "out", signature)[:2] == (FIRST_BAD, "0.92.0")
 
     # A fix verified, and one not: the command line exits 0 where the bug does not show
     # on the release asked about, 1 where it still does.
     assert cli.main(["bisect", "--versions", "0.91.0", str(folder)]) == 0
+    assert _stored(tmp_path / "out", signature) == (FIRST_BAD, "0.92.0", "verified", "0.91.0")
     assert cli.main(["bisect", "--versions", "0.96.0", str(folder)]) == 1
     recorded = json.loads((folder / "finding.json").read_text())["versions"]
     assert (recorded["verification"]["verify"], recorded["verification"]["status"]) == (
         "0.96.0", "still_failing")
     assert recorded["bisection"]["introducedIn"] == FIRST_BAD  # kept beside it
+    assert _stored(tmp_path / "out", signature) == (FIRST_BAD, "0.92.0", "still_failing", "0.96.0")
+    capsys.readouterr()
+    assert cli.main(["triage", str(tmp_path / "out")]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split()[-3:] == ["introduced_in", "last_good", "verification"]
+    (row,) = [r for r in rows if r.startswith(signature)]
+    assert row.split()[-5:] == [FIRST_BAD, "0.92.0", "still_failing", "on", "0.96.0"]
+
+
+def _stored(out: Path, signature: str) -> tuple[str | None, ...]:
+    store = Store(out / "campaign.sqlite")
+    try:
+        (sig,) = [s for s in store.signatures() if s.id == signature]
+    finally:
+        store.close()
+    return sig.introduced_in, sig.last_good, sig.verification, sig.verification_jaxlib
 
 
 def test_a_range_without_an_environment_is_refused_naming_it(
