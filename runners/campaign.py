@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from .model import Reference, Verdict
-from .versions import VERSION_PATTERN
+from .versions import VERSION_PATTERN, parse_version
 
 DTYPES = ("f32", "bf16", "f16", "f64", "s32", "s8", "u8", "u32", "bool")
 FLOAT_DTYPES = ("f32", "bf16", "f16", "f64")
@@ -313,9 +313,26 @@ class BisectSpec:
     # Bisect the first N findings of each new candidate signature.
     perSignature: int = 1
     reduce: bool = True
+    # "A..B": each bisection also finds the first jaxlib release in A..B that shows the
+    # finding (`bisect --versions`, docs/versions.md), in the environments of the runner
+    # image (a cluster: an image built with them, docs/operator.md).
+    versions: str | None = None
 
     def check(self, path: str) -> None:
         _require(0 <= self.perSignature <= INT64_MAX, f"{path}.perSignature", "must be >= 0")
+        if self.versions is not None:
+            _require(len(self.versions) <= VERSION_RANGE_MAX, f"{path}.versions",
+                     f"must be at most {VERSION_RANGE_MAX} characters")
+            first, sep, last = self.versions.partition("..")
+            _require(bool(sep) and all(VERSION_PATTERN.match(v) for v in (first, last)),
+                     f"{path}.versions", "must be a range of released jaxlib versions "
+                     f"OLDEST..NEWEST like 0.9.0..0.10.2, got {show(self.versions)}")
+            _require(parse_version(first) < parse_version(last), f"{path}.versions",
+                     f"{first} is not older than {last}")
+
+
+# The longest `bisect.versions` range (the CRD's maxLength: it bounds its CEL rule's cost).
+VERSION_RANGE_MAX = 64
 
 
 @dataclass(frozen=True)
