@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="run a repro bundle (a fix verification Job) and report the outcome")
     p.add_argument("--signature", default="", help="the BugSignature a --bisect/--verify is for")
     p.add_argument("--fixed-in", default="", help="the version a --verify checks a fix in")
+    p.add_argument("--versions", default="", metavar="A..B",
+                   help="with --bisect: also the first jaxlib release in A..B that shows the "
+                   "finding, in the environments this image holds (spec.bisect.versions)")
     p.add_argument("--inject-pass", action="append", default=[])
     return p
 
@@ -192,6 +195,28 @@ def bisection_result(record: dict[str, Any], result: dict[str, Any], finding_dir
             "error": result.get("error")}
 
 
+def version_bisection(folder: Path, releases: str) -> dict[str, Any]:
+    """What `bisect --versions A..B` finds for the finding (docs/versions.md), as the
+    result's introducedIn, lastGood and versionStatus; a range this image holds no
+    environments for is versionStatus "error" with the reason, the rest of the result kept."""
+    from xla_sentinel.bisect.versions import VersionBisectError, bisect_versions, signature_fields
+
+    out: dict[str, Any] = {"versionRange": releases}
+    try:
+        result = bisect_versions(folder, releases)
+    except (VersionBisectError, OSError) as e:
+        return {**out, "versionStatus": "error", "versionError": str(e)[:1000]}
+    out["versionStatus"] = result["status"]
+    if result.get("error"):
+        out["versionError"] = str(result["error"])[:1000]
+    # The same fields the local store's signature gets ("<=A" when A already shows it).
+    fields = signature_fields(result)
+    for key, field in (("introducedIn", "introduced_in"), ("lastGood", "last_good")):
+        if fields.get(field):
+            out[key] = fields[field]
+    return out
+
+
 def run_bisect(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
@@ -212,6 +237,8 @@ def run_bisect(args: argparse.Namespace) -> int:
     except (BisectError, LabError, OSError) as e:
         result = {"status": "error", "error": str(e)[:2000]}
     payload = bisection_result(record, result, folder, args.signature or str(record.get("signature")))
+    if args.versions:
+        payload.update(version_bisection(folder, args.versions))
     payload.update(versions=runner_versions(args.image), job=os.environ.get("HOSTNAME", ""),
                    time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     write_result(_custom_api(args), result_object(
@@ -226,18 +253,52 @@ def verify_outcome(returncode: int) -> str:
     return {0: "verified", 1: "still-failing"}.get(returncode, "error")
 
 
+def fixing_release(fixed_in: str) -> str | None:
+    """`fixed_in` when it is a release other than this runner's own that the image holds an
+    environment for (docs/versions.md); None: the bundle runs on this runner's jaxlib."""
+    from xla_sentinel import versions
+
+    if not fixed_in or not versions.VERSION_PATTERN.match(fixed_in):
+        return None
+    try:
+        env = versions.environment(fixed_in)
+    except versions.VersionError:
+        return None
+    return None if env.current else fixed_in
+
+
+def verify_on_release(bundle: Path, release: str) -> tuple[int, str]:
+    """(exit code as repro.py gives it, output) of `bisect --versions RELEASE BUNDLE`."""
+    from xla_sentinel.bisect.versions import VersionBisectError, bisect_versions
+
+    try:
+        result = bisect_versions(bundle, release)
+    except (VersionBisectError, OSError) as e:
+        return -1, str(e)
+    (probe,) = result["probes"]
+    code = {"verified": 0, "still_failing": 1}.get(result["status"], -1)
+    return code, f"jaxlib {release}: {result['status']} ({probe['verdict']}) {probe['detail']}".strip()
+
+
 def run_verify(args: argparse.Namespace) -> int:
     import hashlib
     import subprocess
     from datetime import UTC, datetime
 
+    from xla_sentinel import versions
     from xla_sentinel.k8s_report import result_object, write_result
 
     bundle = Path(args.verify)
     # The signature's repro may name the finding folder; its bundle is the repro.py below it.
     script = bundle / "repro.py" if (bundle / "repro.py").exists() else next(bundle.glob("**/repro.py"), None)
+    jaxlib = versions.current_jaxlib()
+    release = fixing_release(args.fixed_in)
     if script is None:
         code, output = -1, f"{bundle}: no repro.py found"
+    elif release is not None:
+        # The image holds the fixing release's environment: the bundle runs there.
+        jaxlib = release
+        code, output = verify_on_release(script.parent, release)
     else:
         try:
             done = subprocess.run([sys.executable, script.name], cwd=script.parent, text=True,
@@ -247,7 +308,8 @@ def run_verify(args: argparse.Namespace) -> int:
             code, output = -1, "repro.py ran past 600 s"
     payload = {"signature": args.signature, "result": verify_outcome(code), "exitCode": code,
                "evidence": output[-2000:], "image": args.image, "fixedIn": args.fixed_in,
-               "versions": runner_versions(args.image), "job": os.environ.get("HOSTNAME", ""),
+               "versions": runner_versions(args.image), "jaxlib": jaxlib,
+               "job": os.environ.get("HOSTNAME", ""),
                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     key = f"{args.signature}-{hashlib.sha256(f'{args.image}|{args.fixed_in}'.encode()).hexdigest()[:6]}"
     write_result(_custom_api(args), result_object(

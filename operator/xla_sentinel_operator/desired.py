@@ -431,8 +431,12 @@ def bisector_job(c: Campaign, sample: dict[str, Any], worker: str, *, default_im
     # `worker --bisect` runs `xla-sentinel bisect`'s pipeline and writes the result back as a
     # WorkerReport result (the worker's RBAC); the operator ingests it into the signature.
     image = c.spec.image or default_image
-    pod = _pod_spec(c, image, ["worker", "--bisect", path, "--signature", signature],
-                    _job_env(c, image), service_account)
+    args = ["worker", "--bisect", path, "--signature", signature]
+    if c.spec.bisect.versions:
+        # Also over jaxlib releases, in the environments the runner image holds
+        # (docs/operator.md, "Version bisection").
+        args += ["--versions", c.spec.bisect.versions]
+    pod = _pod_spec(c, image, args, _job_env(c, image), service_account)
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job_name(c.name, "bisect", str(sample["id"])[:16]),

@@ -701,7 +701,8 @@ async def ingest_verification(rt: Runtime, c: desired.Campaign, result: dict[str
     """A fix verification Job's result: verified or still failing, with its evidence."""
     ns, signature = c.namespace, str(result.get("signature") or "")
     outcome = str(result.get("result") or "error")
-    record = {k: result[k] for k in ("result", "image", "fixedIn", "exitCode", "evidence", "time", "job")
+    record = {k: result[k] for k in ("result", "image", "fixedIn", "jaxlib", "exitCode", "evidence",
+                                     "time", "job")
               if result.get(k) not in (None, "")}
     record["versions"] = {k: str(v) for k, v in (result.get("versions") or {}).items()}
     name = signatures.signature_name(signature)

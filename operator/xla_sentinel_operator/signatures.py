@@ -142,7 +142,11 @@ def bisection_status(result: dict[str, Any], job: str) -> dict[str, Any]:
            "finding": str(result.get("finding") or ""), "time": str(result.get("time") or "")}
     for field, key in (("culpritOp", "culprit_op"), ("fusionKind", "fusion_kind"),
                        ("culpritPass", "culprit_pass"), ("repro", "repro"),
-                       ("refinedSignature", "signature"), ("error", "error")):
+                       ("refinedSignature", "signature"), ("error", "error"),
+                       # A version bisection of the finding (spec.bisect.versions).
+                       ("introducedIn", "introducedIn"), ("lastGood", "lastGood"),
+                       ("versionRange", "versionRange"), ("versionStatus", "versionStatus"),
+                       ("versionError", "versionError")):
         if result.get(key):
             out[field] = str(result[key])[:1000]
     for field, key in (("reducedOps", "reduced_ops"), ("originalOps", "original_ops")):

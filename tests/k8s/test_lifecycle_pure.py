@@ -3,6 +3,7 @@ seen, what a bisection reports and refines to, and the alert fields it adds."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -115,6 +116,44 @@ def test_verify_runs_the_bundle_and_reports_its_outcome(tmp_path: Path, monkeypa
     (bundle / "repro.py").write_text("print('ok')\n")  # the fix is in: exit 0
     assert worker_main.main(argv) == 0
     assert result_from_object(next(iter(api.objects.values())))["result"] == "verified"
+
+
+def test_verify_runs_the_bundle_on_the_fixing_release_the_image_holds(tmp_path: Path, monkeypatch):
+    """`worker --verify --fixed-in V` on an image with V's environment runs the bundle on V
+    (`bisect --versions V`), and says which release it ran on; without one, on its own."""
+    from versions.conftest import fake_release
+    from xla_sentinel import versions
+    from xla_sentinel.k8s_report import result_from_object
+
+    from .test_report_bounded_pure import FakeReports
+    from .test_version_bisection import bundle_folder
+
+    api = FakeReports()
+    monkeypatch.setattr(worker_main, "_custom_api", lambda args: api)
+    envs = tmp_path / "envs"
+    fake_release(envs, "0.92.0")
+    fake_release(envs, "0.96.0", fault="odd_tail_multiply.py")  # the bug is still there
+    monkeypatch.setenv(versions.ENVS_VARIABLE, str(envs))
+    bundle = tmp_path / "findings" / "f1" / "repro"
+    bundle.mkdir(parents=True)
+    bundle_folder(bundle)
+
+    def verify(fixed_in: str) -> dict:
+        assert worker_main.main(["--verify", str(bundle.parent), "--signature", "d" * 16,
+                                 "--fixed-in", fixed_in, "--campaign", "nightly",
+                                 "--namespace", "ns", "--image", "runner:2"]) == 0
+        (obj,) = [o for o in api.objects.values() if o["spec"]["worker"] == "verification"
+                  and json.loads(o["spec"]["result"])["fixedIn"] == fixed_in]
+        return result_from_object(obj)
+
+    fixed = verify("0.92.0")
+    assert (fixed["result"], fixed["jaxlib"], fixed["exitCode"]) == ("verified", "0.92.0", 0)
+    failing = verify("0.96.0")
+    assert (failing["result"], failing["jaxlib"], failing["exitCode"]) == ("still-failing", "0.96.0", 1)
+    assert "normwise error" in failing["evidence"]
+    # No environment for 0.10.3 in the image: its own jaxlib runs repro.py (no fault there).
+    own = verify("0.10.3")
+    assert (own["result"], own["jaxlib"]) == ("verified", versions.current_jaxlib())
 
 
 def test_bisect_without_a_finding_is_bad_input(tmp_path: Path, capsys):
