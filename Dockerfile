@@ -2,6 +2,8 @@
 # Two images from one file:
 #   docker build --target operator -t xla-sentinel-operator .
 #   docker build --target runner --build-arg FLAVOR=cpu|cuda|tpu -t xla-sentinel-runner .
+#   docker build --target runner --build-arg VERSION_ENVS="0.9.2 0.10.1" ...  (older jaxlib
+#     releases for version bisection: spec.bisect.versions, docs/versions.md)
 # The operator image never contains jax; the runner image holds the engine and one jax
 # flavour. Both run as the unprivileged user 10001 that the Helm chart's securityContext
 # (runAsUser 10001) expects, and work with a read-only root filesystem.
@@ -113,6 +115,14 @@ RUN case "${FLAVOR}" in \
     esac \
  && pip install -c /opt/constraints.txt "${jax}" '.[engine]' kubernetes \
  && python -c "import jax, jaxlib; assert jax.__version__ == '${JAX_VERSION}', jax.__version__"
+# Release environments for `bisect --versions` and spec.bisect.versions: one venv per
+# older jaxlib (runners/versions.py creates them as `make version-envs` does, from PyPI at
+# build time; about 600 MB each). None by default.
+ARG VERSION_ENVS=""
+RUN mkdir -p /opt/xla-sentinel/envs \
+ && if [ -n "${VERSION_ENVS}" ]; then \
+      XLA_SENTINEL_VERSION_ENVS=/opt/xla-sentinel/envs python -m xla_sentinel.versions create ${VERSION_ENVS}; \
+    fi
 
 FROM base AS operator
 LABEL org.opencontainers.image.title="xla-sentinel-operator" \
@@ -129,8 +139,10 @@ ARG FLAVOR=cpu
 LABEL org.opencontainers.image.title="xla-sentinel-runner" \
       org.opencontainers.image.description="xla-sentinel engine and worker (jax flavour: ${FLAVOR})"
 COPY --from=runner-build /opt/venv /opt/venv
+COPY --from=runner-build /opt/xla-sentinel/envs /opt/xla-sentinel/envs
 # With a read-only root filesystem, jax and XLA write only to the /tmp volume the pod mounts.
-ENV HOME=/tmp XDG_CACHE_HOME=/tmp/.cache
+# The release environments are where versions.py looks for them.
+ENV HOME=/tmp XDG_CACHE_HOME=/tmp/.cache XLA_SENTINEL_VERSION_ENVS=/opt/xla-sentinel/envs
 USER 10001:10001
 WORKDIR /tmp
 ENTRYPOINT ["xla-sentinel"]
