@@ -153,7 +153,7 @@ class Recorder:
                                    "plugins": self.plugins},
             dir=str(folder.relative_to(self.out)), time=now())
         finding.signature = signature_of(finding)
-        finding.known_bug = known_bugs.match(finding)
+        finding.known_bug = known_bugs.match(finding, graph=program.graph)
         # The format version travels with the finding, so a reader of a stored campaign can
         # refuse a layout newer than it knows (storage.read_finding).
         record = {"format": FINDING_FORMAT, **finding.to_json()}

@@ -1,0 +1,174 @@
+"""The SPMD bugs of issue 13's devices-4 clean run are known bugs (runners/known_bugs.yaml):
+a campaign's finding of a program that shows one is marked with its entry, a finding of
+another program is not (docs/spmd.md, "The devices-4 clean run").
+
+The programs are built by hand, a few elements each, and go the campaign's way: lowered
+with their plan, judged by an Assessor on real compiles, recorded by a Recorder (which
+matches each finding against the list with the program's graph)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from xla_sentinel import known_bugs
+from xla_sentinel.assess import Assessor, Slot
+from xla_sentinel.campaign import parse_spec
+from xla_sentinel.faults import fault_path
+from xla_sentinel.model import Finding
+from xla_sentinel.program import Program
+from xla_sentinel.protocol import Lower
+from xla_sentinel.recording import Counters, Recorder
+from xla_sentinel.targets import resolve
+from xla_sentinel.worker import wait_ready
+
+TIMEOUT = 120.0
+SPEC = parse_spec({"targets": ["default"], "references": ["f64_eager", "eager"],
+                   "bisect": {"enabled": False}})
+
+
+def _value(shape: list[int], dtype: str, **source: int) -> dict[str, Any]:
+    return {"shape": shape, "dtype": dtype, "tainted": False, "bitwise": True, **source}
+
+
+def _plan(inputs: list[list[str | None]], outputs: list[list[str | None]]) -> dict[str, Any]:
+    return {"devices": 2, "mesh": [2], "axes": ["x"], "partitioner": "shardy",
+            "inputs": inputs, "outputs": outputs, "regions": {}}
+
+
+# s32[8] over 2 devices, one trip of x.at[1:].set(x[:-1]).at[0].set(-x[0]): XLA gives
+# [-1, 1, 2, 3, 1, 5, 6, 7] for [-1, 1, ..., 7] (bench/repros/spmd_scatter_after_shift.py).
+SHIFT = {"values": [_value([8], "s32", input=0), _value([8], "s32", node=0)],
+         "nodes": [{"op": "loop_shift", "args": [0], "discrete": False,
+                    "attrs": {"loop": "fori", "body": "neg", "trips": 1, "step": 0, "offset": 0, "axis": 0}}],
+         "outputs": [1], "sharding": _plan([["x"]], [["x"]])}
+SHIFT_INPUTS = [np.arange(1, 9, dtype=np.int32)]
+
+# An f32[2, 1] update of f32[2, 4] sharded along dimension 1, at column 9 (clamped to 3):
+# dropped (bench/repros/spmd_dynamic_update_slice_clamp.py).
+DUS = {"values": [_value([2, 4], "f32", input=0), _value([2, 1], "f32", input=1),
+                  _value([], "s32", input=2), _value([], "s32", input=3), _value([2, 4], "f32", node=0)],
+       "nodes": [{"op": "dynamic_update_slice", "args": [0, 1, 2, 3], "attrs": {}, "discrete": False}],
+       "outputs": [4], "sharding": _plan([[None, "x"], [None, None], [], []], [[None, "x"]])}
+DUS_INPUTS = [np.zeros((2, 4), np.float32), np.ones((2, 1), np.float32), np.int32(0), np.int32(9)]
+
+# A psum of one device's copy on a 2x2 mesh, returned sharded: right on XLA, wrong only
+# with an injected fault (tests/spmd/test_spmd_faults.py), which is no XLA bug.
+PSUM = {"values": [_value([4, 6], "f32", input=0), _value([4, 6], "f32", input=1),
+                   {**_value([4, 6], "f32", node=0), "tainted": True, "bitwise": False}],
+        "nodes": [{"op": "add", "args": [0, 1], "attrs": {}, "discrete": False}],
+        "outputs": [2],
+        "sharding": {"devices": 4, "mesh": [2, 2], "axes": ["x", "y"], "partitioner": "shardy",
+                     "inputs": [[None, None], [None, None]], "outputs": [["x", "y"]],
+                     "regions": {"2": {"kind": "psum_broadcast", "axis": "x", "source": 1}}}}
+PSUM_INPUTS = [np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6),
+               np.linspace(1, 3, 24, dtype=np.float32).reshape(4, 6)]
+
+
+def _recorded(probe, tmp: Path, name: str, graph: dict[str, Any], inputs: list[np.ndarray],
+              plugins: list[str] = ()) -> list[Finding]:
+    """The findings a campaign records for this program: assessed, then recorded."""
+    module = probe.call(Lower(graph), TIMEOUT).module
+    program = Program(name, module, inputs, [v["dtype"] for v in graph["values"] if "input" in v],
+                      graph=graph)
+    targets = [resolve(t) for t in SPEC.targets]
+    slot = Slot(name, targets, list(plugins), None)
+    try:
+        wait_ready(slot.workers())
+        result = Assessor(targets, SPEC.references, SPEC.timeouts.programSeconds, {}).assess(slot, program)
+    finally:
+        slot.close()
+    recorder = Recorder(tmp, "known-spmd-bugs", SPEC, list(plugins), (0, 1), Counters(),
+                        threading.Lock(), None)
+    recorder.open()
+    for v in result.verdicts:
+        recorder.finding(program, v.target, v.verdict, v.evidence, result.expected, v.actual, v.output)
+    assert recorder.store is not None
+    return recorder.store.findings()
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> Iterator[Path]:
+    yield tmp_path_factory.mktemp("known")
+
+
+def test_the_shift_bug_is_marked_known(probe, out) -> None:
+    (finding,) = _recorded(probe, out / "shift", "shift", SHIFT, SHIFT_INPUTS)
+
+    assert finding.verdict == "mismatch"
+    assert finding.known_bug == "xla-spmd-scatter-after-shift"
+
+
+def test_the_dynamic_update_slice_bug_is_marked_as_itself(probe, out) -> None:
+    (finding,) = _recorded(probe, out / "dus", "dus", DUS, DUS_INPUTS)
+
+    assert finding.verdict == "mismatch"
+    assert finding.known_bug == "xla-spmd-dynamic-update-slice-clamp"
+
+
+def test_a_finding_of_another_sharded_program_is_not_known(probe, out) -> None:
+    """A real mismatch of a sharded program (an all-reduce done twice, injected) is new."""
+    (finding,) = _recorded(probe, out / "psum", "psum", PSUM, PSUM_INPUTS,
+                           [f"{fault_path('allreduce_twice')}:transform"])
+
+    assert finding.verdict == "mismatch"
+    assert finding.known_bug is None
+
+
+def _finding(**evidence: Any) -> Finding:
+    return Finding(id="f", campaign="c", program="p", target="default", verdict="mismatch",
+                   dtype="s32", evidence=evidence, dir="findings/f", time="t")
+
+
+def test_a_program_rule_looks_only_at_what_computes_the_wrong_output() -> None:
+    """Output 0 of SHIFT plus an output 1 that only negates the input: a mismatch of
+    output 1 does not go through loop_shift, so it is not the shift bug; without a graph
+    no program rule matches."""
+    graph = {**SHIFT, "values": [*SHIFT["values"], _value([8], "s32", node=1)],
+             "nodes": [*SHIFT["nodes"], {"op": "neg", "args": [0], "attrs": {}, "discrete": False}],
+             "outputs": [1, 2]}
+
+    assert known_bugs.match(_finding(output=0), graph=graph) == "xla-spmd-scatter-after-shift"
+    assert known_bugs.match(_finding(output=1), graph=graph) is None
+    assert known_bugs.match(_finding(output=0)) is None
+    unsharded = {k: v for k, v in graph.items() if k != "sharding"}
+    assert known_bugs.match(_finding(output=0), graph=unsharded) is None
+
+
+def test_a_slice_of_a_slice_is_told_from_one_slice() -> None:
+    """`nested`: the dynamic_slice_of_dynamic_slice entry needs one slice applied to
+    another's result; a single sharded slice is the clamp bug's."""
+    def slices(n: int) -> dict[str, Any]:
+        values = [_value([13], "bool", input=0), _value([], "s32", input=1)]
+        nodes = []
+        for size in (9, 5)[:n]:
+            nodes.append({"op": "dynamic_slice_idx", "args": [len(values) - 1 if nodes else 0, 1],
+                          "attrs": {"sizes": [size], "index_dtype": "s32"}, "discrete": False})
+            values.append(_value([size], "bool", node=len(nodes) - 1))
+        return {"values": values, "nodes": nodes, "outputs": [len(values) - 1],
+                "sharding": _plan([["x"], []], [[None]])}
+
+    assert known_bugs.match(_finding(output=0), graph=slices(2)) == "xla-dynamic-slice-of-dynamic-slice"
+    assert known_bugs.match(_finding(output=0), graph=slices(1)) == "xla-spmd-dynamic-slice-clamp"
+
+
+def test_a_crash_is_matched_by_its_error_text() -> None:
+    """The partitioner's pad abort and gather abort have the same verdict; the stack in the
+    error text tells them apart."""
+    graph = {"values": [_value([48], "bool", input=0), _value([95], "bool", node=0)],
+             "nodes": [{"op": "pad", "args": [0], "attrs": {"config": [[-1, 0, 1]], "value": 0},
+                        "discrete": False}],
+             "outputs": [1], "sharding": _plan([["x"]], [["x"]])}
+    crash = {"id": "f", "campaign": "c", "program": "p", "target": "O0", "verdict": "crash",
+             "dir": "findings/f", "time": "t"}
+    pad = Finding(**crash, evidence={"error": "worker exited with code -6 (SIGABRT)\n"
+                                              "pmdPartitioningVisitor::HandlePad()\n    @ 0x7f40"})
+    other = Finding(**crash, evidence={"error": "worker exited with code -6 (SIGABRT)\n"
+                                                "xla::cpu::IrEmitter::HandleSort()"})
+
+    assert known_bugs.match(pad, graph=graph) == "xla-spmd-pad-negative-low-interior"
+    assert known_bugs.match(other, graph=graph) is None
