@@ -49,12 +49,32 @@ def refine_finding(store: Store, out_dir: Path, finding: Finding, spec: BisectSp
         return finding
     if result["status"] != "localized":
         log.info("bisected", finding=finding.id, status=result["status"])
-        return finding
+        return _over_releases(store, Path(out_dir), finding, spec, timeout)
     culprit = {k: result[k] for k in CULPRIT_FIELDS}
     culprit["repro"] = str(Path(finding.dir) / result["repro"])
     if finding.verdict in COMPILER_FAILURES and store.get_meta(alias_key) is None:
         store.set_meta(alias_key, json.dumps(culprit))
-    return _resign(store, Path(out_dir), finding, culprit)
+    refined = _resign(store, Path(out_dir), finding, culprit)
+    return _over_releases(store, Path(out_dir), refined, spec, timeout)
+
+
+def _over_releases(store: Store, out_dir: Path, finding: Finding, spec: BisectSpec,
+                   timeout: float) -> Finding:
+    """With `bisect.versions`, the bisected finding over jaxlib releases too: the result
+    in its finding.json and its (refined) signature's version fields (docs/versions.md).
+    A range that cannot be searched is logged; the campaign goes on."""
+    if not spec.versions or finding.verdict == "hang":
+        return finding
+    from .versions import VersionBisectError, bisect_versions
+
+    try:
+        result = bisect_versions(out_dir / finding.dir, spec.versions, timeout, store=store)
+    except VersionBisectError as e:
+        log.warning("version bisection failed", finding=finding.id, error=str(e))
+        return finding
+    log.info("bisected over releases", finding=finding.id, status=result["status"],
+             introduced_in=result.get("introducedIn"), last_good=result.get("lastGood"))
+    return finding
 
 
 def _resign(store: Store, out_dir: Path, finding: Finding, culprit: dict[str, Any]) -> Finding:

@@ -31,6 +31,7 @@ from ..dtypes import FLOATS
 from ..model import COMPILER_FAILURES
 from ..program import Program, ProgramError, load_arrays, result_dtypes
 from ..protocol import RequestFailed, Run, ToPortable, WhichVersions
+from ..store import Store, StoreError
 from ..worker import NoInterpreter, Worker, WorkerDied, WorkerHung
 from .options import LEGAL
 
@@ -374,9 +375,10 @@ def search(releases: list[str], probe: Callable[[str], Probe]) -> dict[str, Any]
 
 
 def bisect_versions(path: Path, spec: str, timeout: float = 120.0, install: bool = False,
-                    log_dir: Path | None = None) -> dict[str, Any]:
+                    log_dir: Path | None = None, store: Store | None = None) -> dict[str, Any]:
     """Bisect (`A..B`) or verify (`V`) the finding or bundle at `path` over jaxlib releases,
-    and record the result (finding.json key "versions", or the bundle's versions.json)."""
+    and record the result (finding.json key "versions", or the bundle's versions.json, and
+    the signature's fields in its campaign's store: `store` when the caller holds it open)."""
     subject = load_subject(path)
     if subject.verdict == "hang":
         raise VersionBisectError(f"{path}: a hang is not bisected (each probe waits out the timeout)")
@@ -408,7 +410,7 @@ def bisect_versions(path: Path, spec: str, timeout: float = 120.0, install: bool
     result["probes"] = [asdict(p) for p in result["probes"]]
     result["current"] = versions.current_jaxlib()
     _record(subject, result)
-    stored = record_in_store(subject.path, result)
+    stored = record_in_store(subject.path, result, store)
     if stored is not None:
         result["store"] = stored
     return result
@@ -443,24 +445,26 @@ def campaign_of(path: Path) -> tuple[Path, str] | None:
     return None
 
 
-def record_in_store(path: Path, result: dict[str, Any]) -> dict[str, Any] | None:
+def record_in_store(path: Path, result: dict[str, Any], store: Store | None = None) -> dict[str, Any] | None:
     """Set the version fields of the finding's signature in its campaign's store (what
-    `triage` lists); where it went, or None when there is no store or nothing to set."""
-    from ..store import Store, StoreError
-
+    `triage` lists; `store` if open already, as during a campaign); where it went, or None
+    when there is no store or nothing to set."""
     fields = signature_fields(result)
     where = campaign_of(Path(path))
     if not fields or where is None:
         return None
     db, signature = where
+    if store is not None:
+        return {"path": str(db), "signature": signature,
+                "recorded": store.record_versions(signature, fields), **fields}
     try:
-        store = Store(db)
+        opened = Store(db)
     except StoreError as e:
         raise VersionBisectError(str(e)) from None
     try:
-        found = store.record_versions(signature, fields)
+        found = opened.record_versions(signature, fields)
     finally:
-        store.close()
+        opened.close()
     return {"path": str(db), "signature": signature, "recorded": found, **fields}
 
 

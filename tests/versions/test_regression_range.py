@@ -156,3 +156,19 @@ def test_a_repro_bundle_is_bisected_as_its_repro_py_judges_it(
     assert (result["status"], result["introducedIn"], result["lastGood"]) == ("found", FIRST_BAD, "0.92.0")
     saved = json.loads((bundle / "versions.json").read_text())["bisection"]
     assert saved["introducedIn"] == FIRST_BAD
+
+
+def test_a_campaign_with_bisect_versions_records_the_range_in_its_signatures(
+        fake_envs: Path, odd_trace: Path, tmp_path: Path) -> None:
+    """spec.bisect.versions: each bisection the campaign makes also searches the releases,
+    and the finding's signature (the refined one when the bisector localized it) keeps it."""
+    spec = parse_spec({"traces": [str(odd_trace)],
+                       "targets": ["default", {"name": "faulty",
+                                               "python": str(fake_envs / "jaxlib-0.95.0/bin/python")}],
+                       "references": ["f64_numpy"], "budget": {"programs": 1}, "workers": 1,
+                       "bisect": {"versions": f"{RELEASES[0]}..{RELEASES[-1]}"}})
+    run_campaign(spec, tmp_path / "out")
+    folder = _finding(tmp_path / "out", "faulty")
+    record = json.loads((folder / "finding.json").read_text())
+    assert record["versions"]["bisection"]["status"] == "found"
+    assert _stored(tmp_path / "out", record["signature"])[:2] == (FIRST_BAD, "0.92.0")
