@@ -42,6 +42,9 @@ def entries(path: Path = KNOWN_BUGS_FILE) -> list[dict[str, Any]]:
         program = b.get("program", {})
         if not isinstance(program, dict) or set(program) - set(PROGRAM_KEYS):
             raise ValueError(f"{path}: bug {b.get('id')!r}: `program` takes only {list(PROGRAM_KEYS)}")
+        nested = program.get("nested", [[], []])
+        if not (isinstance(nested, list) and len(nested) == 2 and all(isinstance(n, list) for n in nested)):
+            raise ValueError(f"{path}: bug {b.get('id')!r}: `nested` is [[outer ops], [inner ops]]")
         if not all(isinstance(s, str) for s in b.get("error", [])):
             raise ValueError(f"{path}: bug {b.get('id')!r}: `error` is a list of strings")
     return bugs

@@ -8,6 +8,7 @@ matches each finding against the list with the program's graph)."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,3 +173,11 @@ def test_a_crash_is_matched_by_its_error_text() -> None:
 
     assert known_bugs.match(pad, graph=graph) == "xla-spmd-pad-negative-low-interior"
     assert known_bugs.match(other, graph=graph) is None
+
+
+@pytest.mark.parametrize("program", ["{sharded: true, ops: [pad]}", "{nested: [pad]}"])
+def test_a_bad_program_rule_is_refused_naming_the_file(tmp_path: Path, program: str) -> None:
+    f = tmp_path / "bugs.yaml"
+    f.write_text(f"bugs:\n- id: xla-3\n  match: {{verdict: crash}}\n  program: {program}\n")
+    with pytest.raises(ValueError, match=re.escape(f"{f}: bug 'xla-3'")):
+        known_bugs.match(_finding(), f)
