@@ -23,6 +23,8 @@ from .protocol import (
     Request,
     Run,
     ToPortable,
+    Validate,
+    Validated,
     VersionInfo,
     WhichVersions,
 )
@@ -103,11 +105,35 @@ def run(req: Run) -> Ran:
     return Ran(outputs=ex.outputs, compile_s=ex.compile_s, run_s=ex.run_s, again=again)
 
 
+# A module every release from 0.4.x on compiles: what an option check compiles.
+CHECK_MODULE = """module @check {
+  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.exponential %arg0 : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}"""
+
+
+def validate(req: Validate) -> Validated:
+    """Does this release's XLA take each target's options? One line per target it rejects,
+    `NAME: XLA's words` (they name the option: "No such compile option: 'xla_...'"). The
+    plugins are not this worker's (they are registered in the current release's workers)."""
+    errors = []
+    for t in req.targets:
+        try:
+            targets.compile_module(CHECK_MODULE, dict(t["options"]), str(t.get("platform") or "cpu"))
+        except Exception as e:  # XLA raises its own error types; the text says why
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            errors.append(f"{t['name']}: {first}"[:500])
+    return Validated(errors)
+
+
 # What a worker under another jaxlib serves (worker.py imports this as its table).
 HANDLERS: dict[type[Request[Any]], Callable[[Any], Reply]] = {
     Ping: lambda req: Pong(),
     WhichVersions: which_versions,
     Run: run,
+    Validate: validate,
 }
 
 

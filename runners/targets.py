@@ -58,6 +58,38 @@ def resolve(spec: TargetSpec) -> Target:
     return Target(spec.name, options, spec.platform, python, jaxlib)
 
 
+def release_option_errors(specs: list[TargetSpec], timeout: float = 120.0) -> list[str]:
+    """Whether each target of another jaxlib release takes its options there: a worker
+    under its interpreter compiles a small module with them (portable.validate), so an
+    option that release does not know is one error at campaign start naming the target,
+    the release and the option, not a compile_error on every program. The current
+    release's targets are checked by the engine's own validation; a worker that does not
+    start is left to the campaign's start-up, which says so."""
+    from dataclasses import asdict
+
+    from .protocol import RequestFailed, Validate, WhichVersions
+    from .worker import Worker, WorkerDied, WorkerHung
+
+    errors = []
+    for i, spec in enumerate(specs):
+        t = resolve(spec)
+        if t.python is None:
+            continue
+        worker = Worker(f"options-{t.name}", (), None, t.python)
+        try:
+            release = worker.call(WhichVersions(), timeout).jaxlib
+            rejected = worker.call(Validate([], [asdict(t)]), timeout).errors
+        except (WorkerDied, WorkerHung, RequestFailed):
+            continue
+        finally:
+            worker.close()
+        for line in rejected:
+            why = line.split(": ", 1)[-1]
+            errors.append(f"spec.targets[{i}].options ({t.name}): jaxlib {release} does not take "
+                          f"them: {why}")
+    return errors
+
+
 # How XLA reports a module it cannot compile or run: jaxlib's runtime error (named
 # XlaRuntimeError in older jaxlibs, which targets of another environment run), and
 # per-device results that do not tile their output (ShardLayoutError below). A worker's

@@ -5,6 +5,7 @@ interpreter is a simulated release: this one, see conftest.fake_release)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -65,3 +66,27 @@ def test_what_does_not_cross_is_named_and_is_no_verdict(tmp_path: Path) -> None:
     finally:
         current.close()
         other.close()
+
+
+def test_an_option_the_targets_own_release_does_not_know_is_one_error_at_campaign_start(
+        with_old_env: versions.Environment, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """xla_cpu_ftz is new in XLA 0.10.2: jaxlib 0.10.1 (the real environment) refuses it.
+    Before, its target ran anyway and every program was a compile_error there; now `run`
+    names the target, the release and the option before any program, and writes nothing.
+    The current release takes the same option, and 0.10.1 takes one it knows."""
+    from xla_sentinel import cli
+    from xla_sentinel.targets import release_option_errors
+
+    spec = {"generator": {"minOps": 2, "maxOps": 4}, "budget": {"programs": 1}, "workers": 1,
+            "targets": [{"name": "ftz", "options": {"xla_cpu_ftz": False}},
+                        {"name": "old_ftz", "jaxlib": with_old_env.jaxlib, "options": {"xla_cpu_ftz": False}}]}
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text(json.dumps(spec))
+    assert cli.main(["run", str(campaign), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"xla-sentinel: error: spec.targets[1].options (old_ftz): jaxlib {with_old_env.jaxlib} "
+                   "does not take them: INVALID_ARGUMENT: No such compile option: 'xla_cpu_ftz'"]
+    assert not (tmp_path / "out" / "campaign.sqlite").exists()
+    known = parse_spec({"targets": ["default", {"name": "old_o0", "jaxlib": with_old_env.jaxlib,
+                                                "options": {"xla_backend_optimization_level": 0}}]})
+    assert release_option_errors(known.targets) == []
