@@ -39,6 +39,22 @@ class SignatureRow:
     repro: str | None = None
     repro_href: str | None = None
     issue_href: str | None = None
+    # Where the bug began and a fix verification (docs/versions.md): versions_note().
+    versions: str | None = None
+
+
+def versions_note(introduced_in: str | None, last_good: str | None, verification: str | None,
+                  verification_jaxlib: str | None) -> str | None:
+    """A signature's release fields as the page words them, None when it has none."""
+    parts = []
+    if introduced_in:
+        parts.append(f"introduced in jaxlib {introduced_in}"
+                     + (f", last good {last_good}" if last_good else ""))
+    if verification:
+        # "still_failing" (a local store) and "still-failing" (a BugSignature) alike.
+        parts.append(f"{verification.replace('_', ' ').replace('-', ' ')} on jaxlib "
+                     f"{verification_jaxlib or '?'}")
+    return "; ".join(parts) or None
 
 
 @dataclass(frozen=True)
@@ -210,7 +226,8 @@ def _signature_row(s: SignatureRow) -> str:
     else:
         repro = f"<code>{_e(s.repro)}</code>" if s.repro else "—"
     detail = " ".join(filter(None, [f"target {s.target}" if s.target else "",
-                                    f"fusion {s.fusion_kind}" if s.fusion_kind else ""]))
+                                    f"fusion {s.fusion_kind}" if s.fusion_kind else "",
+                                    f"({s.versions})" if s.versions else ""]))
     cells = [f'<td><code>{_e(s.id)}</code></td>',
              f'<td class="verdict" style="color:{VERDICT_COLOURS.get(s.verdict, "inherit")}">'
              f"{_e(s.verdict)}</td>",

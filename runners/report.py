@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import coverage, storage
-from .html_report import Event, Page, SignatureRow, render_page
+from .html_report import Event, Page, SignatureRow, render_page, versions_note
 from .model import Signature
 from .program import ProgramError
 from .store import read_signatures
@@ -167,7 +167,8 @@ def signature_rows(folder: Path, signatures: list[Signature], page_dir: Path,
             last_seen=s.last_seen, state=f"known: {s.known_bug}" if s.known_bug else "new",
             target=s.target, culprit_op=s.culprit_op, culprit_pass=s.culprit_pass,
             fusion_kind=s.fusion_kind, dtype=s.dtype, repro=repro, repro_href=href,
-            issue_href=issue_href))
+            issue_href=issue_href, versions=versions_note(s.introduced_in, s.last_good,
+                                                          s.verification, s.verification_jaxlib)))
     return rows
 
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from xla_sentinel.html_report import CampaignRow, Event, Page, SignatureRow, render_page
+from xla_sentinel.html_report import (
+    CampaignRow,
+    Event,
+    Page,
+    SignatureRow,
+    render_page,
+    versions_note,
+)
 from xla_sentinel.k8s_report import API_VERSION
 
 from .kube import Kube, path
@@ -27,13 +34,18 @@ def signature_row(obj: dict[str, Any]) -> SignatureRow:
     # A bundle behind a URL can be followed from a browser; a path inside a worker's or
     # bisector's volume cannot, and is shown as text.
     href = repro if isinstance(repro, str) and repro.startswith(("https://", "http://")) else None
+    bisection, verification = status.get("bisection") or {}, status.get("verification") or {}
     return SignatureRow(
         id=str(spec.get("signature") or obj["metadata"]["name"]), verdict=str(spec.get("verdict", "")),
         count=int(status.get("count") or 0), first_seen=str(status.get("firstSeen") or ""),
         last_seen=str(status.get("lastSeen") or ""), state=str(spec.get("state") or "new"),
         target=", ".join(spec.get("targets") or []) or None, culprit_op=spec.get("culpritOp"),
         culprit_pass=spec.get("culpritPass"), fusion_kind=spec.get("fusionKind"),
-        dtype=spec.get("dtype"), repro=repro, repro_href=href)
+        dtype=spec.get("dtype"), repro=repro, repro_href=href,
+        versions=versions_note(bisection.get("introducedIn"), bisection.get("lastGood"),
+                               verification.get("result"),
+                               # Records from before `jaxlib`: the runner's versions.
+                               verification.get("jaxlib") or (verification.get("versions") or {}).get("jaxlib")))
 
 
 def campaign_row(obj: dict[str, Any], now: datetime) -> CampaignRow:

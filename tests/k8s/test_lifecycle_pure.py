@@ -209,3 +209,17 @@ def test_bisect_reports_the_refined_signature_back(tmp_path: Path, monkeypatch):
     assert result["signature"] == signature_id({**record(), **culprit})
     assert (result["culprit_pass"], result["reduced_ops"]) == ("algsimp", 2)
     assert result["repro"] == str(folder / "repro") and result["versions"]["jaxlib"]
+
+
+def test_the_operator_page_shows_where_a_bug_began_and_its_verification():
+    from xla_sentinel.html_report import Page, render_page
+    from xla_sentinel_operator.dashboard import signature_row
+
+    sig = {"metadata": {"name": "sig-" + "d" * 16},
+           "spec": {"signature": "d" * 16, "verdict": "nan_mismatch", "state": "fixed"},
+           "status": {"count": 2, "bisection": {"introducedIn": "0.10.2", "lastGood": "0.10.1"},
+                      "verification": {"result": "still-failing", "jaxlib": "0.10.3"}}}
+    row = signature_row(sig)
+    assert row.versions == "introduced in jaxlib 0.10.2, last good 0.10.1; still failing on jaxlib 0.10.3"
+    assert row.versions in render_page(Page(title="t", source="ns", generated="g", signatures=[row]))
+    assert signature_row({**sig, "status": {"count": 2}}).versions is None

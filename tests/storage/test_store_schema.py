@@ -81,3 +81,13 @@ def test_triage_lists_an_old_store_and_its_recorded_versions(
     assert cli.main(["triage", str(old_store.parent)]) == 0
     header, row = capsys.readouterr().out.splitlines()
     assert header.split()[-1] == "verification" and row.endswith("verified on 0.10.3")
+
+
+def test_the_triage_page_rows_carry_the_recorded_versions(old_store: Path) -> None:
+    from xla_sentinel.report import signature_rows
+
+    store = Store(old_store)
+    store.record_versions(SIG, {"introduced_in": "<=0.5.3", "last_good": None})
+    (row,) = signature_rows(old_store.parent, store.signatures(), old_store.parent)
+    store.close()
+    assert row.versions == "introduced in jaxlib <=0.5.3"
