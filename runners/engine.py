@@ -30,7 +30,7 @@ from .scheduling import Scheduler, shard_indices
 from .sources import ProgramSources, Unloadable
 from .summary import print_progress, write_summary
 from .targets import resolve
-from .worker import Worker, wait_ready
+from .worker import Worker, release_workers, wait_ready
 
 
 class CampaignRun:
@@ -139,6 +139,7 @@ class CampaignRun:
                                     "restarted_after_death": sum(w.restarts for w in workers)}
             for s in slots:
                 s.close()
+            release_workers()
             if self.show_progress:
                 print_progress(self.counters, self.spec.budget.programs, final=True)
         summary = self.summary()

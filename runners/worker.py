@@ -15,8 +15,10 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import traceback
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,68 @@ worker._serve(Connection(int(fd)), json.loads(plugins), log or None, foreign=Tru
 
 R = TypeVar("R", bound=Reply)
 _CTX = mp.get_context("spawn")
+
+
+class _Zygote:
+    """Forks workers from a process that has imported jax and the handlers already
+    (multiprocessing's forkserver preloading zygote.py): a spawned worker spends about 3
+    CPU-seconds importing them, and a campaign starts two workers and one per target for
+    every slot, more after crashes, hangs and recycling.
+
+    A spawned worker sees the coordinator's environment as of its start; the forkserver
+    has the one it was started with. So it serves only while the environment is the same,
+    is restarted with the new one once no worker forked from it is alive (a forkserver
+    that exits takes its children's exit codes with it), and is bypassed (spawn) while one
+    is."""
+
+    def __init__(self) -> None:
+        self.ctx = mp.get_context("forkserver")
+        self.ctx.set_forkserver_preload(["xla_sentinel.zygote"])
+        self.env: dict[str, str] | None = None
+        self.lock = threading.Lock()
+        self.children: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def _live(self) -> bool:
+        return any(p.is_alive() for p in list(self.children))
+
+    def process(self, **kwargs: Any) -> Any:
+        """A started worker process: forked from the forkserver when its environment is
+        this one, spawned when not."""
+        with self.lock:
+            env = dict(os.environ)
+            if env != self.env:
+                if self.env is not None and self._live():
+                    proc = _CTX.Process(**kwargs)
+                    proc.start()
+                    return proc
+                self._stop()
+                self.env = env
+            proc = self.ctx.Process(**kwargs)
+            proc.start()
+            self.children.add(proc)
+            return proc
+
+    def _stop(self) -> None:
+        from multiprocessing import forkserver
+
+        forkserver._forkserver._stop()
+        self.env = None
+
+    def release(self) -> None:
+        """Stop the forkserver if no worker of it is alive (the end of a campaign): its
+        memory is given back, and the CPU time of the workers it forked is counted in
+        this process's RUSAGE_CHILDREN only once it has exited."""
+        with self.lock:
+            if not self._live():
+                self._stop()
+
+
+_ZYGOTE = _Zygote()
+
+
+def release_workers() -> None:
+    """Give back what worker start-up keeps between campaigns (_Zygote.release)."""
+    _ZYGOTE.release()
 # A worker that evaluates many programs op by op grows by about 20 MB a program (compiled
 # primitives are never given back, not even by jax.clear_caches()); past this size it
 # finishes its request, says so, and exits, and the next request starts a fresh one.
@@ -212,10 +276,8 @@ class Worker:
             self._proc, self._conn = _start_foreign(self.python, self.plugins, log)
             return
         parent, child = _CTX.Pipe()
-        self._proc = _CTX.Process(target=_serve,
-                                  args=(child, tuple(self.plugins), log),
-                                  daemon=True, name=f"xla-sentinel-{self.name}")
-        self._proc.start()
+        self._proc = _ZYGOTE.process(target=_serve, args=(child, tuple(self.plugins), log),
+                                     daemon=True, name=f"xla-sentinel-{self.name}")
         child.close()
         self._conn = parent
 

@@ -1,9 +1,14 @@
 """A worker that cannot start stops the campaign with one line naming it, before anything
-is judged: it is neither a hang nor a crash of a program."""
+is judged: it is neither a hang nor a crash of a program. Workers fork from a process that
+has imported jax already (worker._Zygote) and still see the environment of their start; the
+coordinator itself never imports jax."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import subprocess
+import sys
 
 import pytest
 from xla_sentinel.cli import main
@@ -13,6 +18,12 @@ from xla_sentinel.worker import Worker, WorkerStartError, wait_ready
 DIES_AT_IMPORT = "import os\nos._exit(7)\n\ndef transform(proto):\n    return None\n"
 # One whose import takes a minute: the worker is alive but does not answer.
 SLOW_AT_IMPORT = "import time\ntime.sleep(60)\n\ndef transform(proto):\n    return None\n"
+# One that writes down, when a worker imports it, what the worker's environment holds and
+# whether the worker was forked from the zygote (only the forkserver imports zygote.py).
+REPORTS_AT_IMPORT = ("import os, sys\n"
+                     "seen = [os.environ.get('XS_PROBE', ''), str('xla_sentinel.zygote' in sys.modules)]\n"
+                     "open(os.environ['XS_PROBE_OUT'], 'w').write(' '.join(seen))\n\n"
+                     "def transform(proto):\n    return None\n")
 
 
 def test_a_worker_that_dies_while_starting_is_named(tmp_path: Path) -> None:
@@ -51,3 +62,38 @@ def test_run_exits_2_with_one_line_when_a_worker_cannot_start(tmp_path: Path, ca
     assert main(["run", str(spec), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "xla-sentinel: error: worker slot0-programs did not start: no answer within 600 s"
+
+
+def test_workers_fork_from_the_zygote_with_the_environment_of_their_start(tmp_path: Path, monkeypatch) -> None:
+    plugin = tmp_path / "reports.py"
+    plugin.write_text(REPORTS_AT_IMPORT)
+    seen = tmp_path / "seen"
+    monkeypatch.setenv("XS_PROBE_OUT", str(seen))
+
+    def start(value: str) -> tuple[Worker, str]:
+        monkeypatch.setenv("XS_PROBE", value)
+        worker = Worker(f"probe-{value}", plugins=[f"{plugin}:transform"], log_path=tmp_path / "w.log")
+        wait_ready([worker], timeout=300)
+        return worker, seen.read_text()
+
+    first, report = start("a")
+    try:
+        assert report == "a True"
+        # The forkserver holds the old environment and a worker of it is alive: spawned.
+        second, report = start("b")
+        assert report == "b False"
+        second.close()
+    finally:
+        first.close()
+    # None alive: the forkserver starts again with the new environment.
+    third, report = start("c")
+    third.close()
+    assert report == "c True"
+
+
+def test_the_coordinator_does_not_import_jax() -> None:
+    # Each worker imports it (or forks with it); a coordinator that did too would pay
+    # seconds of CPU and hundreds of MB for nothing (engine.py).
+    code = "import sys, xla_sentinel.cli, xla_sentinel.engine; print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
