@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .dtypes import FLOATS
-from .ops import OPS
 
 NARROW = ("bf16", "f16")
 # Sources a convert to bf16 or f16 represents exactly (integers up to 255).
@@ -73,6 +72,10 @@ def node_state(tags: set[str] | frozenset[str], dtype: str, arg_dtypes: list[str
 
 def _graph_node_state(node: dict[str, Any], dtype: str, arg_dtypes: list[str],
                       args: list[State]) -> State:
+    # Here, not at the top: the coordinator imports this module (bisect/context.py), and the
+    # op table imports jax, which the coordinator never needs (engine.py).
+    from .ops import OPS
+
     tags = set(OPS[node["op"]].tags)
     if node["attrs"].get("kind") == "add":
         tags.discard("selects")  # reduce_window or scatter adding up, not choosing
