@@ -105,8 +105,10 @@ async def test_a_bisection_refines_its_signature_and_a_recurring_bug_reopens_it(
     # The same bug found again, from another finding, on 0.10.4: the signature reopens.
     await post_result(worker_kubeconfig, fc, "bisection", "f2",
                       {**localized, "finding": "f2", "versions": {"jaxlib": "0.10.4"}})
-    reopened = await eventually(lambda: sig_of(api, ns, REFINED)["spec"]["state"] == "regressed"
-                                and sig_of(api, ns, REFINED))
+    # Two writes: spec.state, then the status subresource (handlers._count_refined); a read
+    # between them sees regressed without the count, so wait for the status too.
+    reopened = await eventually(lambda: (s := sig_of(api, ns, REFINED))["spec"]["state"] == "regressed"
+                                and "regressions" in s["status"] and s)
     assert reopened["status"]["regressions"] == 1 and reopened["status"]["count"] == 2
     assert len(api.all(SIGS, ns)) == 2  # no second copy of the bug
     await eventually(lambda: receiver.posts[-1][0]["labels"]["reason"] == "regressed")
