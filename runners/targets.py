@@ -70,24 +70,25 @@ def release_option_errors(specs: list[TargetSpec], timeout: float = 120.0) -> li
     from .protocol import RequestFailed, Validate, WhichVersions
     from .worker import Worker, WorkerDied, WorkerHung
 
-    errors = []
+    by_python: dict[str, list[tuple[int, Target]]] = {}
     for i, spec in enumerate(specs):
         t = resolve(spec)
-        if t.python is None:
-            continue
-        worker = Worker(f"options-{t.name}", (), None, t.python)
+        if t.python is not None:
+            by_python.setdefault(t.python, []).append((i, t))
+    errors: list[tuple[int, str]] = []
+    for python, group in by_python.items():  # one worker per interpreter, its targets at once
+        worker = Worker("options", (), None, python)
         try:
             release = worker.call(WhichVersions(), timeout).jaxlib
-            rejected = worker.call(Validate([], [asdict(t)]), timeout).errors
+            rejected = worker.call(Validate([], [asdict(t) for _, t in group]), timeout).errors
         except (WorkerDied, WorkerHung, RequestFailed):
             continue
         finally:
             worker.close()
-        for line in rejected:
-            why = line.split(": ", 1)[-1]
-            errors.append(f"spec.targets[{i}].options ({t.name}): jaxlib {release} does not take "
-                          f"them: {why}")
-    return errors
+        why = dict(line.split(": ", 1) for line in rejected)  # NAME: XLA's words
+        errors += [(i, f"spec.targets[{i}].options ({t.name}): jaxlib {release} does not take them: "
+                       f"{why[t.name]}") for i, t in group if t.name in why]
+    return [line for _, line in sorted(errors)]  # in the spec's order
 
 
 # How XLA reports a module it cannot compile or run: jaxlib's runtime error (named
