@@ -18,6 +18,7 @@ from xla_sentinel.bisect.versions import bisect_versions
 from xla_sentinel.campaign import parse_spec
 from xla_sentinel.engine import run_campaign
 from xla_sentinel.program import save_arrays
+from xla_sentinel.store import Store
 
 from .conftest import OLD
 
@@ -63,3 +64,8 @@ def test_a_release_that_was_right_makes_the_current_wrong_answer_a_version_regre
     new_probe = next(p for p in result["probes"] if p["jaxlib"] == "0.10.2")
     assert "NaN/Inf where float64 says otherwise" in new_probe["detail"]
     assert json.loads((folder / "finding.json").read_text())["versions"]["bisection"]["introducedIn"] == "0.10.2"
+    # The real regression's signature in the campaign's store says where it began.
+    store = Store(tmp_path / "out" / "campaign.sqlite")
+    (sig,) = [s for s in store.signatures() if s.id == f["signature"]]
+    store.close()
+    assert (sig.verdict, sig.introduced_in, sig.last_good) == ("version_regression", "0.10.2", OLD)
