@@ -136,7 +136,7 @@ def _outcome(reply: Reply) -> Outcome:
                            busy_s=reply.busy_s)
         case Outputs():
             return Outcome(outputs=reply.outputs, skipped=reply.skipped, busy_s=reply.busy_s,
-                           fallbacks=reply.fallbacks)
+                           fallbacks=reply.fallbacks, undetermined=reply.undetermined)
     raise TypeError(f"no outcome in a {type(reply).__name__} reply")
 
 
@@ -162,6 +162,7 @@ class Outcome:
     samples: list[list[np.ndarray]] | None = None  # the noise model's samples
     overflow: list[bool] | None = None  # per output: may overflow legally (noise request)
     fallbacks: dict[str, int] = field(default_factory=dict)  # f64_numpy: ops evaluated by XLA
+    undetermined: list[np.ndarray] | None = None  # f64_numpy: elements no rule judges (oracle.without_undetermined)
 
 
 @dataclass
@@ -297,7 +298,8 @@ class Assessor:
         return {k: self.call(slot.programs, _xla_f64_request(k, program)) for k in kinds}
 
     def _cross_check(self, slot: Slot, program: Program, expected: list[np.ndarray],
-                     infos: list[oracle.OutputInfo], result: Assessment) -> bool:
+                     infos: list[oracle.OutputInfo], result: Assessment,
+                     undetermined: list[np.ndarray] | None = None) -> bool:
         """Compare numpy's float64 answer with the XLA float64 references. A reference
         that disagrees where float64 leaves no room is a finding against that reference
         (XLA's own path, evidence `reason: reference`); returns False where the program is
@@ -309,7 +311,8 @@ class Assessor:
             result.worker_s += o.busy_s
             if o.outputs is None:
                 continue
-            verdict, ill = reference_disagreement(expected, o.outputs, infos)
+            verdict, ill = reference_disagreement(oracle.without_undetermined(expected, undetermined),
+                                                  oracle.without_undetermined(o.outputs, undetermined), infos)
             ok = ok and not ill
             if verdict is not None:
                 name, output, ev = verdict
@@ -471,7 +474,7 @@ class Assessor:
             if t.name not in results:
                 continue
             j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides,
-                             overflow_prone=overflow)
+                             overflow_prone=overflow, undetermined=ref64.undetermined)
             if j.verdict == "pass":
                 result.margins[t.name] = j.evidence.get("margin", 0.0)
                 continue
@@ -479,7 +482,8 @@ class Assessor:
         if numpy_ref is not None and self.deferred:
             result.cross_check = cross_check_reason(program.id, len(suspects), numpy_ref.fallbacks,
                                                     self.cross_check_every)
-            if result.cross_check and not self._cross_check(slot, program, numpy_ref.outputs, infos, result):
+            if result.cross_check and not self._cross_check(slot, program, numpy_ref.outputs, infos, result,
+                                                            numpy_ref.undetermined):
                 result.status = "references_disagree"
                 return result
         flagged = {t.name for t, _ in suspects}

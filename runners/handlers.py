@@ -155,7 +155,7 @@ def numpy_reference(req: NumpyReference) -> Outputs:
             # It bit-casts floats: evaluated at its own types (npref holds them in float64).
             text, inputs = req.module, req.inputs
     result = npref.evaluate_module(text, inputs)
-    return Outputs(result.outputs, fallbacks=dict(result.fallbacks))
+    return Outputs(result.outputs, fallbacks=dict(result.fallbacks), undetermined=result.undetermined)
 
 
 def noise(req: Noise) -> NoiseSamples:

@@ -70,6 +70,25 @@ BODY_KINDS = {"stablehlo.add": "add", "stablehlo.maximum": "max", "stablehlo.min
 # Results that XLA:CPU does not flush (bit manipulation, not float arithmetic).
 UNFLUSHED = frozenset({"stablehlo.bitcast_convert", "chlo.next_after"})
 
+# The sign of a NaN is the program's only where an op copies its operand's bits or is
+# defined on the sign bit (negate, abs); every other op returns a NaN whose sign IEEE 754
+# leaves open (6.3), and implementations differ: XLA:CPU's fused f32 log of +NaN is -NaN
+# (0xFFFFFFFF), numpy's and XLA's f64 log keep +NaN. Ops that return their region's
+# results (call, while, case, if) keep what those ops made.
+SIGN_KEEPING = frozenset({
+    "stablehlo.constant", "stablehlo.iota", "stablehlo.broadcast_in_dim", "stablehlo.reshape",
+    "stablehlo.transpose", "stablehlo.reverse", "stablehlo.concatenate", "stablehlo.slice",
+    "stablehlo.pad", "stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
+    "stablehlo.gather", "stablehlo.select", "stablehlo.sort", "chlo.top_k",
+    "stablehlo.optimization_barrier", "stablehlo.negate", "stablehlo.abs", "stablehlo.convert",
+    "stablehlo.bitcast_convert", "func.call", "stablehlo.while", "stablehlo.case",
+    "stablehlo.if",
+})
+# Ops whose result depends on a NaN operand's sign: top_k and sort order floats by IEEE
+# totalOrder (XLA's top_k is a stable sort on the bits: -NaN ranks below -inf), a
+# TOTALORDER compare likewise, a bitcast reads the sign bit.
+SIGN_OBSERVERS = frozenset({"chlo.top_k", "stablehlo.sort", "stablehlo.bitcast_convert"})
+
 
 @dataclass
 class Evaluation:
@@ -78,6 +97,9 @@ class Evaluation:
     outputs: list[np.ndarray]
     fallbacks: Counter[str] = field(default_factory=Counter)
     ops: int = 0
+    # Per output, the elements that depend on the sign of a NaN IEEE 754 leaves open
+    # (nan_sign_undetermined); None where no such NaN reached an op that sees its sign.
+    undetermined: list[np.ndarray] | None = None
 
 
 class Unsupported(Exception):
@@ -95,19 +117,42 @@ def evaluate_module(module: str, inputs: Sequence[np.ndarray]) -> Evaluation:
 
     with mlir.make_ir_context() as ctx, np.errstate(all="ignore"):
         parsed = ir.Module.parse(module)
-        ev = _Evaluator(ctx, parsed)
-        main = ev.functions["main"]
-        args = [ev.held(np.asarray(x)) for x in inputs]
-        outputs = ev.run_block(main.regions[0].blocks[0], args)
-        return Evaluation([np.asarray(o) for o in outputs], ev.fallbacks, ev.count)
+
+        def run(nan_sign: float = 0.0) -> tuple[_Evaluator, list[np.ndarray]]:
+            ev = _Evaluator(ctx, parsed, nan_sign)
+            main = ev.functions["main"]
+            args = [ev.held(np.asarray(x)) for x in inputs]
+            return ev, [np.asarray(o) for o in ev.run_block(main.regions[0].blocks[0], args)]
+
+        ev, outputs = run()
+        result = Evaluation(outputs, ev.fallbacks, ev.count)
+        if ev.sign_observed:
+            # The module again with every NaN of open sign made +NaN, then -NaN: the
+            # elements that differ among the three evaluations depend on that sign.
+            runs = [outputs, run(1.0)[1], run(-1.0)[1]]
+            masks = [~_same(a, b) | ~_same(a, c) | ~_same(b, c) for a, b, c in zip(*runs, strict=True)]
+            if any(m.any() for m in masks):
+                result.undetermined = masks
+        return result
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: equal values (any NaN equals any NaN)."""
+    eq = np.asarray(a == b)
+    if T.np_is_float(a):
+        eq |= np.isnan(a) & np.isnan(b)
+    return eq
 
 
 class _Evaluator:
-    def __init__(self, ctx: Any, module: Any) -> None:
+    def __init__(self, ctx: Any, module: Any, nan_sign: float = 0.0) -> None:
         from jaxlib.mlir import ir
 
         self.ir = ir
         self.ctx = ctx
+        # 0: numpy's own NaN signs; +1 or -1: every NaN of open sign (SIGN_KEEPING) takes it.
+        self.nan_sign = nan_sign
+        self.sign_observed = False  # a NaN reached one of SIGN_OBSERVERS
         self.functions = {str(f.attributes["sym_name"]).strip('"'): f for f in module.body.operations}
         self.fallbacks: Counter[str] = Counter()
         self.count = 0
@@ -149,6 +194,8 @@ class _Evaluator:
                 return [env[v] for v in o.operands]
             args = [env[v] for v in o.operands]
             self.count += 1
+            if not self.sign_observed and self._observes_sign(o, name):
+                self.sign_observed = any(T.np_is_float(a) and bool(np.isnan(a).any()) for a in args)
             try:
                 if name in NO_NUMPY_FORM:
                     raise Unsupported(name)
@@ -158,10 +205,17 @@ class _Evaluator:
                 self.fallbacks[name] += 1
             for r, x in zip(o.results, outs, strict=True):
                 x = np.asarray(x)
+                if self.nan_sign and name not in SIGN_KEEPING and T.np_is_float(x):
+                    x = np.where(np.isnan(x), np.copysign(np.nan, self.nan_sign), x)
                 if T.np_is_float(x) and name not in UNFLUSHED:
                     x = T.flush_subnormals(x.astype(np.float64))
                 env[r] = x.astype(np.float64) if T.np_is_float(x) else x
         raise ValueError("block without a terminator")
+
+    def _observes_sign(self, o: Any, name: str) -> bool:
+        if name == "stablehlo.compare":
+            return "compare_type" in o.attributes and "TOTALORDER" in str(o.attributes["compare_type"])
+        return name in SIGN_OBSERVERS
 
     # --- ops -----------------------------------------------------------------------------
 

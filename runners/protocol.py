@@ -96,6 +96,7 @@ class Outputs(Reply):
     outputs: Arrays | None
     skipped: str = ""  # why a reference does not apply (outputs is None then)
     fallbacks: dict[str, int] = field(default_factory=dict)  # ops numpy left to XLA, by op: f64_numpy (summary.json reference_fallbacks) and eager (eager_xla_ops)
+    undetermined: Arrays | None = None  # f64_numpy: per output, elements a NaN's open sign decides (npref.Evaluation)
 
 
 @dataclass
