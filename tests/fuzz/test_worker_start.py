@@ -5,10 +5,9 @@ coordinator itself never imports jax."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from xla_sentinel.cli import main
