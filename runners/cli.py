@@ -47,7 +47,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
                  "spec.workers": "--workers"}
         field_path, _, why = str(e).partition(":")
         raise SpecError(f"{flags.get(field_path, field_path)}:{why}") from None
-    _check_release_options(spec)
 
     def run(out: Path, reporter: Reporter | None = None) -> dict[str, Any]:
         return run_campaign(spec, out, name=campaign.name, progress=not args.quiet,
@@ -73,16 +72,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"{state['staging']}: run the same command again to upload them", file=sys.stderr)
         return EXIT_BAD_INPUT
     return EXIT_OK
-
-
-def _check_release_options(spec: CampaignSpec) -> None:
-    """A target of another jaxlib release whose options that release does not know: one
-    error now (docs/versions.md), before any program runs."""
-    from .targets import release_option_errors
-
-    errors = release_option_errors(spec.targets)
-    if errors:
-        raise SpecError(errors[0])
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -163,7 +152,6 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     spec = replace(spec, traces=[str(p) for p in args.paths],
                    budget=BudgetSpec(programs=len(units)), workers=min(spec.workers, len(units)))
     spec.check()
-    _check_release_options(spec)
     summary = run_campaign(spec, Path(args.out), name="replay", progress=not args.quiet,
                            inject_passes=args.inject_pass or ())
     for err in summary["trace_errors"]:

@@ -29,7 +29,7 @@ from .recording import Counters, Recorder, Reporter
 from .scheduling import Scheduler, shard_indices
 from .sources import ProgramSources, Unloadable
 from .summary import print_progress, write_summary
-from .targets import resolve
+from .targets import release_option_errors, resolve
 from .worker import Worker, release_workers, wait_ready
 
 
@@ -105,7 +105,8 @@ class CampaignRun:
                 self.reporter.progress(self.counters.snapshot())
 
     def validate(self) -> None:
-        """Fail before writing anything if a plugin or a target's XLA options are unusable."""
+        """Fail before writing anything if a plugin or a target's XLA options are unusable,
+        under the current jaxlib or a target's own release (targets.release_option_errors)."""
         checker = Worker("validate")
         try:
             reply = checker.call(Validate(self.plugins, [asdict(t) for t in self.targets]), 120)
@@ -113,8 +114,9 @@ class CampaignRun:
             raise SpecError(e.error) from None
         finally:
             checker.close()
-        if reply.errors:
-            raise SpecError(reply.errors[0])
+        errors = [*reply.errors, *release_option_errors(self.spec.targets)]
+        if errors:
+            raise SpecError(errors[0])
 
     def run(self) -> dict[str, Any]:
         self.validate()
