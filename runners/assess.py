@@ -44,7 +44,7 @@ from .worker import Worker, WorkerDied, WorkerHung
 
 # References evaluated at the program's own precision: they count among "the other
 # configurations" of the oracle, unlike the float64 references, which are the truth.
-OWN_PRECISION_REFERENCES = ("eager", "reference_o0", "interpreter", "unsharded")
+OWN_PRECISION_REFERENCES = ("eager", "eager_module", "interpreter", "unsharded")
 
 
 # The float64 references that go through XLA (model.XLA_F64_REFERENCES). With `f64_numpy`
@@ -278,9 +278,9 @@ class Assessor:
                 continue
             if program.graph is None:
                 # A replayed module has no graph: its float64 reference is the module with
-                # float types promoted, and its op-by-op stand-in is the module compiled at
-                # O0 without fusion emitters, both in the reference process.
-                text_kind = {"f64_jit": "f64_text", "eager": "reference_o0"}.get(kind)
+                # float types promoted, and its op-by-op reference the module's ops each
+                # compiled alone (bisect/serve.op_by_op), both in the reference process.
+                text_kind = {"f64_jit": "f64_text", "eager": "eager_module"}.get(kind)
                 if text_kind:
                     refs[text_kind] = self.call(slot.programs, ModuleReference(
                         text_kind, program.module, program.inputs))  # type: ignore[arg-type]

@@ -113,8 +113,10 @@ def module_reference(req: ModuleReference) -> Outputs:
         if text is None:
             raise ValueError("module cannot be promoted to float64 (it bit-casts floats)")
         return Outputs(targets.run_module(text, _promote_inputs(req.inputs), F64_JIT_OPTIONS).outputs)
-    if req.kind == "reference_o0":
-        return Outputs(targets.run_module(req.module, req.inputs, F64_JIT_OPTIONS).outputs)
+    if req.kind == "eager_module":
+        from .bisect.serve import op_by_op
+
+        return Outputs(op_by_op(req.module, req.inputs))
     raise ValueError(f"unknown module reference {req.kind!r}")
 
 

@@ -236,7 +236,7 @@ class GraphReference(Request[Outputs]):
 class ModuleReference(Request[Outputs]):
     """A reference evaluated from module text (a replayed program has no graph)."""
 
-    kind: Literal["interpreter", "f64_text", "reference_o0"]
+    kind: Literal["interpreter", "f64_text", "eager_module"]
     module: str
     inputs: Arrays
     cmd: ClassVar[str] = "module_reference"

@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,27 @@ def _wide(value: np.ndarray) -> np.ndarray:
     return a
 
 
+def _ops_alone(parsed: mod.Parsed, info: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[str], list[str], str]]:
+    """Each op of @main as a module of its own, in order: (op, its operands, its results,
+    the module). A GSPMD module's per-device values have no global value: an op that reads
+    them is evaluated with the rest of its manual region, whose inner ops are not yielded
+    (runners/spmd.py)."""
+    manual = spmd.per_device_values(info)
+    for i, op in enumerate(info["ops"]):
+        outs = [r["vid"] for r in op["results"]]
+        if outs and set(outs) <= manual:
+            continue
+        keep = spmd.region_ops(info, i, manual) if manual.intersection(op["operands"]) else [i]
+        made = {r["vid"] for k in keep for r in info["ops"][k]["results"]}
+        params = list(dict.fromkeys(v for k in keep for v in info["ops"][k]["operands"] if v not in made))
+        yield op, params, outs, parsed.cut(keep, params, outs, debug_info=False)
+
+
+def _value_types(info: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {**{a["vid"]: a for a in info["args"]},
+            **{r["vid"]: r for op in info["ops"] for r in op["results"]}}
+
+
 def every_value(req: EveryValue) -> Values:
     """Every value of @main in float64: each op compiled alone on float64 operands (the
     float64 eager reference of docs/architecture.md, for any module). Ops that do not widen (hex
@@ -83,24 +105,11 @@ def every_value(req: EveryValue) -> Values:
     returned in `own_precision`."""
     parsed = mod.Parsed(req.module)
     parsed_info = parsed.info()
-    types = {a["vid"]: a for a in parsed_info["args"]}
+    types = _value_types(parsed_info)
     values: dict[str, np.ndarray] = {a["vid"]: _wide(x)
                                      for a, x in zip(parsed_info["args"], req.inputs, strict=True)}
     own_precision = []
-    # A GSPMD module's per-device values have no global value: skipped, and an op that
-    # reads them is evaluated with the rest of its manual region (runners/spmd.py).
-    manual = spmd.per_device_values(parsed_info)
-    for i, op in enumerate(parsed_info["ops"]):
-        for r in op["results"]:
-            types[r["vid"]] = r
-        outs = [r["vid"] for r in op["results"]]
-        if outs and set(outs) <= manual:
-            continue
-        keep = spmd.region_ops(parsed_info, i, manual) if manual.intersection(op["operands"]) else [i]
-        made = {r["vid"] for k in keep for r in parsed_info["ops"][k]["results"]}
-        params = list(dict.fromkeys(v for k in keep for v in parsed_info["ops"][k]["operands"]
-                                    if v not in made))
-        text = parsed.cut(keep, params, outs, debug_info=False)
+    for op, params, outs, text in _ops_alone(parsed, parsed_info):
         results = None
         if _narrowing_float_convert(op, types):
             # The program asks for this rounding: the float64 reference keeps it (as the
@@ -119,6 +128,22 @@ def every_value(req: EveryValue) -> Values:
             results = targets.execute(exe, [_own(values[p], types[p]["dtype"]) for p in params])
         values.update({v: _wide(r) for v, r in zip(outs, results, strict=True)})
     return Values(values, own_precision)
+
+
+def op_by_op(module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """@main's outputs evaluated op by op at the module's own precision: each op compiled
+    alone (under the legal reference options) on what the ops before it gave, so no fusion
+    or rewrite across ops reaches the result. The op-by-op reference (`eager`) of a module
+    without a graph: compiled whole, even at O0, a replayed module shared every bug that
+    XLA's simplifier has in all configurations (a dynamic_slice of a dynamic_slice merged
+    into one slice, clamped once, replayed as clean)."""
+    parsed = mod.Parsed(module)
+    info = parsed.info()
+    values = {a["vid"]: np.asarray(x) for a, x in zip(info["args"], inputs, strict=True)}
+    for _, params, outs, text in _ops_alone(parsed, info):
+        results = targets.execute(_compiled(text, LEGAL), [values[p] for p in params])
+        values.update(zip(outs, results, strict=True))
+    return [values[v] for v in info["returns"]]
 
 
 def _narrowing_float_convert(op: dict[str, Any], types: dict[str, dict[str, Any]]) -> bool:

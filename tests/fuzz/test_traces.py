@@ -124,3 +124,28 @@ def test_replay_counts_only_what_replayed(trace_dir: Path, tmp_path: Path,
                 "--campaign", str(campaign), "--quiet"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]  # structlog's warnings come before it
     assert last.startswith("1 modules replayed, 1 not (see above);"), last
+
+
+def test_a_replayed_module_is_evaluated_op_by_op_not_compiled_whole(tmp_path: Path) -> None:
+    """bench/repros/dynamic_slice_of_dynamic_slice.py inside a trace: every compiled
+    configuration merges the two slices and clamps once (jaxlib 0.10.2). Compiled whole,
+    even at O0, the own-precision reference shared the bug and the trace replayed as
+    clean; op by op (bisect/serve.op_by_op) it gives numpy's x[4:34][16:20], so no target
+    passes by matching it. The XLA float64 cross-check (the module compiled whole) shares
+    the bug too, and a replayed module has no noise model to tell that from
+    ill-conditioning: undecided, not clean."""
+    from jax import lax
+    from xla_sentinel.bisect.serve import op_by_op
+
+    def g(x, i):
+        return lax.dynamic_slice(lax.dynamic_slice(x, (i,), (30,)), (i,), (4,)) * 2.0
+
+    x, i = np.arange(34, dtype=np.float32), np.array(16, dtype=np.int32)
+    module = jax.jit(g).lower(x, i).as_text()
+    want = x[4:34][16:20] * 2
+    assert not np.array_equal(targets.run_module(module, [x, i], {}).outputs[0], want)
+    np.testing.assert_array_equal(op_by_op(module, [x, i])[0], want)
+    Program("ds_of_ds", module, [x, i], ["f32", "s32"]).save(tmp_path / "t")
+    spec = parse_spec({"traces": [str(tmp_path / "t")], "budget": {"programs": 1}, "workers": 1})
+    summary = run_campaign(spec, tmp_path / "out", name="replay")
+    assert summary["program_status"] == {"references_disagree": 1}
