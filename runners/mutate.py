@@ -5,9 +5,14 @@ another float type, literals rewritten, inputs cast), `special_values` (NaN, Inf
 largest finite value, subnormals and signed zeros planted in one float argument),
 `swap_op` (an elementwise op swapped for another of the same signature), `round_trip`
 (an op's float result sent through a narrower type and back), `perturb_constant` (a
-float constant scaled by 1 + r, r up to 1e-2). Each mutant is a pure function of (module,
-inputs, kind, seed); a kind with no site in the module returns None. Text only: the
-caller parses the result (traces.load) so an invalid mutant never reaches a target.
+float constant scaled by 1 + r, r up to 1e-2), `batch` (a size the arguments share as
+their leading dimension retyped to another in every tensor type, inputs resampled from
+the recorded rows), `donation` (input-output aliasing attributes of `main` removed, or
+added where an argument's type matches a result). Each mutant is a pure function of
+(module, inputs, kind, seed); a kind with no site in the module returns None. Text only:
+the caller parses the result (traces.load) so an invalid mutant never reaches a target;
+`batch` alone verifies its candidates itself, because whether a retyping is consistent
+is only known by verifying it, and a refused size should let another be tried.
 """
 
 from __future__ import annotations
@@ -162,5 +167,122 @@ def _perturb_constant(module: str, inputs: list[np.ndarray], dtypes: list[str], 
     return Mutant(text, inputs, dtypes, f"perturb_constant {m.group(2)} -> {value:.9e}")
 
 
+# A tensor type's shape and element: `tensor<16x32xf32>` -> ("16x32x", "f32").
+_TENSOR = re.compile(r"tensor<((?:\d+x)*)([a-z][a-z0-9]*)>")
+# `stablehlo.slice %x [0:8, 0:4] : (tensor<8x6xf32>)`: the ranges and the operand's shape.
+_SLICE = re.compile(r"(stablehlo\.slice %[\w$.#-]+ )\[([^\]]*)\]( : \(tensor<((?:\d+x)*)[a-z][a-z0-9]*>\))")
+_MAIN = re.compile(r"func\.func public @main\((.*?)\)\s*->\s*\((.*?)\)\s*(?:attributes\s*\{[^\n]*\}\s*)?\{\s*$",
+                   re.MULTILINE)
+_MAIN_SINGLE = re.compile(r"func\.func public @main\((.*?)\)\s*->\s*(tensor<[^>]*>)", re.MULTILINE)
+_DONOR_ATTR = re.compile(r"\s*(?:tf\.aliasing_output = \d+ : i32|jax\.buffer_donor = true)")
+
+
+def _split_top(text: str) -> list[str]:
+    """Comma-separated items of a signature, commas inside <>, {}, () and quotes kept."""
+    out, depth, quoted, start = [], 0, False, 0
+    for i, c in enumerate(text):
+        if c == '"' and (i == 0 or text[i - 1] != "\\"):
+            quoted = not quoted
+        elif not quoted and c in "<{(":
+            depth += 1
+        elif not quoted and c in ">})":
+            depth -= 1
+        elif not quoted and depth == 0 and c == ",":
+            out.append(text[start:i].strip())
+            start = i + 1
+    if text[start:].strip():
+        out.append(text[start:].strip())
+    return out
+
+
+def _batch(module: str, inputs: list[np.ndarray], dtypes: list[str], rng: np.random.Generator) -> Mutant | None:
+    """Another size for a dimension the arguments share as their leading one: every tensor
+    type's dimension of that size retyped, inputs resampled along it from the recorded
+    rows. A size that also appears in a non-leading argument dimension is not a batch
+    (a square weight, say) and is not a candidate; a retyped module that does not verify
+    (a reshape, slice, or literal constant that carries the size) is refused, since the
+    mutant must verify before a target sees it."""
+    from .traces import _verify
+
+    leading = [x.shape[0] for x in inputs if x.ndim >= 1]
+    inner = {d for x in inputs for d in x.shape[1:]}
+    sizes = sorted({b for b in leading if b > 1 and b not in inner})
+    pairs = [(b, n) for b in sizes for n in sorted({1, b // 2, b - 1, b + 1, 2 * b} - {0, b})]
+    for b, new in [pairs[i] for i in rng.permutation(len(pairs))]:
+        text = resize_dimension(module, b, new)
+        try:
+            _verify(text)
+        except Exception:  # the MLIR parser's own error: a site that carries the size
+            continue
+        rows = rng.integers(b, size=new)
+        new_inputs = [x[rows] if x.ndim >= 1 and x.shape[0] == b else x for x in inputs]
+        return Mutant(text, new_inputs, dtypes, f"batch {b}->{new}")
+    return None
+
+
+def resize_dimension(module: str, old: int, new: int) -> str:
+    """Every tensor dimension of size `old` as `new`, and whole-dimension slices with it."""
+    return _TENSOR.sub(lambda m: _resize(m, old, new), _SLICE.sub(lambda m: _slice_whole(m, old, new), module))
+
+
+def _slice_whole(m: re.Match[str], old: int, new: int) -> str:
+    """A slice that takes the whole of a dimension of the old size takes the whole of the
+    new one (its limit is an attribute, not a type); other slices are left to the verifier."""
+    dims = [int(d) for d in m.group(4).split("x")[:-1]]
+    ranges = [r.strip() for r in m.group(2).split(",")]
+    if len(dims) != len(ranges):
+        return m.group(0)
+    fixed = [f"0:{new}" if d == old and r == f"0:{old}" else r for d, r in zip(dims, ranges, strict=True)]
+    return f"{m.group(1)}[{', '.join(fixed)}]{m.group(3)}"
+
+
+def _resize(m: re.Match[str], old: int, new: int) -> str:
+    dims = [int(d) for d in m.group(1).split("x")[:-1]]
+    return "tensor<" + "".join(f"{new if d == old else d}x" for d in dims) + m.group(2) + ">"
+
+
+def _without_donation(arg: str) -> str:
+    """`%argN: type {attrs}` less its donation attributes (and less `{}` when none is left)."""
+    if not arg.endswith("}") or " {" not in arg:
+        return arg
+    head, attrs = arg.split(" {", 1)
+    kept = [a for a in _split_top(attrs[:-1]) if not _DONOR_ATTR.fullmatch(a)]
+    return f"{head} {{{', '.join(kept)}}}" if kept else head
+
+
+def _donation(module: str, inputs: list[np.ndarray], dtypes: list[str], rng: np.random.Generator) -> Mutant | None:
+    """Input-output aliasing flipped: a module that donates (`tf.aliasing_output`, which
+    jax writes for a donated argument with a matching result, or `jax.buffer_donor`)
+    loses every such attribute; one that does not gets `tf.aliasing_output` on each
+    argument whose type matches a result not yet aliased, so the target compiles it with
+    the output written into the input's buffer."""
+    m = _MAIN.search(module) or _MAIN_SINGLE.search(module)
+    if m is None:
+        return None
+    args = _split_top(m.group(1))
+    if any(_DONOR_ATTR.search(a) for a in args):
+        new_args = [_without_donation(a) for a in args]
+        what = "donation removed"
+    else:
+        results = [r.split(" ", 1)[0] for r in _split_top(m.group(2))]
+        free = list(range(len(results)))
+        new_args = []
+        for a in args:
+            arg_type = a.split(": ", 1)[1].split(" ", 1)[0]
+            j = next((j for j in free if results[j] == arg_type), None)
+            if j is None:
+                new_args.append(a)
+                continue
+            free.remove(j)
+            attr = f"tf.aliasing_output = {j} : i32"
+            new_args.append(a[:-1] + f", {attr}}}" if a.endswith("}") else f"{a} {{{attr}}}")
+        if new_args == args:
+            return None
+        what = f"donation added ({sum(a != b for a, b in zip(args, new_args, strict=True))} arguments)"
+    text = module[:m.start(1)] + ", ".join(new_args) + module[m.end(1):]
+    return Mutant(text, inputs, dtypes, what)
+
+
 _KINDS: dict[str, Any] = {"dtype": _dtype, "special_values": _special_values, "swap_op": _swap_op,
-                          "round_trip": _round_trip, "perturb_constant": _perturb_constant}
+                          "round_trip": _round_trip, "perturb_constant": _perturb_constant,
+                          "batch": _batch, "donation": _donation}
