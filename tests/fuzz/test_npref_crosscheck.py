@@ -41,3 +41,34 @@ def test_a_suspect_or_a_fallback_is_always_cross_checked_and_a_sample_by_program
     sampled = [i for i in range(2000) if cross_check_reason(f"s1-i{i}", 0, {}, 20) == "sample"]
     assert 60 <= len(sampled) <= 140  # about 1 in 20
     assert sampled == [i for i in range(2000) if cross_check_reason(f"s1-i{i}", 0, {}, 20)]
+
+
+def test_a_difference_far_beyond_the_noise_models_spread_is_the_references_mismatch() -> None:
+    x = np.array([1.0, -1.0, 1e-3])
+    y = x * (1 + 1e-3)
+    # The samples move the output by 1e-5 normwise: 1e-3 is no rounding the program amplifies.
+    verdict, ill = reference_disagreement([x], [y], [F32], spread=lambda i: 1e-5)
+    assert verdict is not None and not ill
+    name, output, ev = verdict
+    assert (name, output, ev["reason"]) == ("mismatch", 0, "reference")
+    assert ev["noise_spread"] == 1e-5 and 0.9e-3 < ev["normwise_error"] < 1.1e-3
+    # Within BEYOND_NOISE times the spread, or with no noise model: ill-conditioning.
+    assert reference_disagreement([x], [y], [F32], spread=lambda i: 2e-4) == (None, True)
+    assert reference_disagreement([x], [y], [F32], spread=lambda i: None) == (None, True)
+
+
+def test_a_float_output_of_a_bug_the_xla_reference_shares_is_judged(tmp_path) -> None:
+    """s24-i282 of the seed-24 clean run (f16): min(logistic(dynamic_slice(dynamic_slice
+    (x)))); every compiled configuration, f64_jit too, loses the inner slice's clamp
+    (bench/repros/dynamic_slice_of_dynamic_slice.py). f64_jit is 0.073 normwise off numpy
+    on a float output, the noise model's samples 0.0015: it was read as ill-conditioning
+    and the program went undecided; now the targets are judged (and found wrong)."""
+    from pathlib import Path
+
+    from xla_sentinel.check import check_program
+
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text("seed: 24\ntargets: [default, O0]\nbisect: {enabled: false}\n")
+    verdicts = check_program(Path(__file__).parent / "data" / "s24-i282", campaign, ())
+    assert [(v["target"], v["status"], v["verdict"]) for v in verdicts] == [
+        ("default", "judged", "mismatch"), ("O0", "judged", "mismatch")]
