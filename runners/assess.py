@@ -222,7 +222,8 @@ class Slot:
         # The reference interpreter can abort its process: it gets one of its own.
         self.interpreter = Worker(f"slot{n}-interpreter", (), log("interpreter")) if interpreter else None
         # A target of another jaxlib runs under its environment's interpreter.
-        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name), t.python)
+        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name), t.python,
+                                       t.platform)
                         for t in targets}
         # What each such worker runs (WhichVersions), asked once: the StableHLO version its
         # programs are serialized at, the jaxlib its verdicts are judged across.
@@ -434,7 +435,7 @@ class Assessor:
         # The optimized HLO (coverage, bisection) is the current jaxlib's alone.
         outcome = self.call(slot.targets[t.name], Run(module, program.inputs, t.options,
                                                       want_hlo=want_hlo and t.python is None,
-                                                      repeat=repeat))
+                                                      repeat=repeat, platform=t.platform))
         if outcome.verdict == "compile_error" and not targets.xla_failure(outcome.error):
             # Our code raised, not XLA (s31-i61: numpy could not place a shard): no
             # verdict on XLA; the program is a harness error (scheduling.py).

@@ -20,6 +20,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from . import coverage
 from .assess import Assessor, Slot
 from .campaign import CampaignSpec, SpecError
@@ -31,6 +33,8 @@ from .sources import ProgramSources, Unloadable
 from .summary import print_progress, write_summary
 from .targets import release_option_errors, resolve
 from .worker import Worker, release_workers, wait_ready
+
+log = structlog.get_logger()
 
 
 class CampaignRun:
@@ -61,6 +65,7 @@ class CampaignRun:
         self.scheduler = Scheduler(spec.budget, self.stop, self.lock,
                                    lambda: self.counters.programs, lambda: self.counters.started)
         self.worker_restarts: dict[str, int] = {}
+        self.unavailable: dict[str, str] = {}  # target -> why its platform is not here
 
     def run_program(self, slot: Slot, idx: int) -> None:
         t0 = time.monotonic()
@@ -106,17 +111,34 @@ class CampaignRun:
 
     def validate(self) -> None:
         """Fail before writing anything if a plugin or a target's XLA options are unusable,
-        under the current jaxlib or a target's own release (targets.release_option_errors)."""
-        checker = Worker("validate")
-        try:
-            reply = checker.call(Validate(self.plugins, [asdict(t) for t in self.targets]), 120)
-        except RequestFailed as e:
-            raise SpecError(e.error) from None
-        finally:
-            checker.close()
-        errors = [*reply.errors, *release_option_errors(self.spec.targets)]
+        under the current jaxlib or a target's own release (targets.release_option_errors).
+        A target whose platform this machine lacks is left out, said once (stderr, the
+        log, summary.json `unavailable_targets`), and the campaign goes on with the rest."""
+        errors: list[str] = []
+        # Each platform's targets are checked in a worker that sees that platform, as
+        # their own workers will (worker._serve); the plugins in the CPU one.
+        for platform in dict.fromkeys(["cpu", *(t.platform for t in self.targets)]):
+            group = [asdict(t) for t in self.targets if t.platform == platform]
+            checker = Worker(f"validate-{platform}", platform=platform)
+            try:
+                reply = checker.call(Validate(self.plugins if platform == "cpu" else [], group), 120)
+            except RequestFailed as e:
+                raise SpecError(e.error) from None
+            finally:
+                checker.close()
+            errors += reply.errors
+            self.unavailable.update(reply.unavailable)
+        errors += release_option_errors(self.spec.targets)
         if errors:
             raise SpecError(errors[0])
+        if self.unavailable:
+            for name, why in self.unavailable.items():
+                log.warning("target_unavailable", target=name, reason=why)
+                print(f"xla-sentinel: target {name}: {why}; the campaign goes on without it", file=sys.stderr)
+            self.targets = [t for t in self.targets if t.name not in self.unavailable]
+            self.assessor.targets = list(self.targets)
+            if not self.targets:
+                raise SpecError("spec.targets: none can run on this machine")
 
     def run(self) -> dict[str, Any]:
         self.validate()
@@ -155,7 +177,8 @@ class CampaignRun:
         assert self.recorder.store is not None
         return write_summary(self.out, self.recorder.store, self.counters, name=self.name,
                              spec=self.spec, targets=self.targets, plugins=self.plugins,
-                             shard=self.shard, worker_restarts=self.worker_restarts)
+                             shard=self.shard, worker_restarts=self.worker_restarts,
+                             unavailable_targets=self.unavailable)
 
 
 def run_campaign(spec: CampaignSpec, out_dir: Path, *, name: str = "campaign", shard_index: int = 0,

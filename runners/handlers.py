@@ -62,12 +62,12 @@ def lower(req: Lower) -> ModuleText:
 
 
 def run(req: Run) -> Ran:
-    ex = targets.run_module(req.module, req.inputs, req.options, want_hlo=req.want_hlo)
+    ex = targets.run_module(req.module, req.inputs, req.options, req.platform, want_hlo=req.want_hlo)
     again = None
     if req.repeat:
         # A fresh compile and run of the same module must agree bitwise with the first
         # (CPU results are deterministic across runs, docs/architecture.md "Oracle").
-        again = targets.run_module(req.module, req.inputs, req.options).outputs
+        again = targets.run_module(req.module, req.inputs, req.options, req.platform).outputs
     return Ran(outputs=ex.outputs, compile_s=ex.compile_s, run_s=ex.run_s, hlo=ex.optimized_hlo,
                again=again)
 
@@ -189,19 +189,28 @@ def validate(req: Validate) -> Validated:
     from . import plugins
     from .campaign import SpecError
 
-    errors = []
+    errors, unavailable = [], {}
     for ref in req.plugins:
         try:
             plugins.probe(ref)  # imports it and runs it once on a small module
         except SpecError as e:
             errors.append(str(e))
     for i, t in enumerate(req.targets):
+        platform = t.get("platform", "cpu")
         try:
-            targets.compile_module(TRIVIAL_MODULE, t["options"])
+            targets.backend(platform)
+        except Exception as e:  # jax's RuntimeError: no such backend on this machine
+            unavailable[t["name"]] = f"platform {platform} is not available here ({_first_line(e)})"
+            continue
+        try:
+            targets.compile_module(TRIVIAL_MODULE, t["options"], platform)
         except Exception as e:  # XLA raises its own runtime error type
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            errors.append(f"spec.targets[{i}].options ({t['name']}): XLA rejected them: {msg}")
-    return Validated(errors)
+            errors.append(f"spec.targets[{i}].options ({t['name']}): XLA rejected them: {_first_line(e)}")
+    return Validated(errors, unavailable)
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def load_trace(req: LoadTrace) -> Loaded:

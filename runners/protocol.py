@@ -52,6 +52,8 @@ class Pong(Reply):
 @dataclass
 class Validated(Reply):
     errors: list[str]  # one line per unusable plugin or target, naming the spec field
+    # Targets whose platform this machine lacks (name -> why): skipped, not an error.
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -211,6 +213,7 @@ class Run(Request[Ran]):
     options: dict[str, Any]
     want_hlo: bool = False
     repeat: bool = False
+    platform: str = "cpu"  # the target's: the worker compiles for that backend
     cmd: ClassVar[str] = "run"
 
 

@@ -35,7 +35,8 @@ def print_progress(c: Counters, total: int | None, final: bool = False) -> None:
 
 def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spec: CampaignSpec,
                   targets: list[Target], plugins: list[str], shard: tuple[int, int],
-                  worker_restarts: dict[str, int]) -> dict[str, Any]:
+                  worker_restarts: dict[str, int],
+                  unavailable_targets: dict[str, str] | None = None) -> dict[str, Any]:
     """summary.json (the contract of docs/architecture.md, "The flow"); returns it."""
     totals = store.totals()
     elapsed = time.monotonic() - counters.started
@@ -69,6 +70,8 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         "findings_known": known,
         "signatures": [s.to_summary() for s in sigs],
         "targets": [{"name": t.name, "options": t.options} for t in targets],
+        # Targets left out because this machine lacks their platform (engine.validate).
+        "unavailable_targets": dict(unavailable_targets or {}),
         "references": list(spec.references),
         # f64_numpy: its ops evaluated by XLA, and why the XLA float64 references ran
         # (suspect, sample, fallback, numpy_failed), in programs.

@@ -103,7 +103,8 @@ def xla_failure(error: str) -> bool:
     return error.split(":", 1)[0].strip() in XLA_FAILURES
 
 
-def _backend(platform: str) -> Any:
+def backend(platform: str) -> Any:
+    """The jax backend of a platform; RuntimeError when this machine has none."""
     from jax._src import xla_bridge
     return xla_bridge.get_backend(platform)
 
@@ -141,16 +142,16 @@ def compile_module(module: str, options: dict[str, Any], platform: str = "cpu") 
     many devices as the module is partitioned over."""
     from jax._src import compiler
     from jax._src.lib import xla_client as xc
-    backend = _backend(platform)
+    client = backend(platform)
     n = partitions(module)
     opts = compiler.get_compile_options(num_replicas=1, num_partitions=n,
                                         env_options_overrides=dict(options))
     plugins.take_failure()  # an earlier compile's plugin failure is that compile's
     try:
-        if hasattr(backend, "compile_and_load"):
-            exe = backend.compile_and_load(module, xc.DeviceList(tuple(_devices(backend, n))), opts)
+        if hasattr(client, "compile_and_load"):
+            exe = client.compile_and_load(module, xc.DeviceList(tuple(_devices(client, n))), opts)
         else:  # jaxlib before 0.6 (a target of another jaxlib): compile loads
-            exe = backend.compile(module, opts)
+            exe = client.compile(module, opts)
         return Partitioned(exe, _result_shapes(module)) if n > 1 else exe
     except Exception:
         # XLA reports a failed injected plugin as its own INTERNAL error: say whose it was.

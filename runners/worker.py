@@ -67,6 +67,8 @@ class _Zygote:
         self.ctx = mp.get_context("forkserver")
         self.ctx.set_forkserver_preload(["xla_sentinel.zygote"])
         self.env: dict[str, str] | None = None
+        # Off: every worker is spawned, as before the zygote (bench/throughput.py's baseline).
+        self.enabled = True
         self.lock = threading.Lock()
         self.children: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -78,8 +80,8 @@ class _Zygote:
         this one, spawned when not."""
         with self.lock:
             env = dict(os.environ)
-            if env != self.env:
-                if self.env is not None and self._live():
+            if not self.enabled or env != self.env:
+                if not self.enabled or self.env is not None and self._live():
                     proc = _CTX.Process(**kwargs)
                     proc.start()
                     return proc
@@ -160,7 +162,8 @@ class _Answer:
     recycle: bool
 
 
-def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool = False) -> None:
+def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool = False,
+           platform: str | None = None) -> None:
     # Ctrl-C reaches the whole process group. The coordinator stops and closes its
     # workers itself; a worker dying of the signal first would be judged a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -173,6 +176,10 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: boo
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    if platform not in (None, "cpu"):
+        # A target on an accelerator: this process alone may see the devices (every other
+        # worker stays on the CPU, JAX_PLATFORMS above), its own backend and the CPU one.
+        jax.config.update("jax_platforms", "")
     # Injected transformations are not part of the persistent cache key (docs/architecture.md, "Workers").
     jax.config.update("jax_enable_compilation_cache", False)
 
@@ -258,12 +265,14 @@ def _start_foreign(python: str, plugins: Sequence[str], log: str | None) -> tupl
 class Worker:
     """A restartable worker process. `plugins` are registered only in this process.
     `python`: the interpreter of another environment to run it under (another jaxlib;
-    such a worker serves portable.HANDLERS only), None for this one."""
+    such a worker serves portable.HANDLERS only), None for this one. `platform`: the
+    accelerator (gpu, tpu) a target of this worker runs on; None or cpu: the CPU only."""
 
     name: str
     plugins: Sequence[str] = ()
     log_path: Path | None = None
     python: str | None = None
+    platform: str | None = None
     _proc: Any = field(default=None, repr=False)
     _conn: Any = field(default=None, repr=False)
     restarts: int = 0
@@ -276,7 +285,7 @@ class Worker:
             self._proc, self._conn = _start_foreign(self.python, self.plugins, log)
             return
         parent, child = _CTX.Pipe()
-        self._proc = _ZYGOTE.process(target=_serve, args=(child, tuple(self.plugins), log),
+        self._proc = _ZYGOTE.process(target=_serve, args=(child, tuple(self.plugins), log, False, self.platform),
                                      daemon=True, name=f"xla-sentinel-{self.name}")
         child.close()
         self._conn = parent
