@@ -291,7 +291,8 @@ class TimeoutSpec:
 
 
 # Mutations of each trace (runners/mutate.py owns them; here for the operator's checks).
-MUTATION_KINDS = ("dtype", "special_values", "swap_op", "round_trip", "perturb_constant", "batch", "donation")
+MUTATION_KINDS = ("dtype", "special_values", "swap_op", "round_trip", "perturb_constant", "batch", "donation",
+                  "sharding")
 
 
 @dataclass(frozen=True)

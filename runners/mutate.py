@@ -8,7 +8,8 @@ largest finite value, subnormals and signed zeros planted in one float argument)
 float constant scaled by 1 + r, r up to 1e-2), `batch` (a size the arguments share as
 their leading dimension retyped to another in every tensor type, inputs resampled from
 the recorded rows), `donation` (input-output aliasing attributes of `main` removed, or
-added where an argument's type matches a result). Each mutant is a pure function of
+added where an argument's type matches a result), `sharding` (an unpartitioned module
+spread over 2 or 4 devices by GSPMD argument shardings). Each mutant is a pure function of
 (module, inputs, kind, seed); a kind with no site in the module returns None. Text only:
 the caller parses the result (traces.load) so an invalid mutant never reaches a target;
 `batch` alone verifies its candidates itself, because whether a retyping is consistent
@@ -283,6 +284,47 @@ def _donation(module: str, inputs: list[np.ndarray], dtypes: list[str], rng: np.
     return Mutant(text, inputs, dtypes, what)
 
 
+# Device counts a sharding mutant spreads a module over; workers have more host devices
+# (worker.HOST_DEVICES), and a CPU target runs them as virtual devices.
+SHARD_DEVICES = (2, 4)
+_PARTITIONS_ONE = re.compile(r"mhlo\.num_partitions = 1 : i32")
+
+
+def _sharding(module: str, inputs: list[np.ndarray], dtypes: list[str], rng: np.random.Generator) -> Mutant | None:
+    """The same program partitioned over N devices (GSPMD): `mhlo.num_partitions = N` and
+    an `mhlo.sharding` on each array argument, split along one dimension N divides or
+    replicated, at least one split; the partitioner propagates the rest. Only a module
+    that is not partitioned already (num_partitions 1, no sharding attributes): choosing
+    another sharding of a sharded one would have to read its mesh first."""
+    m = _MAIN.search(module) or _MAIN_SINGLE.search(module)
+    if m is None or not _PARTITIONS_ONE.search(module) or "mhlo.sharding" in module or "sdy." in module:
+        return None
+    args = _split_top(m.group(1))
+    for n in [SHARD_DEVICES[i] for i in rng.permutation(len(SHARD_DEVICES))]:
+        splittable = [i for i, x in enumerate(inputs) if any(d % n == 0 for d in x.shape)]
+        if not splittable:
+            continue
+        split = {i for i in splittable if rng.random() < 0.5} or {splittable[int(rng.integers(len(splittable)))]}
+        new_args, parts = [], []
+        for i, (a, x) in enumerate(zip(args, inputs, strict=True)):
+            if x.ndim == 0:
+                new_args.append(a)
+                continue
+            if i in split:
+                dims = [d for d, size in enumerate(x.shape) if size % n == 0]
+                d = dims[int(rng.integers(len(dims)))]
+                tiles = ",".join(str(n if k == d else 1) for k in range(x.ndim))
+                attr = f'mhlo.sharding = "{{devices=[{tiles}]<=[{n}]}}"'
+                parts.append(f"arg{i} dim {d}")
+            else:
+                attr = 'mhlo.sharding = "{replicated}"'
+            new_args.append(a[:-1] + f", {attr}}}" if a.endswith("}") else f"{a} {{{attr}}}")
+        text = module[:m.start(1)] + ", ".join(new_args) + module[m.end(1):]
+        text = _PARTITIONS_ONE.sub(f"mhlo.num_partitions = {n} : i32", text, count=1)
+        return Mutant(text, inputs, dtypes, f"sharding over {n} devices: {', '.join(parts)}")
+    return None
+
+
 _KINDS: dict[str, Any] = {"dtype": _dtype, "special_values": _special_values, "swap_op": _swap_op,
                           "round_trip": _round_trip, "perturb_constant": _perturb_constant,
-                          "batch": _batch, "donation": _donation}
+                          "batch": _batch, "donation": _donation, "sharding": _sharding}

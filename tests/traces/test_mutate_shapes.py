@@ -152,3 +152,37 @@ def test_a_campaign_judges_batch_and_donation_mutants(workload_traces: dict[str,
     summary = run_campaign(spec, tmp_path / "out", name="shapes", progress=False)
     assert summary["program_status"] == {"judged": 10}
     assert summary["findings"] == {}
+
+
+def test_sharding_partitions_an_unsharded_module_along_dividing_dimensions(workload_traces: dict[str, Path]) -> None:
+    base = traces.load(workload_traces["mlp_adam"])
+    for seed in range(4):
+        mutant = mutate(base.module, base.inputs, base.input_dtypes, "sharding", seed)
+        assert mutant is not None
+        n = targets.partitions(mutant.module)
+        assert n in (2, 4) and all(a is b for a, b in zip(mutant.inputs, base.inputs, strict=True))
+        split = re.findall(r"%arg(\d+): tensor<[^>]*> \{mhlo.sharding = \"\{devices=\[([\d,]+)\]<=\[(\d+)\]\}\"\}",
+                           mutant.module)
+        assert split and all(int(d) == n for _, _, d in split)
+        for i, tiles, _ in split:  # one dimension split n ways, and n divides it
+            [(dim, ways)] = [(k, int(t)) for k, t in enumerate(tiles.split(",")) if t != "1"]
+            assert ways == n and base.inputs[int(i)].shape[dim] % n == 0
+        traces._verify(mutant.module)
+        # Already partitioned: no second sharding mutant.
+        assert mutate(mutant.module, mutant.inputs, mutant.input_dtypes, "sharding", seed) is None
+
+
+def test_sharding_gives_no_mutant_for_scalars_only(tmp_path: Path) -> None:
+    base = traces.load(_record(tmp_path, lambda a, b: a * b + 1.0, np.float32(2), np.float32(3)))
+    assert mutate(base.module, base.inputs, base.input_dtypes, "sharding", 0) is None
+
+
+def test_a_campaign_judges_sharded_mutants_on_virtual_devices(workload_traces: dict[str, Path],
+                                                              tmp_path: Path) -> None:
+    units = [str(workload_traces["mlp_adam"]), str(workload_traces["decoder_kv_cache"])]
+    spec = parse_spec({"traces": units, "mutations": {"perTrace": 2, "kinds": ["sharding"]},
+                       "targets": ["default", "O0"], "references": ["f64_numpy", "eager"],
+                       "budget": {"programs": 6}, "workers": 1})
+    summary = run_campaign(spec, tmp_path / "out", name="sharded", progress=False)
+    assert summary["program_status"] == {"judged": 6}
+    assert summary["findings"] == {}
