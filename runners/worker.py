@@ -176,10 +176,11 @@ def _serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: boo
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    if platform not in (None, "cpu"):
-        # A target on an accelerator: this process alone may see the devices (every other
-        # worker stays on the CPU, JAX_PLATFORMS above), its own backend and the CPU one.
-        jax.config.update("jax_platforms", "")
+    # A target on an accelerator: this process alone sees the devices (every backend this
+    # machine has; engine.validate leaves the target out where its own is missing). Every
+    # other worker, the references' included, stays on the CPU, even in a pod whose
+    # JAX_PLATFORMS names the accelerator (operator/desired.py).
+    jax.config.update("jax_platforms", "" if platform not in (None, "cpu") else "cpu")
     # Injected transformations are not part of the persistent cache key (docs/architecture.md, "Workers").
     jax.config.update("jax_enable_compilation_cache", False)
 
