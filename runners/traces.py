@@ -50,6 +50,9 @@ def _discover(paths: list[str | Path]) -> list[Path]:
                 continue
             dumps = sorted(p.glob("*before_optimizations.txt"))
             modules = dumps or sorted(f for f in p.iterdir() if f.suffix in MODULE_SUFFIXES)
+            # What `record --out DIR` writes: a trace folder per computation the job compiled.
+            modules = modules or sorted(d for d in p.iterdir() if d.is_dir() and (
+                (d / "module.mlir").exists() or (d / "module.mlirbc").exists()))
             if not modules:
                 raise ProgramError(f"{p}: no trace, dump or module files in this folder")
             out.extend(modules)

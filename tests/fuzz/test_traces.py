@@ -149,3 +149,15 @@ def test_a_replayed_module_is_evaluated_op_by_op_not_compiled_whole(tmp_path: Pa
     spec = parse_spec({"traces": [str(tmp_path / "t")], "budget": {"programs": 1}, "workers": 1})
     summary = run_campaign(spec, tmp_path / "out", name="replay")
     assert summary["program_status"] == {"references_disagree": 1}
+
+
+def test_a_record_output_folder_replays_each_of_its_trace_folders(tmp_path: Path) -> None:
+    # `record --out DIR` writes DIR/<computation>/ per compiled module: DIR is the source.
+    g = jax.jit(lambda x: x * 2)
+    for name in ("jit_b-2", "jit_a-1"):
+        Program(name, g.lower(X).as_text(), [X], ["f32"]).save(tmp_path / "rec" / name)
+    (tmp_path / "rec" / "notes").mkdir()
+    assert [u.name for u in traces.discover([tmp_path / "rec"])] == ["jit_a-1", "jit_b-2"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ProgramError, match="empty: no trace, dump or module files"):
+        traces.discover([tmp_path / "empty"])
