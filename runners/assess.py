@@ -70,6 +70,14 @@ def cross_check_reason(program_id: str, suspects: int, fallbacks: dict[str, int]
     return ""
 
 
+# The XLA float64 reference a sampled program (no suspect, no fallback) is cross-checked
+# with: the program compiled whole, the one that shares a bug every XLA configuration has
+# (what the sample watches for) and costs one compile. f64_eager, one compile per op and
+# shape, was 19% of a campaign's CPU on the sample alone (bench/throughput.py); suspects
+# and fallbacks, where a verdict rides on the check, still get every deferred reference.
+SAMPLE_REFERENCES = ("f64_jit",)
+
+
 # An XLA float64 reference further from numpy than this many times the spread of the noise
 # model's samples differs by more than any rounding the program can amplify: the reference
 # is wrong, not the program ill-conditioned. The samples perturb every op by its own
@@ -310,18 +318,22 @@ class Assessor:
                 kind, program.graph, program.inputs))  # type: ignore[arg-type]
         return refs
 
-    def _xla_f64(self, slot: Slot, program: Program) -> dict[str, Outcome]:
-        """The deferred XLA float64 references of a program, run now."""
+    def _xla_f64(self, slot: Slot, program: Program, sample: bool = False) -> dict[str, Outcome]:
+        """The deferred XLA float64 references of a program, run now; for the sample,
+        SAMPLE_REFERENCES of them."""
         if program.graph is None:
             kinds = ["f64_text"] if "f64_jit" in self.deferred else []
         else:
             kinds = list(self.deferred)
+            if sample:
+                kinds = [k for k in kinds if k in SAMPLE_REFERENCES] or kinds[:1]
         return {k: self.call(slot.programs, _xla_f64_request(k, program)) for k in kinds}
 
     def _cross_check(self, slot: Slot, program: Program, expected: list[np.ndarray],
                      infos: list[oracle.OutputInfo], result: Assessment,
                      undetermined: list[np.ndarray] | None = None,
-                     noise: Callable[[], list[list[np.ndarray]] | None] | None = None) -> bool:
+                     noise: Callable[[], list[list[np.ndarray]] | None] | None = None,
+                     sample: bool = False) -> bool:
         """Compare numpy's float64 answer with the XLA float64 references. A reference
         that disagrees where float64 leaves no room is a finding against that reference
         (XLA's own path, evidence `reason: reference`); returns False where the program is
@@ -341,7 +353,7 @@ class Assessor:
                 return None
             return max(oracle.normwise_error(y, truth[i], "f64") for y in outs)
 
-        for kind, o in self._xla_f64(slot, program).items():
+        for kind, o in self._xla_f64(slot, program, sample).items():
             result.executions += 1
             result.worker_s += o.busy_s
             if o.outputs is None:
@@ -518,7 +530,8 @@ class Assessor:
             result.cross_check = cross_check_reason(program.id, len(suspects), numpy_ref.fallbacks,
                                                     self.cross_check_every)
             if result.cross_check and not self._cross_check(slot, program, numpy_ref.outputs, infos, result,
-                                                            numpy_ref.undetermined, noise):
+                                                            numpy_ref.undetermined, noise,
+                                                            sample=result.cross_check == "sample"):
                 result.status = "references_disagree"
                 return result
         flagged = {t.name for t, _ in suspects}

@@ -54,3 +54,16 @@ def test_the_targets_that_drop_nan_are_flagged_and_the_one_that_keeps_it_is_not(
     assert summary["cross_checks"] == {"suspect": 1}
     assert summary["reference_fallbacks"] == {"chlo.bessel_i1e": 1}
 
+
+
+def test_a_sampled_program_is_cross_checked_by_the_compiled_float64_reference_alone(tmp_path: Path) -> None:
+    # Every program sampled (crossCheckEvery 1), none a suspect: each runs its target, the
+    # two default references and f64_jit, not f64_eager (assess.SAMPLE_REFERENCES).
+    spec = parse_spec({"seed": 3, "generator": {"minOps": 2, "maxOps": 5, "dtypes": ["f32"],
+                                                "specialValues": 0.0},
+                       "targets": ["default"], "budget": {"programs": 3}, "workers": 1,
+                       "crossCheckEvery": 1, "bisect": {"enabled": False}})
+    summary = run_campaign(spec, tmp_path)
+    assert summary["program_status"] == {"judged": 3} and summary["findings"] == {}
+    assert summary["cross_checks"] == {"sample": 3}
+    assert summary["executions"] == 3 * 4
