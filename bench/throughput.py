@@ -1,22 +1,26 @@
-"""Throughput of `run` before and after issue 16's numpy references, in one run on the same seed.
+"""Throughput of `run` before and after issue 16, in one run on the same seed.
 
-Three campaigns of the same programs (targets default, O0, no_fusion_emitters; 1 worker;
-bisection off), run one after the other so all see the same machine:
+Four campaigns of the same programs (targets default, O0, no_fusion_emitters; 1 worker;
+bisection off), run one after the other so all see the same machine; each step keeps the
+ones above it:
 
-  before     references f64_eager, f64_jit, eager, with eager all through XLA (every program
-             pays the XLA float64 references and one XLA compile per op, shape and dtype)
-  f64 numpy  the campaign default, f64_numpy with f64_eager and f64_jit as its cross-check
-             (a suspect, every crossCheckEvery-th program, a numpy fallback), eager still all
-             through XLA (XLA_SENTINEL_EAGER_ALL_XLA=1, handlers.py): the previous step
-  after      the campaign default with eager in numpy where it reproduces XLA:CPU bit for
-             bit (own_precision.py), XLA op by op for the rest (summary.json eager_xla_ops)
+  before        references f64_eager, f64_jit, eager, with eager all through XLA (every
+                program pays the XLA float64 references and one XLA compile per op, shape and
+                dtype); every worker process spawned (it imports jax itself)
+  f64 numpy     the campaign default, f64_numpy with f64_eager and f64_jit as its cross-check
+                (a suspect, every crossCheckEvery-th program, a numpy fallback), eager still
+                all through XLA (XLA_SENTINEL_EAGER_ALL_XLA=1, handlers.py)
+  eager numpy   eager in numpy where it reproduces XLA:CPU bit for bit (own_precision.py),
+                XLA op by op for the rest (summary.json eager_xla_ops)
+  after         the campaign as it runs now: workers forked from one process that imported
+                jax once (worker._Zygote)
 
 For each it prints programs per wall second, programs per core-second (CPU time of the
 coordinator and its worker processes, which is what a loaded machine does not distort),
 findings and cross-checks. Then, in-process on the same programs, the XLA compiles per
 program of each configuration (targets, references; the cross-check only on the programs
 the campaign samples) and the seconds each configuration costs, so where the remaining
-time goes is visible. Usage: python bench/throughput.py [--programs N] [--seed S]
+time goes is visible. Usage: python bench/throughput.py [--programs N] [--seed S] [--rows R,..] [--no-in-process]
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from xla_sentinel import dispatch, evaluate, targets  # noqa: E402
+from xla_sentinel import dispatch, evaluate, targets, worker  # noqa: E402
 from xla_sentinel.assess import cross_check_reason  # noqa: E402
 from xla_sentinel.campaign import DEFAULT_REFERENCES, parse_spec  # noqa: E402
 from xla_sentinel.engine import run_campaign  # noqa: E402
@@ -45,6 +49,9 @@ from xla_sentinel.protocol import GraphReference, NumpyReference  # noqa: E402
 
 BEFORE = ["f64_eager", "f64_jit", "eager"]
 AFTER = list(DEFAULT_REFERENCES)
+# Each row's references, whether eager goes all through XLA, whether workers fork from the zygote.
+ROWS = {"before": (BEFORE, True, False), "f64 numpy": (AFTER, True, False),
+        "eager numpy": (AFTER, False, False), "after": (AFTER, False, True)}
 COMPILES = Counter()
 
 
@@ -74,9 +81,13 @@ def _spec(seed: int, programs: int, references: list[str]) -> object:
                        "references": references, "bisect": {"enabled": False}})
 
 
-def campaign(seed: int, programs: int, references: list[str], eager_all_xla: bool) -> dict[str, object]:
+def campaign(seed: int, programs: int, references: list[str], eager_all_xla: bool,
+             zygote: bool) -> dict[str, object]:
     # The worker processes read it when they start (handlers.EAGER_ALL_XLA).
     os.environ["XLA_SENTINEL_EAGER_ALL_XLA"] = "1" if eager_all_xla else "0"
+    # The campaign stops the forkserver at its end, so the CPU time of the workers it
+    # forked is in RUSAGE_CHILDREN when it is read, and each campaign pays its own start.
+    worker._ZYGOTE.enabled = zygote
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cpu0 = _cpu_seconds()
@@ -84,7 +95,9 @@ def campaign(seed: int, programs: int, references: list[str], eager_all_xla: boo
             cpu = _cpu_seconds() - cpu0
     finally:
         del os.environ["XLA_SENTINEL_EAGER_ALL_XLA"]
+        worker._ZYGOTE.enabled = True
     return {"references": references, "eager": "xla" if eager_all_xla else "numpy + xla",
+            "workers": "forked from the zygote" if zygote else "spawned",
             "programs": s["programs"], "elapsed_s": s["elapsed_s"],
             "cpu_s": round(cpu, 1), "programs_per_s": round(s["programs"] / s["elapsed_s"], 3),
             "programs_per_core_s": round(s["programs"] / cpu, 3), "executions": s["executions"],
@@ -149,16 +162,25 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--programs", type=int, default=60)
     ap.add_argument("--seed", type=int, default=5)
+    # A long campaign's steady state: fixed costs (worker start-up) weigh less, caches
+    # (eager's compiled kernels, reused across programs) fill up.
+    ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
+    ap.add_argument("--no-in-process", action="store_true", help="skip the per-configuration part")
     args = ap.parse_args()
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    if unknown := [r for r in rows if r not in ROWS]:
+        ap.error(f"--rows: unknown {', '.join(unknown)}")
+    if "after" not in rows:
+        ap.error("--rows: the ratios are against 'after': name it")
     jax.monitoring.register_event_duration_secs_listener(_count_jax)
     _count_module_compiles()
-    result = {"before": campaign(args.seed, args.programs, BEFORE, eager_all_xla=True),
-              "f64 numpy": campaign(args.seed, args.programs, AFTER, eager_all_xla=True),
-              "after": campaign(args.seed, args.programs, AFTER, eager_all_xla=False)}
-    for base in ("before", "f64 numpy"):
-        result[f"ratio_after_over_{base.replace(' ', '_')}"] = {
-            k: round(result["after"][k] / result[base][k], 2) for k in ("programs_per_s", "programs_per_core_s")}
-    result["in_process"] = in_process(args.seed, args.programs)
+    result: dict[str, object] = {row: campaign(args.seed, args.programs, *ROWS[row]) for row in ROWS if row in rows}
+    for base in rows:
+        if base != "after":
+            result[f"ratio_after_over_{base.replace(' ', '_')}"] = {
+                k: round(result["after"][k] / result[base][k], 2) for k in ("programs_per_s", "programs_per_core_s")}
+    if not args.no_in_process:
+        result["in_process"] = in_process(args.seed, args.programs)
     json.dump(result, sys.stdout, indent=1)
     print()
     return 0
