@@ -165,3 +165,16 @@ def test_a_long_product_may_move_by_sqrt_n_roundings() -> None:
     (down,) = evaluate.eager(graph, [x], promote=True, sign=-1.0, directed=True)
 
     np.testing.assert_allclose(down, ref * (1 - 2.0**-11 * np.sqrt(3264)))
+
+
+def test_overflow_prone_counts_the_finite_terms_of_a_sum_that_holds_an_inf() -> None:
+    # s25-i256 (f16): sum([inf, -32750 x 3]) is inf in float64 and where it is accumulated
+    # in f32, NaN where the three -32750 meet first (-inf) and then the inf.
+    graph = Graph(values=[{"shape": [4], "dtype": "f16", "tainted": False, "input": 0},
+                          {"shape": [], "dtype": "f16", "tainted": True, "node": 0},
+                          {"shape": [], "dtype": "f16", "tainted": True, "node": 1}],
+                  nodes=[{"op": "reduce_sum", "args": [0], "attrs": {"axes": [0]}, "discrete": False},
+                         {"op": "logistic", "args": [1], "attrs": {}, "discrete": False}],
+                  outputs=[2])
+    assert evaluate.overflow_prone(graph, [np.float16([np.inf, -32750, -32750, -32750])]) == [True]
+    assert evaluate.overflow_prone(graph, [np.float16([np.inf, -3, -3, -3])]) == [False]
