@@ -73,7 +73,7 @@ def cross_check_reason(program_id: str, suspects: int, fallbacks: dict[str, int]
 # The XLA float64 reference a sampled program (no suspect, no fallback) is cross-checked
 # with: the program compiled whole, the one that shares a bug every XLA configuration has
 # (what the sample watches for) and costs one compile. f64_eager, one compile per op and
-# shape, was 19% of a campaign's CPU on the sample alone (bench/throughput.py); suspects
+# shape, on the sample was 5% of a 300-program campaign's CPU (bench/throughput.py); suspects
 # and fallbacks, where a verdict rides on the check, still get every deferred reference.
 SAMPLE_REFERENCES = ("f64_jit",)
 

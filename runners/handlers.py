@@ -15,6 +15,7 @@ from . import evaluate, spmd, targets
 from .campaign import GeneratorSpec, build
 from .generator import Graph, generate
 from .inputs import make_inputs
+from .portable import CHECK_MODULE
 from .program import promote_floats
 from .protocol import (
     ChangedPasses,
@@ -176,14 +177,6 @@ def noise(req: Noise) -> NoiseSamples:
                         overflow=evaluate.overflow_prone(graph, req.inputs))
 
 
-TRIVIAL_MODULE = """module @check {
-  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
-    %0 = stablehlo.exponential %arg0 : tensor<4xf32>
-    return %0 : tensor<4xf32>
-  }
-}"""
-
-
 def validate(req: Validate) -> Validated:
     """Check plugins import and each target's options are known to this XLA."""
     from . import plugins
@@ -203,7 +196,7 @@ def validate(req: Validate) -> Validated:
             unavailable[t["name"]] = f"platform {platform} is not available here ({_first_line(e)})"
             continue
         try:
-            targets.compile_module(TRIVIAL_MODULE, t["options"], platform)
+            targets.compile_module(CHECK_MODULE, t["options"], platform)
         except Exception as e:  # XLA raises its own runtime error type
             errors.append(f"spec.targets[{i}].options ({t['name']}): XLA rejected them: {_first_line(e)}")
     return Validated(errors, unavailable)
