@@ -178,3 +178,63 @@ def test_overflow_prone_counts_the_finite_terms_of_a_sum_that_holds_an_inf() -> 
                   outputs=[2])
     assert evaluate.overflow_prone(graph, [np.float16([np.inf, -32750, -32750, -32750])]) == [True]
     assert evaluate.overflow_prone(graph, [np.float16([np.inf, -3, -3, -3])]) == [False]
+
+
+# A NaN that only the program's own precision makes, every value in range: f16
+# (1 + 23/1024)^2 is 1.0454 exactly and rounds up to 1 + 47/1024; times 62656 it is
+# 65532, which rounds to inf (inf - inf: NaN), where float64 has 65502 (finite in f16,
+# so no overflow rule applies). XLA:CPU rounds each f16 op as written (every preset gives
+# NaN); a configuration that keeps excess precision between ops (as XLA's
+# xla_allow_excess_precision permits) stays finite, as float64 does.
+CANCEL = Graph(
+    values=[{"shape": [2], "dtype": "f16", "tainted": False, "input": 0},
+            {"shape": [2], "dtype": "f16", "tainted": False, "input": 1},
+            {"shape": [2], "dtype": "f16", "tainted": True, "node": 0},
+            {"shape": [2], "dtype": "f16", "tainted": True, "node": 1},
+            {"shape": [2], "dtype": "f16", "tainted": True, "node": 2}],
+    nodes=[{"op": "mul", "args": [0, 0], "attrs": {}, "discrete": False},
+           {"op": "mul", "args": [2, 1], "attrs": {}, "discrete": False},
+           {"op": "sub", "args": [3, 3], "attrs": {}, "discrete": False}],
+    outputs=[4])
+CANCEL_X = np.float16([1 + 23 / 1024, 1.5])
+CANCEL_Z = np.float16([62656, 3.0])
+
+
+def _cancel_results(literal_nan: bool = True) -> tuple[dict, list[np.ndarray]]:
+    from xla_sentinel import targets
+
+    inputs = [CANCEL_X, CANCEL_Z]
+    ref = evaluate.eager(CANCEL, inputs, promote=True)
+    literal = evaluate.eager(CANCEL, inputs)
+    o0 = targets.run_module(evaluate.lower_text(CANCEL), inputs,
+                            {"xla_backend_optimization_level": 0}).outputs
+    assert np.isnan(literal[0][0]) and np.isnan(np.asarray(o0[0])[0]) and ref[0][0] == 0.0
+    excess = [np.float16(r) for r in ref]  # f32 kept between the ops: finite, as float64
+    if not literal_nan:
+        literal = excess
+    return {"O0": [np.asarray(o) for o in o0], "excess_precision": excess, "eager": literal}, ref
+
+
+def test_a_nan_the_programs_own_precision_makes_in_range_is_legal() -> None:
+    results, ref = _cancel_results()
+    j = judge("O0", results, ref, [OutputInfo("f16", True)], lambda: None,
+              overflow_prone=lambda: evaluate.overflow_prone(CANCEL, [CANCEL_X, CANCEL_Z]))
+    assert evaluate.overflow_prone(CANCEL, [CANCEL_X, CANCEL_Z]) == [False]
+    assert j.verdict == "pass", j.evidence
+
+
+def test_a_nan_the_own_precision_does_not_make_is_still_flagged() -> None:
+    # The same NaN where op-by-op evaluation at f16 stays finite is the target's own.
+    results, ref = _cancel_results(literal_nan=False)
+    j = judge("O0", results, ref, [OutputInfo("f16", True)], lambda: None)
+    assert j.verdict == "nan_mismatch" and j.evidence["actual_class"] == "nan", j.evidence
+
+
+def test_a_dropped_nan_is_flagged_even_where_the_literal_drops_it() -> None:
+    # float64 NaN, target finite: more precision never makes a NaN, so a literal that
+    # also drops it (a reference sharing XLA's NaN-dropping reduction) excuses nothing.
+    ref = [np.array([np.nan, 1.0])]
+    finite = [np.float16([2.0, 1.0])]
+    results = {"default": finite, "O0": [np.float16([np.nan, 1.0])], "eager": finite}
+    j = judge("default", results, ref, [OutputInfo("f16", True)], lambda: None)
+    assert j.verdict == "nan_mismatch" and j.evidence["expected_class"] == "nan", j.evidence
