@@ -88,6 +88,17 @@ SIGN_KEEPING = frozenset({
 # totalOrder (XLA's top_k is a stable sort on the bits: -NaN ranks below -inf), a
 # TOTALORDER compare likewise, a bitcast reads the sign bit.
 SIGN_OBSERVERS = frozenset({"chlo.top_k", "stablehlo.sort", "stablehlo.bitcast_convert"})
+# Where open NaN marks travel element for element (`_Evaluator._open_masks`): ops whose
+# result element depends only on the operand elements at the same index, and ops that
+# move elements, whose own numpy form applied to the marks moves them alike (data
+# operands first; the others, start indices, must carry no marks).
+SAME_INDEX = frozenset({*ELEMENTWISE, *EXTRA_ELEMENTWISE, "stablehlo.compare", "stablehlo.select",
+                        "stablehlo.clamp", "stablehlo.convert", "stablehlo.reduce_precision",
+                        "chlo.next_after"})
+MOVING = {"stablehlo.broadcast_in_dim": 1, "stablehlo.reshape": 1, "stablehlo.transpose": 1,
+          "stablehlo.reverse": 1, "stablehlo.slice": 1, "stablehlo.concatenate": None,
+          "stablehlo.pad": 2, "stablehlo.dynamic_slice": 1, "stablehlo.dynamic_update_slice": 2,
+          "stablehlo.gather": 1}
 
 
 @dataclass
@@ -131,6 +142,12 @@ def evaluate_module(module: str, inputs: Sequence[np.ndarray]) -> Evaluation:
             # elements that differ among the three evaluations depend on that sign.
             runs = [outputs, run(1.0)[1], run(-1.0)[1]]
             masks = [~_same(a, b) | ~_same(a, c) | ~_same(b, c) for a, b, c in zip(*runs, strict=True)]
+            # Two NaNs of one row may take different signs, which no uniform sign
+            # reproduces: marked where the ranking op saw them and carried to the outputs.
+            terminator = list(ev.functions["main"].regions[0].blocks[0].operations)[-1]
+            for m, v in zip(masks, terminator.operands, strict=True):
+                if (opened := ev.open.get(v)) is not None:
+                    m |= opened
             if any(m.any() for m in masks):
                 result.undetermined = masks
         return result
@@ -157,6 +174,10 @@ class _Evaluator:
         self.fallbacks: Counter[str] = Counter()
         self.count = 0
         self.env: dict[Any, np.ndarray] = {}
+        # Per value, the elements that depend on how two NaNs of open sign rank against
+        # each other (absent: none); `opened` counts the ranking ops that made such marks.
+        self.open: dict[Any, np.ndarray] = {}
+        self.opened = 0
 
     # --- values --------------------------------------------------------------------------
 
@@ -196,6 +217,9 @@ class _Evaluator:
             self.count += 1
             if not self.sign_observed and self._observes_sign(o, name):
                 self.sign_observed = any(T.np_is_float(a) and bool(np.isnan(a).any()) for a in args)
+            opened = self.opened
+            if self.sign_observed and name == "func.call":
+                self._enter_call(o)
             try:
                 if name in NO_NUMPY_FORM:
                     raise Unsupported(name)
@@ -203,6 +227,8 @@ class _Evaluator:
             except Unsupported:
                 outs = self._fallback(o, args)
                 self.fallbacks[name] += 1
+            if self.sign_observed:
+                self._mark_open(o, name, args, outs, self.opened != opened)
             for r, x in zip(o.results, outs, strict=True):
                 x = np.asarray(x)
                 if self.nan_sign and name not in SIGN_KEEPING and T.np_is_float(x):
@@ -211,6 +237,110 @@ class _Evaluator:
                     x = T.flush_subnormals(x.astype(np.float64))
                 env[r] = x.astype(np.float64) if T.np_is_float(x) else x
         raise ValueError("block without a terminator")
+
+    # --- NaNs whose signs rank them ---------------------------------------------------------
+
+    def _mark_open(self, o: Any, name: str, args: list, outs: list, inner: bool) -> None:
+        """Set `open` for the results of `o`: rows a ranking op orders two NaNs in (their
+        signs are open, so any of them may come first), and the elements that depend on
+        marked operands. `inner`: a ranking op inside `o`'s regions made marks."""
+        ins = [self.open.get(v) for v in o.operands]
+        made = self._ranked_nans(o, name, args)
+        if made is not None:
+            self.opened += 1
+        if made is None and not inner and all(m is None for m in ins):
+            for r in o.results:
+                self.open.pop(r, None)
+            return
+        shapes = [np.shape(x) for x in outs]
+        block = self._ran_block(o, name, args)
+        if block is not None and name != "func.call" and ins[0] is not None and ins[0].any():
+            masks = [np.ones(sh, bool) for sh in shapes]  # which branch ran is open
+        elif block is not None:
+            # What the callee or the branch taken returned, marks and all.
+            masks = [self.open.get(v) for v in list(block.operations)[-1].operands]
+        elif inner:
+            masks = [np.ones(sh, bool) for sh in shapes]
+        else:
+            masks = self._carried(o, name, args, ins, shapes, made)
+        for r, m in zip(o.results, masks, strict=True):
+            if m is not None and m.any():
+                self.open[r] = m
+            else:
+                self.open.pop(r, None)
+
+    def _callee(self, o: Any) -> Any:
+        return self.functions[str(o.attributes["callee"]).lstrip("@").strip('"')].regions[0].blocks[0]
+
+    def _enter_call(self, o: Any) -> None:
+        """The call's operand marks onto the callee's arguments (ops read marks by value)."""
+        for a, v in zip(self._callee(o).arguments, o.operands, strict=True):
+            if (m := self.open.get(v)) is not None:
+                self.open[a] = m
+            else:
+                self.open.pop(a, None)
+
+    def _ran_block(self, o: Any, name: str, args: list) -> Any:
+        """The block a call or a conditional ran (its ops carried the marks), else None."""
+        if name == "func.call":
+            return self._callee(o)
+        if name == "stablehlo.case":
+            n, index = len(o.regions), int(args[0])
+            return o.regions[index if 0 <= index < n else n - 1].blocks[0]
+        if name == "stablehlo.if":
+            return o.regions[0 if bool(args[0]) else 1].blocks[0]
+        return None
+
+    def _ranked_nans(self, o: Any, name: str, args: list) -> np.ndarray | None:
+        """Where this op ranks two or more NaNs against each other: the rows (kept along
+        the ranking axis) of top_k and sort, the elements of a TOTALORDER compare. One
+        NaN's rank the uniform signs of `evaluate_module` already cover."""
+        floats = [np.asarray(a) for a in args if T.np_is_float(np.asarray(a))]
+        if not floats:
+            return None
+        if name in ("chlo.top_k", "stablehlo.sort") and T.np_is_float(np.asarray(args[0])):
+            # The first operand is the key (what `_sort_key` accepts, and top_k's only one).
+            axis = -1 if name == "chlo.top_k" else int(self.ir.IntegerAttr(o.attributes["dimension"]).value)
+            rows = np.isnan(np.asarray(args[0])).sum(axis=axis, keepdims=True) >= 2
+        elif name == "stablehlo.compare" and self._observes_sign(o, name) and len(floats) == 2:
+            rows = np.isnan(floats[0]) & np.isnan(floats[1])
+        else:
+            return None
+        return rows if rows.any() else None
+
+    def _carried(self, o: Any, name: str, args: list, ins: list, shapes: list,
+                 made: np.ndarray | None) -> list[np.ndarray | None]:
+        def mark(i: int) -> np.ndarray:
+            m = ins[i]
+            return np.zeros(np.shape(args[i]), bool) if m is None else m
+
+        if name in SAME_INDEX:
+            union = np.logical_or.reduce([np.broadcast_to(mark(i), shapes[0]) for i in range(len(args))])
+            if made is not None:
+                union = union | np.broadcast_to(made, shapes[0])
+            return [union]
+        if name in ("chlo.top_k", "stablehlo.sort"):
+            # The ranked values themselves are exact under the two uniform signs: with p of
+            # a row's m NaNs positive, slot j holds a NaN or the (j - p)-th value in order,
+            # monotone in p, so p = 0 and p = m bound it. Which element went where (top_k's
+            # indices, what sort carries along) is not: any NaN may rank first.
+            axis = -1 if name == "chlo.top_k" else int(self.ir.IntegerAttr(o.attributes["dimension"]).value)
+            rows = np.logical_or.reduce([mark(i).any(axis=axis, keepdims=True) for i in range(len(args))])
+            return [np.broadcast_to(rows | made if made is not None and k > 0 else rows, sh).copy()
+                    for k, sh in enumerate(shapes)]
+        if name == "stablehlo.reduce" and len(args) % 2 == 0:
+            axes = tuple(self._ints(o, "dimensions"))
+            n = len(args) // 2
+            union = np.logical_or.reduce([mark(i).any(axis=axes) for i in range(n)])
+            union = union | np.logical_or.reduce([mark(i).any() for i in range(n, len(args))])
+            return [np.broadcast_to(union, sh).copy() for sh in shapes]
+        if name == "stablehlo.optimization_barrier":
+            return list(ins)
+        if name in MOVING and (data := MOVING[name] or len(args)) \
+                and all(m is None or not m.any() for m in ins[data:]):
+            moved = getattr(self, "op_" + name.replace(".", "_"))(o, [mark(i) for i in range(data)] + args[data:])
+            return [np.asarray(moved).astype(bool)]
+        return [np.ones(sh, bool) for sh in shapes]  # anything else: every element
 
     def _observes_sign(self, o: Any, name: str) -> bool:
         if name == "stablehlo.compare":
@@ -445,7 +575,9 @@ class _Evaluator:
         # equal results show both sides apply the same f, and give f(operand).
         env = self.env
         env.update(zip(block.arguments, [args[i // 2] for i in range(2 * len(args))], strict=True))
+        opened = self.opened  # the comparator, run on one operand against itself, ranks nothing
         self._run_ops(block, env)
+        self.opened = opened
         lhs, rhs = env_value(env, cmp.operands[0]), env_value(env, cmp.operands[1])
         uses = {str(a.get_name()) for a in block.arguments[2:]} & {
             str(v.get_name()) for op in ops for v in op.operation.operands}

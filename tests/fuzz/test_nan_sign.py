@@ -163,3 +163,40 @@ def test_check_passes_every_target_of_the_clean_run(program: Path, tmp_path: Pat
     campaign.write_text(yaml.safe_dump({"targets": ["default", "O0", "no_fusion_emitters"]}))
     verdicts = check_program(program, campaign)
     assert [v["verdict"] for v in verdicts] == ["pass"] * 3, verdicts
+
+
+def routed(x: jax.Array, p: jax.Array) -> jax.Array:
+    """Top-2 routing of the kind topk_routing builds: which two experts a row picks, as a
+    dense one-hot sum; NaNs from log (XLA:CPU's fused f16 log: -NaN) and from x + x (+NaN)."""
+    y = lax.select(p, jnp.log(jnp.abs(x) + np.float16(0.5)), x + x)
+    _, idx = lax.top_k(y, 2)
+    return jnp.sum(jax.nn.one_hot(idx, 4, dtype=jnp.float16), axis=-2)
+
+
+ROUTED_X = np.array([[np.nan] * 4, [1.0, 3.0, 2.0, 0.0]], np.float16)
+ROUTED_P = np.array([[True, False, True, False]] * 2)
+
+
+def test_npref_marks_rows_where_two_nans_of_open_sign_rank_each_other() -> None:
+    """s31-i2046 (the devices-4 clean run): a row of NaNs into top_k, some made -NaN and some
+    +NaN by XLA, picked other experts than numpy, whose NaNs are all +NaN. Every NaN +NaN
+    or every one -NaN (the uniform runs) both pick experts 0 and 1, so only marking the
+    row where top_k ranks two NaNs covers it; the row without NaN stays judged."""
+    target = np.asarray(jax.jit(routed)(ROUTED_X, ROUTED_P))
+    result = npref.evaluate_module(jax.jit(routed).lower(ROUTED_X, ROUTED_P).as_text(),
+                                   [ROUTED_X, ROUTED_P])
+    ref = result.outputs[0]
+    assert target[0].tolist() == [0, 1, 0, 1] and ref[0].tolist() == [1, 1, 0, 0]  # the premise
+    assert result.undetermined is not None
+    (mask,) = result.undetermined
+    assert mask[0].all() and not mask[1].any()
+
+    results = {"default": [target], "eager": [ref.astype(np.float16)]}
+    info = [oracle.OutputInfo("f16", True)]
+    assert oracle.judge("default", results, result.outputs, info, lambda: None, discrete=True,
+                        undetermined=result.undetermined).verdict == "pass"
+    wrong = target.copy()
+    wrong[1] = [1, 1, 0, 0]  # the row without NaN: still judged
+    results["default"] = [wrong]
+    assert oracle.judge("default", results, result.outputs, info, lambda: None, discrete=True,
+                        undetermined=result.undetermined).verdict == "mismatch"
