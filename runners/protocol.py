@@ -276,6 +276,16 @@ class EveryValue(Request[Values]):
 
 
 @dataclass
+class Legal(Request[Outputs]):
+    """A case's outputs under the bisector's legal settings, at its own precision, without
+    plugins; unsharded where the module is partitioned (bisect/serve.legal)."""
+
+    module: str
+    inputs: Arrays
+    cmd: ClassVar[str] = "legal"
+
+
+@dataclass
 class Lower(Request[ModuleText]):
     """A program graph's module as a campaign lowers it: partitioned over its plan's devices
     where the graph has one (runners/spmd.py), which needs those devices in the worker."""
@@ -337,8 +347,8 @@ class ToPortable(Request[PortableArtifact]):
 
 REQUESTS: tuple[type[Request[Any]], ...] = (
     Ping, Validate, Generate, LoadTrace, LoadCorpus, PassEffects, ClassifyModule, Run, RunHlo,
-    GraphReference, ModuleReference, NumpyReference, Noise, EveryValue, Info, Cut, Strip, ListPasses,
-    WhichVersions, ToPortable)
+    GraphReference, ModuleReference, NumpyReference, Noise, EveryValue, Legal, Info, Cut, Strip,
+    ListPasses, WhichVersions, ToPortable)
 
 
 class RequestFailed(RuntimeError):

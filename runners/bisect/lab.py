@@ -3,8 +3,9 @@ without them, and the one question every stage asks: does this case still fail?
 
 "Fails" is the oracle's rule (oracle.judge): the target's error against the float64
 reference is far beyond the error of a legal configuration at the same precision (the
-float64 jit settings, no plugins) on the same case. A failing result is compiled and run a
-second time when asked; a different answer means the failure is nondeterministic.
+float64 jit settings, no plugins, an SPMD case unsharded: serve.legal) on the same case.
+A failing result is compiled and run a second time when asked; a different answer means
+the failure is nondeterministic.
 Coordinator side: no jax here.
 """
 
@@ -19,10 +20,9 @@ from typing import Any
 import numpy as np
 
 from .. import oracle, targets
-from ..protocol import Cut, Ping, R, Ran, Request, RequestFailed, Run
+from ..protocol import Cut, Legal, Ping, R, Ran, Request, RequestFailed, Run
 from ..worker import Worker, WorkerDied, WorkerHung
 from .elements import NUMPY
-from .options import LEGAL
 
 
 class LabError(RuntimeError):
@@ -140,8 +140,12 @@ class Lab:
                      first.ran.hlo if first.ran else None)
 
     def legal(self, module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The case at its own precision under the float64 jit's legal settings, no plugins."""
-        return self.ask_reference(Run(module, inputs, LEGAL)).outputs
+        """The case at its own precision under the float64 jit's legal settings, no plugins;
+        an SPMD case unsharded (serve.legal), so a partitioner bug that the target shares
+        with every configuration of the module is not taken for the right answer."""
+        outputs = self.ask_reference(Legal(module, inputs)).outputs
+        assert outputs is not None
+        return outputs
 
     def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
               want_hlo: bool = False) -> Check:

@@ -19,6 +19,19 @@ _TENSOR = re.compile(r"^tensor<(?:([\d?]+(?:x[\d?]+)*)x)?([a-z]+\d*)>$")
 LOCATION_PREFIX = "sentinel.op"
 # Argument and result attributes that say how an SPMD module shards a value (Shardy, GSPMD).
 SHARDING_ATTRS = ("sdy.sharding", "mhlo.sharding")
+# Ops that only say how a value is laid out over the devices: on one device each is its
+# operand (Shardy's constraint and reshard, GSPMD's Sharding custom call).
+_LAYOUT_OPS = frozenset({"sdy.sharding_constraint", "sdy.reshard"})
+_LAYOUT_CALLS = frozenset({"Sharding"})
+# What exists only per device, so has no one-device form: a manual (shard_map) region
+# (Shardy's manual computation, GSPMD's shape custom calls around its body), a device's or
+# replica's id, a collective.
+_PER_DEVICE_OPS = frozenset({
+    "sdy.manual_computation", "stablehlo.partition_id", "stablehlo.replica_id",
+    "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.all_to_all",
+    "stablehlo.reduce_scatter", "stablehlo.collective_permute", "stablehlo.collective_broadcast"})
+_PER_DEVICE_CALLS = frozenset({"SPMDFullToShardShape", "SPMDShardToFullShape"})
+_SDY = re.compile(r"\bsdy\.")
 
 
 class CutError(ValueError):
@@ -178,6 +191,72 @@ class Parsed:
             fn.attributes["arg_attrs"] = ir.ArrayAttr.get([arg_at.get(p, empty) for p in params])
         if any(o in res_at for o in outputs):
             fn.attributes["res_attrs"] = ir.ArrayAttr.get([res_at.get(o, empty) for o in outputs])
+
+
+def _walk(op: Any) -> Any:
+    """Every op nested in `op` (its regions, their regions), before the ops inside them."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _walk(inner.operation)
+
+
+def _call_target(op: Any) -> str | None:
+    from jaxlib.mlir import ir
+
+    if op.name != "stablehlo.custom_call" or "call_target_name" not in op.attributes:
+        return None
+    return ir.StringAttr(op.attributes["call_target_name"]).value
+
+
+def one_device(text: str) -> str | None:
+    """The module as one device runs it: `mhlo.num_partitions` 1, no shardings on any
+    function's arguments and results or on any op, each layout op (sharding constraint,
+    reshard, GSPMD's Sharding custom call) replaced by its operand, no mesh. What an SPMD
+    module computes does not depend on its shardings, so this is the same computation
+    without the SPMD partitioner: the bisector's unsharded reference (serve.py). None where
+    the module holds something that exists only per device (a manual region, a partition
+    id, a collective) or a Shardy construct this does not know."""
+    from jaxlib.mlir import ir
+
+    with _context():
+        try:
+            module = ir.Module.parse(text)
+        except Exception as e:  # MLIR raises its own error type
+            raise CutError(f"module does not parse: {str(e).splitlines()[0]}") from None
+        ops = list(_walk(module.operation))
+        if any(op.name in _PER_DEVICE_OPS or _call_target(op) in _PER_DEVICE_CALLS for op in ops):
+            return None
+        layout = [op for op in ops if op.name in _LAYOUT_OPS or _call_target(op) in _LAYOUT_CALLS]
+        if any(len(op.operands) != 1 or len(op.results) != 1 for op in layout):
+            return None
+        for op in layout:
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
+        for op in module.body.operations:
+            if op.operation.name == "sdy.mesh":
+                op.operation.erase()
+        for op in [module.operation, *_walk(module.operation)]:
+            attrs = op.attributes
+            for name in [attrs[k].name for k in range(len(attrs))]:
+                if name in SHARDING_ATTRS:
+                    del attrs[name]
+                elif name in ("arg_attrs", "res_attrs"):
+                    attrs[name] = ir.ArrayAttr.get([_without_shardings(d) for d in ir.ArrayAttr(attrs[name])])
+        module.operation.attributes["mhlo.num_partitions"] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(32), 1)
+        if not module.operation.verify():
+            return None
+        out = module.operation.get_asm(enable_debug_info=False)
+    return None if _SDY.search(out) else out
+
+
+def _without_shardings(d: Any) -> Any:
+    from jaxlib.mlir import ir
+
+    named = [ir.DictAttr(d)[k] for k in range(len(ir.DictAttr(d)))]
+    return ir.DictAttr.get({a.name: a.attr for a in named if a.name not in SHARDING_ATTRS})
 
 
 def module_info(text: str) -> dict[str, Any]:

@@ -10,7 +10,9 @@ For a crash, hang or compile error the op that "first diverges" means nothing (n
 computes a wrong value): the suffix search stops at the first op the failure needs, often
 a sharding annotation or a constant that feeds the op the compiler chokes on. The culprit
 is then the last op of the reduced case that computes something: every kept op is needed,
-and the ones before it only make its operands what the failing compile needs.
+and the ones before it only make its operands what the failing compile needs. So too for
+wrong numbers where the search stops at a sharding constraint (an SPMD partitioner bug
+that needs its operand laid out so).
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ def ddmin(items: list[int], fails: Callable[[list[int]], bool]) -> list[int]:
     return items
 
 
+def _layout(op: dict[str, Any]) -> bool:
+    """A sharding annotation that only lays a value out: not where a GSPMD manual region
+    starts, which stands for the region (the suffix search cannot start inside it)."""
+    return is_annotation(op) and "@SPMDFullToShardShape" not in op["text"]
+
+
 def run(ctx: Context) -> dict[str, Any]:
     assert ctx.culprit is not None
     cache: dict[frozenset[int], bool] = {}
@@ -86,7 +94,10 @@ def run(ctx: Context) -> dict[str, Any]:
     ctx.reduced = case
     alone = cache.get(frozenset([ctx.culprit]), False)
     moved = None
-    if ctx.compiler_failure:
+    if ctx.compiler_failure or _layout(ctx.ops[ctx.culprit]):
+        # A sharding constraint computes nothing either: where the suffix search stops at
+        # one (s31-i124: the GSPMD Sharding call of an input), the bug needs the layout it
+        # gives its value, and the op that computes wrongly on it comes later.
         computing = [i for i in sorted(keep) if not is_annotation(ctx.ops[i])]
         if computing and computing[-1] != ctx.culprit:
             moved = {"from": ctx.canonical_op(ctx.culprit), "to": ctx.canonical_op(computing[-1])}

@@ -1,8 +1,9 @@
 """What a worker does with the bisector's requests (runs inside the worker, with jax).
 
 `Info`, `Cut` and `Strip` read and edit modules; `RunHlo` compiles and runs HLO text;
-`EveryValue` evaluates every value of a module op by op in float64; `ListPasses` lists
-the HLO passes XLA runs on a module. Running a module is the campaign's `Run`
+`EveryValue` evaluates every value of a module op by op in float64 and `Legal` a case's
+outputs under the legal settings, both unsharded where the module is partitioned;
+`ListPasses` lists the HLO passes XLA runs on a module. Running a module is the campaign's `Run`
 (handlers.run); `dispatch.HANDLERS` maps every request class to its handler.
 """
 
@@ -24,6 +25,7 @@ from ..protocol import (
     Cut,
     EveryValue,
     Info,
+    Legal,
     ListPasses,
     ModuleInfo,
     ModuleText,
@@ -77,11 +79,15 @@ def _wide(value: np.ndarray) -> np.ndarray:
     return a
 
 
-def _ops_alone(parsed: mod.Parsed, info: dict[str, Any]) -> Iterator[tuple[dict[str, Any], list[str], list[str], str]]:
+def _ops_alone(parsed: mod.Parsed, info: dict[str, Any], one_device: bool = False,
+               ) -> Iterator[tuple[dict[str, Any], list[str], list[str], str]]:
     """Each op of @main as a module of its own, in order: (op, its operands, its results,
     the module). A GSPMD module's per-device values have no global value: an op that reads
     them is evaluated with the rest of its manual region, whose inner ops are not yielded
-    (runners/spmd.py)."""
+    (runners/spmd.py). `one_device` (for a partitioned module, mhlo.num_partitions > 1):
+    each op compiled unsharded on one device (module.one_device), so the SPMD partitioner
+    that every configuration of the module runs is no part of the result; a manual region,
+    which exists only per device, keeps its devices."""
     manual = spmd.per_device_values(info)
     for i, op in enumerate(info["ops"]):
         outs = [r["vid"] for r in op["results"]]
@@ -90,7 +96,8 @@ def _ops_alone(parsed: mod.Parsed, info: dict[str, Any]) -> Iterator[tuple[dict[
         keep = spmd.region_ops(info, i, manual) if manual.intersection(op["operands"]) else [i]
         made = {r["vid"] for k in keep for r in info["ops"][k]["results"]}
         params = list(dict.fromkeys(v for k in keep for v in info["ops"][k]["operands"] if v not in made))
-        yield op, params, outs, parsed.cut(keep, params, outs, debug_info=False)
+        text = parsed.cut(keep, params, outs, debug_info=False)
+        yield op, params, outs, (mod.one_device(text) or text) if one_device else text
 
 
 def _value_types(info: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -100,7 +107,8 @@ def _value_types(info: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def every_value(req: EveryValue) -> Values:
     """Every value of @main in float64: each op compiled alone on float64 operands (the
-    float64 eager reference of docs/architecture.md, for any module). Ops that do not widen (hex
+    float64 eager reference of docs/architecture.md, for any module), on one device where
+    the module is partitioned (_ops_alone's `one_device`). Ops that do not widen (hex
     constants, bitcasts) run at their own precision on rounded operands; their names are
     returned in `own_precision`."""
     parsed = mod.Parsed(req.module)
@@ -109,7 +117,8 @@ def every_value(req: EveryValue) -> Values:
     values: dict[str, np.ndarray] = {a["vid"]: _wide(x)
                                      for a, x in zip(parsed_info["args"], req.inputs, strict=True)}
     own_precision = []
-    for op, params, outs, text in _ops_alone(parsed, parsed_info):
+    for op, params, outs, text in _ops_alone(parsed, parsed_info,
+                                             one_device=targets.partitions(req.module) > 1):
         results = None
         if _narrowing_float_convert(op, types):
             # The program asks for this rounding: the float64 reference keeps it (as the
@@ -130,20 +139,38 @@ def every_value(req: EveryValue) -> Values:
     return Values(values, own_precision)
 
 
-def op_by_op(module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def op_by_op(module: str, inputs: list[np.ndarray], *, one_device: bool = False) -> list[np.ndarray]:
     """@main's outputs evaluated op by op at the module's own precision: each op compiled
     alone (under the legal reference options) on what the ops before it gave, so no fusion
     or rewrite across ops reaches the result. The op-by-op reference (`eager`) of a module
     without a graph: compiled whole, even at O0, a replayed module shared every bug that
     XLA's simplifier has in all configurations (a dynamic_slice of a dynamic_slice merged
-    into one slice, clamped once, replayed as clean)."""
+    into one slice, clamped once, replayed as clean). `one_device`: as _ops_alone says
+    (the bisector's legal reference, `legal`; the campaign's keeps the partitioning)."""
     parsed = mod.Parsed(module)
     info = parsed.info()
     values = {a["vid"]: np.asarray(x) for a, x in zip(info["args"], inputs, strict=True)}
-    for _, params, outs, text in _ops_alone(parsed, info):
+    for _, params, outs, text in _ops_alone(parsed, info, one_device and targets.partitions(module) > 1):
         results = targets.execute(_compiled(text, LEGAL), [values[p] for p in params])
         values.update(zip(outs, results, strict=True))
     return [values[v] for v in info["returns"]]
+
+
+def legal(req: Legal) -> Outputs:
+    """The bisector's legal configuration of a case: its own precision, the legal settings
+    (options.LEGAL), no plugins. A partitioned module runs unsharded, as the campaign's
+    `eager` and `unsharded` references do: compiled whole on one device without its
+    shardings (module.one_device) where it allows, else, where a manual region only exists
+    per device, op by op with every other op on one device. Compiled whole as it is, an
+    SPMD case shared every bug of the partitioner with the target, so a bug that every
+    configuration shows passed as right (s31-i60, docs/spmd.md "Bisecting")."""
+    module = req.module
+    if targets.partitions(module) > 1:
+        whole = mod.one_device(module)
+        if whole is None:
+            return Outputs(op_by_op(module, req.inputs, one_device=True))
+        module = whole
+    return Outputs(targets.run_module(module, req.inputs, LEGAL).outputs)
 
 
 def _narrowing_float_convert(op: dict[str, Any], types: dict[str, dict[str, Any]]) -> bool:
