@@ -100,7 +100,9 @@ def run_partitioned(exe, devices, inputs, shapes):
     bufs = []
     for x, s in zip(inputs, exe.get_parameter_shardings()):
         sharding, _, padded = tiling(s, x.shape)
-        bufs.append(jax.device_put(np.pad(x, [(0, p - n) for n, p in zip(x.shape, padded)]), sharding))
+        if padded != x.shape:  # np.pad refuses the empty padding of a scalar
+            x = np.pad(x, [(0, p - n) for n, p in zip(x.shape, padded)])
+        bufs.append(jax.device_put(x, sharding))
     shards = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
     outputs = []
     for per_device, s, shape in zip(shards, exe.get_output_shardings(), shapes):
