@@ -70,6 +70,28 @@ PSUM_INPUTS = [np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6),
                np.linspace(1, 3, 24, dtype=np.float32).reshape(4, 6)]
 
 
+# One device, x.at[1:].set(x[:-1]) then [None]: XLA gives x[0] everywhere
+# (bench/repros/shift_set_then_reshape.py, s31-i2080); without the reshape it is right.
+def _shift_then(reshape: bool) -> dict[str, Any]:
+    shift = {"op": "loop_shift", "args": [0], "discrete": False,
+             "attrs": {"loop": "scan", "body": "neg", "trips": 1, "step": 2, "offset": 0, "axis": 0}}
+    nodes = [shift, {"op": "expand_dims", "args": [1], "attrs": {"dims": [1]}, "discrete": False}]
+    values = [_value([7], "s32", input=0), _value([7], "s32", node=0), _value([7, 1], "s32", node=1)]
+    n = 2 if reshape else 1
+    return {"values": values[:n + 1], "nodes": nodes[:n], "outputs": [n]}
+
+
+SHIFT_INPUTS_7 = [np.array([12, -7, -3, -3, 12, 13, 0], np.int32)]
+
+# cummin and cummax of one s32[4] sharded in 2 along the scan: cummax's second shard is
+# INT32_MAX (bench/repros/spmd_cumulative_int_init.py, s31-i2531).
+CUMULATIVE = {"values": [_value([4], "s32", input=0), _value([4], "s32", node=0), _value([4], "s32", node=1)],
+              "nodes": [{"op": "cummin", "args": [0], "attrs": {"axis": 0, "reverse": True}, "discrete": False},
+                        {"op": "cummax", "args": [0], "attrs": {"axis": 0, "reverse": True}, "discrete": False}],
+              "outputs": [1, 2], "sharding": _plan([["x"]], [[None], [None]])}
+CUMULATIVE_INPUTS = [np.array([12, 63, -6, 42], np.int32)]
+
+
 def _recorded(probe, tmp: Path, name: str, graph: dict[str, Any], inputs: list[np.ndarray],
               plugins: list[str] = ()) -> list[Finding]:
     """The findings a campaign records for this program: assessed, then recorded."""
@@ -109,6 +131,19 @@ def test_the_dynamic_update_slice_bug_is_marked_as_itself(probe, out) -> None:
 
     assert finding.verdict == "mismatch"
     assert finding.known_bug == "xla-spmd-dynamic-update-slice-clamp"
+
+
+def test_the_shift_then_reshape_bug_is_marked_known_and_the_shift_alone_is_right(probe, out) -> None:
+    (finding,) = _recorded(probe, out / "shift-reshape", "shift-reshape", _shift_then(True), SHIFT_INPUTS_7)
+    assert finding.verdict == "mismatch"
+    assert finding.known_bug == "xla-shift-set-then-reshape"
+    assert _recorded(probe, out / "shift-alone", "shift-alone", _shift_then(False), SHIFT_INPUTS_7) == []
+
+
+def test_the_cumulative_init_bug_is_marked_known(probe, out) -> None:
+    (finding,) = _recorded(probe, out / "cumulative", "cumulative", CUMULATIVE, CUMULATIVE_INPUTS)
+    assert finding.verdict == "mismatch" and finding.evidence["output"] == 1
+    assert finding.known_bug == "xla-spmd-cumulative-int-init"
 
 
 def test_a_finding_of_another_sharded_program_is_not_known(probe, out) -> None:
