@@ -1,4 +1,5 @@
-"""The SPMD bugs of issue 13's devices-4 clean run are known bugs (runners/known_bugs.yaml):
+"""The bugs of the clean runs (issue 13's devices-4 run, SPMD and not; the seed-26 run) are
+known bugs (runners/known_bugs.yaml):
 a campaign's finding of a program that shows one is marked with its entry, a finding of
 another program is not (docs/spmd.md, "The devices-4 clean run").
 
@@ -144,6 +145,19 @@ def test_the_cumulative_init_bug_is_marked_known(probe, out) -> None:
     (finding,) = _recorded(probe, out / "cumulative", "cumulative", CUMULATIVE, CUMULATIVE_INPUTS)
     assert finding.verdict == "mismatch" and finding.evidence["output"] == 1
     assert finding.known_bug == "xla-spmd-cumulative-int-init"
+
+
+def test_the_convert_and_compiler_crash_is_marked_known(probe, out) -> None:
+    """s26-i2316: and(convert(s32 -> s8), s8) kills the compiling worker (SIGSEGV)."""
+    graph = {"values": [_value([4], "s32", input=0), _value([4], "s8", input=1),
+                        _value([4], "s8", node=0), _value([4], "s8", node=1)],
+             "nodes": [{"op": "convert", "args": [0], "attrs": {"dtype": "s8"}, "discrete": False},
+                       {"op": "and", "args": [2, 1], "attrs": {}, "discrete": False}],
+             "outputs": [3]}
+    inputs = [np.array([-2, -1, 0, 1], np.int32), np.full(4, 0x5A, np.int8)]
+    (finding,) = _recorded(probe, out / "convert-and", "convert-and", graph, inputs)
+    assert finding.verdict == "crash" and "SIGSEGV" in finding.error
+    assert finding.known_bug == "xla-cpu-convert-narrow-int-bitwise-segfault"
 
 
 def test_a_finding_of_another_sharded_program_is_not_known(probe, out) -> None:
