@@ -69,6 +69,15 @@ BODY_KINDS = {"stablehlo.add": "add", "stablehlo.maximum": "max", "stablehlo.min
               "stablehlo.multiply": "mul", "stablehlo.and": "and", "stablehlo.or": "or"}
 # Results that XLA:CPU does not flush (bit manipulation, not float arithmetic).
 UNFLUSHED = frozenset({"stablehlo.bitcast_convert", "chlo.next_after"})
+# Converts XLA:CPU computes with a float instruction in f32's range, under DAZ and FTZ
+# (measured, jaxlib 0.10.2, jit and op by op alike): an f32 or bf16 subnormal converted to
+# f64 is a zero of its sign, and so is an f64 value below f32's smallest normal number
+# converted to f32 or bf16 (before rounding: -0.999 times that number gives -0). Between f32 and bf16 the bits move and a subnormal stays; f16
+# is computed in f32, where its subnormals are normal. The promoted module converts the
+# result of every op that means its bits (UNFLUSHED) to f64: without the flush here numpy
+# carried a subnormal that every XLA evaluation reads as zero (s26-i242: floor(sinh(
+# nextafter(0f, -1f))) was -1 in numpy, -0 in f64_jit, f64_eager and every target).
+F32_RANGE_CONVERTS = ({"f32", "f64"}, {"bf16", "f64"})
 
 # The sign of a NaN is the program's only where an op copies its operand's bits or is
 # defined on the sign bit (negate, abs); every other op returns a NaN whose sign IEEE 754
@@ -115,6 +124,14 @@ class Evaluation:
 
 class Unsupported(Exception):
     """An op this module has no numpy form for: evaluated by XLA instead."""
+
+
+def _flush_below_f32(x: np.ndarray) -> np.ndarray:
+    """x with every nonzero element below f32's smallest normal number a zero of its sign."""
+    x = np.asarray(x)
+    wide = x.astype(np.float64)  # exact for every float dtype here
+    tiny = float(np.finfo(np.float32).tiny)
+    return np.where(np.abs(wide) < tiny, np.copysign(0.0, wide), wide).astype(x.dtype)
 
 
 def _np_dtype(name: str) -> np.dtype:
@@ -389,9 +406,14 @@ class _Evaluator:
         return T.np_clamp(args[0], args[1], args[2])
 
     def op_stablehlo_convert(self, o: Any, args: list) -> np.ndarray:
-        target = self.dtype_of(o.results[0])
+        source, target = self.dtype_of(o.operands[0]), self.dtype_of(o.results[0])
         if target not in NP_DTYPES:
             raise Unsupported("convert to " + target)
+        # Between f64 and f32 (or bf16) XLA:CPU converts with a float instruction under
+        # DAZ and FTZ (F32_RANGE_CONVERTS): an operand below f32's smallest normal number
+        # is a zero of its sign (FTZ decides before rounding: -0.999 * tiny gives -0).
+        if {source, target} in F32_RANGE_CONVERTS:
+            return T.np_convert(_flush_below_f32(args[0]), target)
         return T.np_convert(args[0], target)
 
     def op_stablehlo_bitcast_convert(self, o: Any, args: list) -> np.ndarray:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
@@ -123,3 +124,43 @@ def test_nan_in_a_long_max_reduction_is_kept_where_xla_drops_it(dtype: type) -> 
         (numpy_ref,) = npref.evaluate_module(text, [x]).outputs
         assert np.isnan(numpy_ref), n
         assert bool(np.isnan(xla)) is not xla_drops and bool(np.isnan(xla_o0)) is not xla_drops, n
+
+
+def _converts(f: jax.Array, b: jax.Array, d: jax.Array) -> tuple[jax.Array, ...]:
+    return (f.astype(jnp.float64), b.astype(jnp.float64), d.astype(jnp.float32),
+            d.astype(jnp.bfloat16), f.astype(jnp.bfloat16), b.astype(jnp.float32))
+
+
+def test_converts_between_f64_and_f32_range_flush_subnormals_as_xla_does() -> None:
+    """XLA:CPU reads an f32 or bf16 subnormal as zero converting it to f64, and flushes an
+    f64 value below f32's smallest normal number converted to f32 or bf16; f32 to bf16 and
+    back move the bits. The numpy reference converts alike, bit for bit with jit."""
+    tiny = float(np.finfo(np.float32).tiny)
+    f = np.array([1e-40, -1.4e-45, tiny, -tiny / 2, 1.0, -0.0, np.inf, np.nan], np.float32)
+    b = f.astype(ml_dtypes.bfloat16)
+    d = np.array([1e-40, -3e-39, tiny, -tiny * 0.999, 1e-300, 1.0, -np.inf, np.nan])
+    text = jax.jit(_converts).lower(f, b, d).as_text()
+    want = run_module(text, [f, b, d], {}).outputs
+    got = npref.evaluate_module(text, [f.astype(np.float64), b.astype(np.float64), d])
+    assert not got.fallbacks
+    for k, (a, w) in enumerate(zip(got.outputs, want, strict=True)):
+        w = np.asarray(w).astype(np.float64)
+        np.testing.assert_array_equal(a, w, err_msg=f"output {k}")
+        assert np.array_equal(np.signbit(a), np.signbit(w)), f"output {k}"
+    assert got.outputs[0][0] == 0.0 and got.outputs[4][0] != 0.0  # flushed to f64, kept in bf16
+
+
+def test_a_subnormal_made_by_next_after_is_zero_once_promoted() -> None:
+    """s26-i242 (clean run, seed 26): floor(sinh(nextafter(0f, -1f))) in the float64
+    promotion, where next_after stays at f32 and its subnormal result is converted to f64.
+    Every XLA evaluation reads it as zero there (floor gives -0); numpy gave -1."""
+    def program(a: jax.Array, b: jax.Array) -> jax.Array:
+        n = lax.nextafter(a.astype(jnp.float32), b.astype(jnp.float32)).astype(jnp.float64)
+        return jnp.floor(jnp.sinh(n))
+
+    a, b = np.zeros(2), np.array([-1.0, 1.0])
+    text = jax.jit(program).lower(a, b).as_text()
+    (want,) = run_module(text, [a, b], REFERENCE_OPTIONS).outputs
+    (got,) = npref.evaluate_module(text, [a, b]).outputs
+    np.testing.assert_array_equal(got, np.asarray(want))
+    assert np.array_equal(np.signbit(got), [True, False])
