@@ -78,8 +78,9 @@ class Context:
 
     def subgraph(self, keep: list[int], outputs: list[str] | None = None) -> tuple[list[str], list[str]]:
         """(parameters, outputs) of the cut that keeps ops `keep`: parameters are the values
-        the kept ops read from outside, outputs (unless given) the kept values nothing
-        kept reads."""
+        the kept ops read from outside (an op's "operands" include what its regions
+        capture, module.Parsed.info), outputs (unless given) the kept values nothing kept
+        reads."""
         kept = set(keep)
         params: list[str] = []
         read: set[str] = set()
@@ -162,6 +163,7 @@ class Context:
             direction = " " + op["text"].split("stablehlo.compare", 1)[1].split()[0].rstrip(",")
         # Each element type once, in order: variadic ops (concatenate of 2 or 3 arrays)
         # are the same op to a compiler engineer.
-        ins = ",".join(dict.fromkeys(str(self.dtype(v)) for v in op["operands"]))
+        own = op["operands"][:len(op["operands"]) - len(op.get("captures", []))]  # not captures
+        ins = ",".join(dict.fromkeys(str(self.dtype(v)) for v in own))
         outs = ",".join(dict.fromkeys(str(r["dtype"]) for r in op["results"]))
         return f"{name}{direction} ({ins}->{outs})"

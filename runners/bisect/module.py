@@ -3,7 +3,10 @@
 Works on any StableHLO text (generated programs and replayed traces alike) through the
 MLIR bindings that ship in jaxlib. Values of @main are named as MLIR prints them
 (`%arg0`, `%3`, `%cst_1`, `%5#1`); a cut keeps some of @main's ops, feeds the values they
-read from outside as parameters, and returns the values it is asked for. Kept ops carry the
+read from outside as parameters, and returns the values it is asked for. What an op reads
+includes the values of @main that its regions use (the implicit captures StableHLO allows
+in case, if and while regions, as jax lowers a cond that closes over a value): a cut feeds
+them as parameters as well, since a function cannot read another's values. Kept ops carry the
 location `sentinel.op<i>` (i = index in the original @main), which XLA copies into HLO
 metadata, so an op can be found again inside the optimized HLO. Runs in worker processes.
 """
@@ -72,6 +75,7 @@ class Parsed:
             ops = list(self.block.operations)
             self.ops, self.terminator = ops[:-1], ops[-1]
         self._by_name: dict[str, Any] | None = None
+        self._name_of: dict[Any, str] | None = None
 
     def _find_main(self) -> Any:
         for op in self.module.body.operations:
@@ -84,14 +88,21 @@ class Parsed:
         return value.get_name(self.state)
 
     def info(self) -> dict[str, Any]:
+        """@main's arguments, ops and returned values. An op's "operands" are every value of
+        @main it reads: its own operands, then the values its regions capture that are not
+        among them (also listed as its "captures"), so that whoever follows the graph (the
+        cuts of context.py and serve.py, spmd.py's regions) sees a case depend on what its
+        branches read."""
         with self.ctx:
             args = [{"vid": self.name(a), **describe_type(str(a.type))} for a in self.block.arguments]
             ops = []
             for op in self.ops:
                 o = op.operation
                 text = o.get_asm(large_elements_limit=4).strip().splitlines()
+                operands = [self.name(v) for v in o.operands]
+                captures = [v for v in self.captures(o) if v not in operands]
                 ops.append({"name": o.name,
-                            "operands": [self.name(v) for v in o.operands],
+                            "operands": operands + captures, "captures": captures,
                             "results": [{"vid": self.name(r), **describe_type(str(r.type))}
                                         for r in o.results],
                             "regions": len(o.regions), "text": text[0][:300] if text else o.name})
@@ -104,6 +115,25 @@ class Parsed:
             for op in self.ops:
                 self._by_name.update({self.name(r): r for r in op.operation.results})
         return self._by_name
+
+    def _names(self) -> dict[Any, str]:
+        """@main's own values (its arguments, its ops' results) by value: the names MLIR
+        gives values nested in regions repeat from one region to the next, so only
+        identity tells a value of @main from one defined inside an op."""
+        if self._name_of is None:
+            self._name_of = {v: k for k, v in self._values().items()}
+        return self._name_of
+
+    def captures(self, op: Any) -> list[str]:
+        """The values of @main that ops nested in `op`'s regions read, each once, in order:
+        what the op reads besides its operands."""
+        names = self._names()
+        found: dict[str, None] = {}
+        for inner in _walk(op):
+            for v in inner.operands:
+                if v in names:
+                    found[names[v]] = None
+        return list(found)
 
     def cut(self, keep: list[int], params: list[str], outputs: list[str], *,
             debug_info: bool = True) -> str:
@@ -127,7 +157,7 @@ class Parsed:
             available = set(params)
             for i in keep:
                 op = self.ops[i].operation
-                for name in (self.name(v) for v in op.operands):
+                for name in [*(self.name(v) for v in op.operands), *self.captures(op)]:
                     if name not in available:
                         raise CutError(f"op {i} ({op.name}) reads {name}, which the cut "
                                        "neither keeps nor takes as a parameter")
@@ -152,6 +182,7 @@ class Parsed:
                 new = old.clone(ip=at_end)
                 for k, name in enumerate(operand_names):
                     new.operands[k] = mapped[name]
+                self._remap_captures(old, new, mapped)
                 new.location = ir.Location.name(f"{LOCATION_PREFIX}{i}")
                 mapped.update(zip(result_names, new.results, strict=True))
             with at_end:
@@ -161,6 +192,17 @@ class Parsed:
             if not module.operation.verify():
                 raise CutError("the cut module does not verify")
             return module.operation.get_asm(enable_debug_info=debug_info)
+
+    def _remap_captures(self, old: Any, new: Any, mapped: dict[str, Any]) -> None:
+        """Point what `new` (a clone of @main's op `old`) captures in its regions at the new
+        function's values: the clone's nested ops still read @main's, which the new
+        function cannot (func.func is isolated from above: "using value defined outside
+        the region"). A clone has the same nesting, so the two walks pair op with op."""
+        names = self._names()
+        for inner_old, inner_new in zip(_walk(old), _walk(new), strict=True):
+            for k, v in enumerate(inner_old.operands):
+                if v in names:
+                    inner_new.operands[k] = mapped[names[v]]
 
     def _carry_value_attrs(self, fn: Any, params: list[str], outputs: list[str]) -> None:
         """A parameter that is one of @main's arguments, and an output that @main returns,

@@ -12,7 +12,9 @@ a sharding annotation or a constant that feeds the op the compiler chokes on. Th
 is then the last op of the reduced case that computes something: every kept op is needed,
 and the ones before it only make its operands what the failing compile needs. So too for
 wrong numbers where the search stops at a sharding constraint (an SPMD partitioner bug
-that needs its operand laid out so).
+that needs its operand laid out so) or at a constant, whose value no compiler gets wrong
+(a bug that needs a loop's trip count known: s31-i2080's shift-then-reshape, whose loop
+algsimp unrolls only from a constant start).
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ def _layout(op: dict[str, Any]) -> bool:
     return is_annotation(op) and "@SPMDFullToShardShape" not in op["text"]
 
 
+def _constant(op: dict[str, Any]) -> bool:
+    return op["name"] == "stablehlo.constant"
+
+
 def run(ctx: Context) -> dict[str, Any]:
     assert ctx.culprit is not None
     cache: dict[frozenset[int], bool] = {}
@@ -94,11 +100,13 @@ def run(ctx: Context) -> dict[str, Any]:
     ctx.reduced = case
     alone = cache.get(frozenset([ctx.culprit]), False)
     moved = None
-    if ctx.compiler_failure or _layout(ctx.ops[ctx.culprit]):
+    if ctx.compiler_failure or _layout(ctx.ops[ctx.culprit]) or _constant(ctx.ops[ctx.culprit]):
         # A sharding constraint computes nothing either: where the suffix search stops at
         # one (s31-i124: the GSPMD Sharding call of an input), the bug needs the layout it
-        # gives its value, and the op that computes wrongly on it comes later.
-        computing = [i for i in sorted(keep) if not is_annotation(ctx.ops[i])]
+        # gives its value, and the op that computes wrongly on it comes later. So for a
+        # constant, which the bug needs as a constant (fed as a parameter, it is right).
+        computing = [i for i in sorted(keep)
+                     if not is_annotation(ctx.ops[i]) and not _constant(ctx.ops[i])]
         if computing and computing[-1] != ctx.culprit:
             moved = {"from": ctx.canonical_op(ctx.culprit), "to": ctx.canonical_op(computing[-1])}
             ctx.culprit = computing[-1]
