@@ -87,6 +87,8 @@ class CampaignRun:
             stats["reference_fallbacks"] = result.reference_fallbacks
         if result.cross_check:
             stats["cross_check"] = result.cross_check
+        if result.undecided_outputs:
+            stats["undecided_outputs"] = result.undecided_outputs
         if result.eager_xla_ops:
             stats["eager_xla_ops"] = result.eager_xla_ops
         stats["coverage"] = self.sources.observe(slot, idx, program, result)

@@ -77,6 +77,8 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         # (suspect, sample, fallback, numpy_failed), in programs.
         "reference_fallbacks": dict(fallbacks),
         "cross_checks": dict(Counter(st["cross_check"] for st in stored if st.get("cross_check"))),
+        # Judged programs with outputs the float64 references disagree on (not judged there).
+        "undecided_outputs": sum(1 for st in stored if st.get("undecided_outputs")),
         # eager: the ops numpy does not reproduce bit for bit, evaluated by XLA, in ops.
         "eager_xla_ops": dict(eager_xla),
         "injected_passes": plugins,

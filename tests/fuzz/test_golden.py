@@ -61,12 +61,13 @@ FINDING_FIELDS = ["campaign", "culprit_op", "culprit_pass", "dir", "dtype", "evi
                   "verdict"]
 # cross_checks and reference_fallbacks came with the numpy float64 reference (issue 16),
 # eager_xla_ops with the own-precision one in numpy; unavailable_targets with accelerator
-# targets (issue 13: a target whose platform this machine lacks is left out).
+# targets (issue 13: a target whose platform this machine lacks is left out);
+# undecided_outputs with references judged per output.
 SUMMARY_FIELDS = ["campaign", "corpus_errors", "coverage", "cross_checks", "eager_xla_ops", "elapsed_s", "executions",
                   "findings", "findings_known", "findings_new", "harness_share", "injected_passes",
                   "jax_version", "jaxlib_version", "program_status", "programs", "programs_per_s",
                   "reference_fallbacks", "references", "seed", "shard", "signatures", "targets",
-                  "trace_errors", "unavailable_targets", "worker_restarts", "worker_seconds"]
+                  "trace_errors", "unavailable_targets", "undecided_outputs", "worker_restarts", "worker_seconds"]
 SUMMARY_SIGNATURE_FIELDS = ["count", "culprit_op", "culprit_pass", "first_seen", "fusion_kind", "id",
                             "known_bug", "last_seen", "repro", "target", "verdict"]
 

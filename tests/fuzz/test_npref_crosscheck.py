@@ -27,11 +27,13 @@ def test_an_untainted_integer_that_differs_is_a_mismatch() -> None:
 
 def test_a_float_dependent_integer_or_a_normwise_difference_is_ill_conditioning() -> None:
     a, b = np.array([1, 2], np.int32), np.array([1, 3], np.int32)
-    assert reference_disagreement([a], [b], [OutputInfo("s32", True)]) == (None, True)
+    assert reference_disagreement([a], [b], [OutputInfo("s32", True)]) == (None, {0})
     x = np.array([1.0, -1.0, 1e-3])
-    assert reference_disagreement([x], [x * (1 + 1e-5)], [F32]) == (None, True)
+    assert reference_disagreement([x], [x * (1 + 1e-5)], [F32]) == (None, {0})
     # Within the agreement of two correct float64 evaluations: no difference at all.
-    assert reference_disagreement([x], [x * (1 + 1e-12)], [F32]) == (None, False)
+    assert reference_disagreement([x], [x * (1 + 1e-12)], [F32]) == (None, set())
+    # Per output: the ill-conditioned one is named, the one that agrees is not.
+    assert reference_disagreement([x, x], [x, x * (1 + 1e-5)], [F32, F32]) == (None, {1})
 
 
 def test_a_suspect_or_a_fallback_is_always_cross_checked_and_a_sample_by_program_id() -> None:
@@ -53,8 +55,8 @@ def test_a_difference_far_beyond_the_noise_models_spread_is_the_references_misma
     assert (name, output, ev["reason"]) == ("mismatch", 0, "reference")
     assert ev["noise_spread"] == 1e-5 and 0.9e-3 < ev["normwise_error"] < 1.1e-3
     # Within BEYOND_NOISE times the spread, or with no noise model: ill-conditioning.
-    assert reference_disagreement([x], [y], [F32], spread=lambda i: 2e-4) == (None, True)
-    assert reference_disagreement([x], [y], [F32], spread=lambda i: None) == (None, True)
+    assert reference_disagreement([x], [y], [F32], spread=lambda i: 2e-4) == (None, {0})
+    assert reference_disagreement([x], [y], [F32], spread=lambda i: None) == (None, {0})
 
 
 def test_a_float_output_of_a_bug_the_xla_reference_shares_is_judged(tmp_path) -> None:
@@ -72,3 +74,36 @@ def test_a_float_output_of_a_bug_the_xla_reference_shares_is_judged(tmp_path) ->
     verdicts = check_program(Path(__file__).parent / "data" / "s24-i282", campaign, ())
     assert [(v["target"], v["status"], v["verdict"]) for v in verdicts] == [
         ("default", "judged", "mismatch"), ("O0", "judged", "mismatch")]
+
+
+def test_an_output_the_references_disagree_on_leaves_the_other_outputs_judged(tmp_path) -> None:
+    """s31-i1892 of the devices-4 clean run: f64_eager reads an f32 subnormal input as zero
+    (XLA's convert), numpy keeps it, so sign(x) differs: that output has no truth. The
+    program went undecided as a whole, and another output's real bug with it. Here the
+    other output is the shift-then-reshape bug (bench/repros/shift_set_then_reshape.py):
+    it is judged and found wrong, the sign output is judged in no target."""
+    from xla_sentinel import evaluate
+    from xla_sentinel.check import check_program
+    from xla_sentinel.generator import Graph
+    from xla_sentinel.program import Program
+
+    def value(shape: list[int], dtype: str, tainted: bool = True, **source: int) -> dict:
+        return {"shape": shape, "dtype": dtype, "tainted": tainted, **source}
+
+    graph = Graph(values=[value([4], "f32", False, input=0), value([7], "s32", False, input=1),
+                          value([4], "f32", node=0), value([7], "s32", False, node=1),
+                          value([7, 1], "s32", False, node=2)],
+                  nodes=[{"op": "sign", "args": [0], "attrs": {}, "discrete": True},
+                         {"op": "loop_shift", "args": [1], "discrete": False,
+                          "attrs": {"loop": "scan", "body": "neg", "trips": 1, "step": 2, "offset": 0, "axis": 0}},
+                         {"op": "expand_dims", "args": [3], "attrs": {"dims": [1]}, "discrete": False}],
+                  outputs=[2, 4])
+    x = np.array([1e-39, -2e-39, 1.0, 3e-40], np.float32)
+    a = np.array([12, -7, -3, -3, 12, 13, 0], np.int32)
+    Program("two-outputs", evaluate.lower_text(graph), [x, a], ["f32", "s32"],
+            graph=graph.to_json()).save(tmp_path / "program")
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text("targets: [default, O0]\nbisect: {enabled: false}\n")
+    verdicts = check_program(tmp_path / "program", campaign, ())
+    assert [(v["target"], v["status"], v["verdict"], v["evidence"].get("reason")) for v in verdicts] == [
+        ("default", "judged", "mismatch", "integer"), ("O0", "judged", "mismatch", "integer")]
