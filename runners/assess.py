@@ -533,13 +533,13 @@ class Assessor:
                                                     self.cross_check_every)
             ill = self._cross_check(slot, program, numpy_ref.outputs, infos, result, numpy_ref.undetermined,
                                     noise, sample=result.cross_check == "sample") if result.cross_check else set()
-            if ill and len(ill) == len(infos):
-                result.status = "references_disagree"
-                return result
             if ill:
-                # Only these outputs are left without a truth: the others are still judged
-                # (s31-i1892: one output's subnormal inputs, read as zero by f64_eager and
-                # kept by numpy, had hidden another output's dropped NaN).
+                if len(ill) == len(infos):
+                    result.status = "references_disagree"
+                    return result
+                # Only these outputs are left without a truth: the others are still judged.
+                # One output's subnormal inputs (read as zero by f64_eager, kept by numpy)
+                # sent whole programs undecided, with another output's real bug in them.
                 result.undecided_outputs = sorted(ill)
                 undetermined = [np.ones(np.shape(x), bool) if i in ill
                                 else (ref64.undetermined[i] if ref64.undetermined else np.zeros(np.shape(x), bool))

@@ -97,7 +97,7 @@ SIGN_KEEPING = frozenset({
 # totalOrder (XLA's top_k is a stable sort on the bits: -NaN ranks below -inf), a
 # TOTALORDER compare likewise, a bitcast reads the sign bit.
 SIGN_OBSERVERS = frozenset({"chlo.top_k", "stablehlo.sort", "stablehlo.bitcast_convert"})
-# Where open NaN marks travel element for element (`_Evaluator._open_masks`): ops whose
+# Where open NaN marks travel element for element (`_Evaluator._carried`): ops whose
 # result element depends only on the operand elements at the same index, and ops that
 # move elements, whose own numpy form applied to the marks moves them alike (data
 # operands first; the others, start indices, must carry no marks).
@@ -235,7 +235,9 @@ class _Evaluator:
             if not self.sign_observed and self._observes_sign(o, name):
                 self.sign_observed = any(T.np_is_float(a) and bool(np.isnan(a).any()) for a in args)
             opened = self.opened
-            if self.sign_observed and name == "func.call":
+            # Marks are made in the first evaluation only: the +NaN/-NaN runs only differ.
+            marking = self.sign_observed and not self.nan_sign
+            if marking and name == "func.call":
                 self._enter_call(o)
             try:
                 if name in NO_NUMPY_FORM:
@@ -244,7 +246,7 @@ class _Evaluator:
             except Unsupported:
                 outs = self._fallback(o, args)
                 self.fallbacks[name] += 1
-            if self.sign_observed:
+            if marking:
                 self._mark_open(o, name, args, outs, self.opened != opened)
             for r, x in zip(o.results, outs, strict=True):
                 x = np.asarray(x)
@@ -312,18 +314,18 @@ class _Evaluator:
         """Where this op ranks two or more NaNs against each other: the rows (kept along
         the ranking axis) of top_k and sort, the elements of a TOTALORDER compare. One
         NaN's rank the uniform signs of `evaluate_module` already cover."""
-        floats = [np.asarray(a) for a in args if T.np_is_float(np.asarray(a))]
-        if not floats:
-            return None
-        if name in ("chlo.top_k", "stablehlo.sort") and T.np_is_float(np.asarray(args[0])):
+        xs = [np.asarray(a) for a in args]
+        if name in ("chlo.top_k", "stablehlo.sort") and T.np_is_float(xs[0]):
             # The first operand is the key (what `_sort_key` accepts, and top_k's only one).
-            axis = -1 if name == "chlo.top_k" else int(self.ir.IntegerAttr(o.attributes["dimension"]).value)
-            rows = np.isnan(np.asarray(args[0])).sum(axis=axis, keepdims=True) >= 2
-        elif name == "stablehlo.compare" and self._observes_sign(o, name) and len(floats) == 2:
-            rows = np.isnan(floats[0]) & np.isnan(floats[1])
+            rows = np.isnan(xs[0]).sum(axis=self._rank_axis(o, name), keepdims=True) >= 2
+        elif name == "stablehlo.compare" and self._observes_sign(o, name) and T.np_is_float(xs[0]):
+            rows = np.isnan(xs[0]) & np.isnan(xs[1])
         else:
             return None
         return rows if rows.any() else None
+
+    def _rank_axis(self, o: Any, name: str) -> int:
+        return -1 if name == "chlo.top_k" else int(self.ir.IntegerAttr(o.attributes["dimension"]).value)
 
     def _carried(self, o: Any, name: str, args: list, ins: list, shapes: list,
                  made: np.ndarray | None) -> list[np.ndarray | None]:
@@ -341,7 +343,7 @@ class _Evaluator:
             # a row's m NaNs positive, slot j holds a NaN or the (j - p)-th value in order,
             # monotone in p, so p = 0 and p = m bound it. Which element went where (top_k's
             # indices, what sort carries along) is not: any NaN may rank first.
-            axis = -1 if name == "chlo.top_k" else int(self.ir.IntegerAttr(o.attributes["dimension"]).value)
+            axis = self._rank_axis(o, name)
             rows = np.logical_or.reduce([mark(i).any(axis=axis, keepdims=True) for i in range(len(args))])
             return [np.broadcast_to(rows | made if made is not None and k > 0 else rows, sh).copy()
                     for k, sh in enumerate(shapes)]
