@@ -105,7 +105,7 @@ RUN pip install -c /opt/constraints.txt '.[operator]' \
 FROM source AS runner-build
 ARG FLAVOR=cpu
 ARG JAX_VERSION=0.10.2
-# kubernetes: a worker writes its report ConfigMap (runners/k8s_report.py), which the
+# kubernetes: a worker writes its report ConfigMap (runners/xla_sentinel/cluster/report.py), which the
 # engine extra does not declare.
 RUN case "${FLAVOR}" in \
       cpu)  jax="jax[cpu]==${JAX_VERSION}" ;; \
@@ -116,12 +116,12 @@ RUN case "${FLAVOR}" in \
  && pip install -c /opt/constraints.txt "${jax}" '.[engine]' kubernetes \
  && python -c "import jax, jaxlib; assert jax.__version__ == '${JAX_VERSION}', jax.__version__"
 # Release environments for `bisect --versions` and spec.bisect.versions: one venv per
-# older jaxlib (runners/versions.py creates them as `make version-envs` does, from PyPI at
+# older jaxlib (runners/xla_sentinel/core/versions.py creates them as `make version-envs` does, from PyPI at
 # build time; about 600 MB each). None by default.
 ARG VERSION_ENVS=""
 RUN mkdir -p /opt/xla-sentinel/envs \
  && if [ -n "${VERSION_ENVS}" ]; then \
-      XLA_SENTINEL_VERSION_ENVS=/opt/xla-sentinel/envs python -m xla_sentinel.versions create ${VERSION_ENVS}; \
+      XLA_SENTINEL_VERSION_ENVS=/opt/xla-sentinel/envs python -m xla_sentinel.core.versions create ${VERSION_ENVS}; \
     fi
 
 FROM base AS operator

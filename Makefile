@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 OUT ?= out/smoke
 
-.PHONY: install demo test lint bench chart chart-sync chart-check images control-plane \
+.PHONY: install demo test test-fast lint bench chart chart-sync chart-check images control-plane \
 	system-deps dev-cluster version-envs test-envs
 
 $(STAMP): pyproject.toml
@@ -21,6 +21,13 @@ demo: install
 
 test: install control-plane system-deps test-envs
 	$(BIN)/pytest -n 2 -q
+
+# The engine alone: everything but the operator's suites (tests/k8s runs the real control
+# plane; tests/chart renders the chart), so a change to the oracle or the generator is
+# checked without building kube-apiserver. tests/report still needs Chromium (system-deps).
+ENGINE_TESTS := $(filter-out tests/k8s/ tests/chart/ tests/controlplane/,$(wildcard tests/*/))
+test-fast: install system-deps test-envs
+	$(BIN)/pytest -n 2 -q $(ENGINE_TESTS:%/=%)
 
 # The real Kubernetes control plane the operator tests run against (tests/controlplane):
 # kube-apiserver, kube-controller-manager and etcd built from their Go modules, once, into a
@@ -46,8 +53,11 @@ system-deps:
 dev-cluster: install control-plane
 	$(BIN)/python tests/controlplane/dev_cluster.py
 
+# ruff, the architecture's import contracts (pyproject [tool.importlinter]: layers, the
+# coordinator and the operator import no jax, the references compile nothing) and the chart.
 lint: install chart-check
 	$(BIN)/ruff check runners operator tests bench
+	$(BIN)/lint-imports
 	$(HELM) lint --strict $(CHART)
 
 bench: install
@@ -103,11 +113,11 @@ workload-traces: install
 VERSION_ENVS ?= 0.10.1 0.9.2 0.8.3
 ENVS_DIR ?= .venvs
 version-envs: install
-	XLA_SENTINEL_VERSION_ENVS=$(abspath $(ENVS_DIR)) $(BIN)/python -m xla_sentinel.versions create $(VERSION_ENVS)
+	XLA_SENTINEL_VERSION_ENVS=$(abspath $(ENVS_DIR)) $(BIN)/python -m xla_sentinel.core.versions create $(VERSION_ENVS)
 
 # The one other-jaxlib environment the tests use (tests/versions: a real 0.10.1, which keeps
 # a NaN that 0.10.2 drops), installed from PyPI before the tests run, as the venv is, into a
 # cache outside the tree so that every clone shares it; tests download nothing.
 TEST_ENVS_DIR ?= $(HOME)/.cache/xla-sentinel/envs
 test-envs: install
-	XLA_SENTINEL_VERSION_ENVS=$(TEST_ENVS_DIR) $(BIN)/python -m xla_sentinel.versions create 0.10.1
+	XLA_SENTINEL_VERSION_ENVS=$(TEST_ENVS_DIR) $(BIN)/python -m xla_sentinel.core.versions create 0.10.1

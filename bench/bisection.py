@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from xla_sentinel.bisect import graph, reduce, reproduce, shrink
 from xla_sentinel.bisect.pipeline import open_context, run_stage
-from xla_sentinel.faults import fault_path
-from xla_sentinel.program import Program
+from xla_sentinel.core.program import Program
+from xla_sentinel.xla.faults import fault_path
 
 
 def chain_module(n_ops: int, seed: int) -> tuple[str, list[np.ndarray]]:

@@ -1,6 +1,6 @@
 """Detection power, measured: each injected fault against a fixed campaign budget.
 
-For every fault in the suite (runners/faults/) it runs one campaign per generation mode
+For every fault in the suite (runners/xla_sentinel/xla/faults/) it runs one campaign per generation mode
 (plain and coverage-guided, same seed and budget), both at the same time with one worker
 each so that they see the same machine load, with the fault injected into the targets
 under test, and stops each campaign at its first finding.
@@ -32,12 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xla_sentinel import coverage
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import CampaignRun
-from xla_sentinel.faults import FAULTS, fault_path
-from xla_sentinel.store import Store
-from xla_sentinel.versions import package_versions as versions
+from xla_sentinel.campaign import coverage
+from xla_sentinel.campaign.engine import CampaignRun
+from xla_sentinel.core.versions import package_versions as versions
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.storage.store import Store
+from xla_sentinel.xla.faults import FAULTS, fault_path
 
 MODES = {"plain": False, "guided": True}
 

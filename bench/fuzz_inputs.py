@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from inputs import filefuzz  # noqa: E402
-from xla_sentinel.worker import Worker  # noqa: E402
+from xla_sentinel.worker.client import Worker  # noqa: E402
 
 
 def main() -> int:

@@ -35,7 +35,7 @@ from controlplane.kit import (  # noqa: E402
     kubectl,
 )
 from k8s.workers import reports_api  # noqa: E402
-from xla_sentinel.k8s_report import K8sReporter  # noqa: E402
+from xla_sentinel.cluster.report import K8sReporter  # noqa: E402
 
 NS = "bench"
 API = "xlasentinel.dev/v1alpha1"

@@ -21,11 +21,15 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from xla_sentinel import dispatch, evaluate, oracle  # noqa: E402
-from xla_sentinel.campaign import GeneratorSpec, build  # noqa: E402
-from xla_sentinel.generator import generate  # noqa: E402
-from xla_sentinel.inputs import make_inputs  # noqa: E402
-from xla_sentinel.protocol import NumpyReference  # noqa: E402
+from xla_sentinel.judge import oracle  # noqa: E402
+from xla_sentinel.programs import evaluate  # noqa: E402
+from xla_sentinel.programs.generator import generate  # noqa: E402
+from xla_sentinel.programs.inputs import make_inputs  # noqa: E402
+from xla_sentinel.spec.campaign import GeneratorSpec, build  # noqa: E402
+from xla_sentinel.worker import server as dispatch  # noqa: E402
+from xla_sentinel.worker.protocol import NumpyReference  # noqa: E402
+
+TABLE = dispatch.load_table("current")  # the handlers a worker of this release serves
 
 COMPILES = Counter()
 
@@ -55,7 +59,7 @@ def main() -> int:
         eager_s.append(time.perf_counter() - t0)
         eager_compiles.append(COMPILES["n"] - before)
         t0 = time.perf_counter()
-        reply = dispatch.handle(NumpyReference("", inputs, graph.to_json()))
+        reply = dispatch.handle(TABLE, NumpyReference("", inputs, graph.to_json()))
         numpy_s.append(time.perf_counter() - t0)
         numpy_compiles.append(sum(reply.fallbacks.values()))  # one XLA compile per fallback
         fallbacks.update(reply.fallbacks)

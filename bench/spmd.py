@@ -29,8 +29,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import run_campaign
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.spec.campaign import parse_spec
 
 TARGETS = ["default", "O0", "no_fusion_emitters"]
 DEVICES = 4

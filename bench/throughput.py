@@ -13,7 +13,7 @@ ones above it:
   eager numpy   eager in numpy where it reproduces XLA:CPU bit for bit (own_precision.py),
                 XLA op by op for the rest (summary.json eager_xla_ops)
   after         the campaign as it runs now: workers forked from one process that imported
-                jax once (worker._Zygote)
+                jax once (worker/client.py _Zygote)
 
 For each it prints programs per wall second, programs per core-second (CPU time of the
 coordinator and its worker processes, which is what a loaded machine does not distort),
@@ -36,16 +36,25 @@ from collections import Counter
 from pathlib import Path
 
 import jax
+import structlog
 
 jax.config.update("jax_enable_x64", True)
+# The figures are JSON on stdout; the engine's log lines go to stderr.
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 
-from xla_sentinel import dispatch, evaluate, targets, worker  # noqa: E402
-from xla_sentinel.assess import cross_check_reason  # noqa: E402
-from xla_sentinel.campaign import DEFAULT_REFERENCES, parse_spec  # noqa: E402
-from xla_sentinel.engine import run_campaign  # noqa: E402
-from xla_sentinel.generator import generate  # noqa: E402
-from xla_sentinel.inputs import make_inputs  # noqa: E402
-from xla_sentinel.protocol import GraphReference, NumpyReference  # noqa: E402
+from xla_sentinel.campaign.engine import run_campaign  # noqa: E402
+from xla_sentinel.judge import targets  # noqa: E402
+from xla_sentinel.judge.assess import cross_check_reason  # noqa: E402
+from xla_sentinel.programs import evaluate  # noqa: E402
+from xla_sentinel.programs.generator import generate  # noqa: E402
+from xla_sentinel.programs.inputs import make_inputs  # noqa: E402
+from xla_sentinel.spec.campaign import DEFAULT_REFERENCES, parse_spec  # noqa: E402
+from xla_sentinel.worker import client as worker  # noqa: E402
+from xla_sentinel.worker import server as dispatch  # noqa: E402
+from xla_sentinel.worker.protocol import GraphReference, NumpyReference  # noqa: E402
+from xla_sentinel.xla import compiler  # noqa: E402
+
+TABLE = dispatch.load_table("current")  # the handlers a worker of this release serves
 
 BEFORE = ["f64_eager", "f64_jit", "eager"]
 AFTER = list(DEFAULT_REFERENCES)
@@ -61,13 +70,13 @@ def _count_jax(event: str, duration: float, **_: object) -> None:
 
 
 def _count_module_compiles() -> None:
-    """targets.compile_module compiles without jax's jit path (no event): count it too."""
-    inner = targets.compile_module
+    """compiler.compile_module compiles without jax's jit path (no event): count it too."""
+    inner = compiler.compile_module
 
     def counted(*a: object, **k: object) -> object:
         COMPILES["n"] += 1
         return inner(*a, **k)
-    targets.compile_module = counted
+    compiler.compile_module = counted
 
 
 def _cpu_seconds() -> float:
@@ -126,7 +135,7 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
         before, t0 = COMPILES["n"], time.perf_counter()
         opts = targets.resolve(t).options
         for _, _, x, m in items:
-            targets.run_module(m, x, opts)
+            compiler.run_module(m, x, opts)
         compiles[t.name], seconds[t.name] = COMPILES["n"] - before, time.perf_counter() - t0
     for kind in ("f64_numpy", "f64_eager", "f64_jit", "eager (all XLA)", "eager"):
         before, t0 = COMPILES["n"], time.perf_counter()
@@ -136,7 +145,7 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
             if kind == "eager (all XLA)":
                 evaluate.eager(g, x)
             else:
-                dispatch.handle(NumpyReference(m, x, g.to_json()) if kind == "f64_numpy"
+                dispatch.handle(TABLE, NumpyReference(m, x, g.to_json()) if kind == "f64_numpy"
                                 else GraphReference(kind, g.to_json(), x))
             if pid in sampled:
                 sampled_compiles += COMPILES["n"] - c0

@@ -1,5 +1,5 @@
 """The triage page of a namespace: its BugSignatures and FuzzCampaigns, rendered by the same
-builder as `xla-sentinel report --html` (xla_sentinel.html_report, no jax). `namespace_page`
+builder as `xla-sentinel report --html` (xla_sentinel.report.html, no jax). `namespace_page`
 is pure (objects in, records out); `render` reads the objects from the API, read-only.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from xla_sentinel.html_report import (
+from xla_sentinel.report.html import (
     CampaignRow,
     Event,
     Page,
@@ -16,7 +16,7 @@ from xla_sentinel.html_report import (
     render_page,
     versions_note,
 )
-from xla_sentinel.k8s_report import API_VERSION
+from xla_sentinel.spec.campaign import API_VERSION
 
 from .kube import Kube, path
 

@@ -1,7 +1,8 @@
 """Pure functions from a campaign spec to the Jobs that should exist: worker Jobs (one
 Indexed Job per runner image; each index is one seed shard) and bisector Jobs.
 
-No API calls here; handlers diff these manifests against what the cluster has.
+No API calls here; the workflows (campaigns.py, followups.py) apply these manifests to
+the cluster.
 """
 
 from __future__ import annotations
@@ -11,20 +12,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from xla_sentinel.campaign import CampaignSpec
-from xla_sentinel.k8s_report import (
-    API_VERSION,
+from xla_sentinel.cluster.report import (
     CAMPAIGN_LABEL,
     LABEL_VALUE_MAX,
+    REVISION_LABEL,
     dns_name,
     label_value,
 )
+from xla_sentinel.spec.campaign import API_VERSION, CampaignSpec
 
 from . import tpu
 
 ROLE_LABEL = "xlasentinel.dev/role"
 GROUP_LABEL = "xlasentinel.dev/group"
-REVISION_LABEL = "xlasentinel.dev/revision"
 SIGNATURE_LABEL = "xlasentinel.dev/signature"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
@@ -190,7 +190,7 @@ def processes(spec: CampaignSpec) -> int:
     return max(1, int(cores))
 
 
-# How a failed worker pod counts (exit codes: runners/worker_main.py). First match wins.
+# How a failed worker pod counts (exit codes: runners/xla_sentinel/cluster/pod.py). First match wins.
 # - DisruptionTarget (eviction, preemption, node drain, spot or TPU maintenance through
 #   graceful node shutdown): not the worker's fault; Ignore, the index simply runs again.
 # - exit 2 (bad spec or arguments): every retry would fail the same way; FailIndex.
@@ -228,7 +228,7 @@ def _multi_host(spec: CampaignSpec) -> tpu.Slice | None:
     try:
         s = tpu_slice(spec)
     except tpu.TopologyError:
-        return None  # refused before any Job is made (handlers.campaign_of)
+        return None  # refused before any Job is made (runtime.campaign_of)
     return s if s is not None and s.multi_host else None
 
 

@@ -9,10 +9,12 @@ from typing import Any
 import kopf
 
 from . import handlers, logs
+from .config import AlertingConfig, Config, JobsConfig, MetricsConfig, PeeringConfig
+from .runtime import Runtime
 
 
 def _parser() -> argparse.ArgumentParser:
-    d = handlers.Config()
+    d = Config()
     p = argparse.ArgumentParser(prog="xla-sentinel operator",
                                 description="Reconcile FuzzCampaigns; dedup and alert BugSignatures.")
     p.add_argument("--namespace", action="append", default=[],
@@ -20,23 +22,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", default=None,
                    help="use this kubeconfig's current context (default: in-cluster, then "
                         "$KUBECONFIG or ~/.kube/config)")
-    p.add_argument("--runner-image", default=d.runner_image)
-    p.add_argument("--service-account", default=d.service_account,
+    p.add_argument("--runner-image", default=d.jobs.runner_image)
+    p.add_argument("--service-account", default=d.jobs.service_account,
                    help="service account of worker and bisector pods")
     p.add_argument("--rollup-interval", type=float, default=d.rollup_interval)
-    p.add_argument("--alert-retry-interval", type=float, default=d.alert_retry_interval)
-    p.add_argument("--alert-attempts", type=int, default=d.alert_attempts)
-    p.add_argument("--alert-backoff", type=float, default=d.alert_backoff)
-    p.add_argument("--alert-rate", type=float, default=d.alert_rate,
+    p.add_argument("--alert-retry-interval", type=float, default=d.alerting.retry_interval)
+    p.add_argument("--alert-attempts", type=int, default=d.alerting.attempts)
+    p.add_argument("--alert-backoff", type=float, default=d.alerting.backoff)
+    p.add_argument("--alert-rate", type=float, default=d.alerting.rate,
                    help="alerts per second per receiver once a burst is spent")
-    p.add_argument("--alert-burst", type=int, default=d.alert_burst,
+    p.add_argument("--alert-burst", type=int, default=d.alerting.burst,
                    help="alerts a receiver may get at once")
-    p.add_argument("--external-url", default=d.external_url,
+    p.add_argument("--external-url", default=d.alerting.external_url,
                    help="link put in alerts (e.g. a dashboard)")
-    p.add_argument("--metrics-host", default=d.metrics_host)
-    p.add_argument("--metrics-port", type=int, default=d.metrics_port,
+    p.add_argument("--metrics-host", default=d.metrics.host)
+    p.add_argument("--metrics-port", type=int, default=d.metrics.port,
                    help="port of /metrics and /healthz (0: any free port)")
-    p.add_argument("--peering", default=d.peering_name,
+    p.add_argument("--peering", default=d.peering.name,
                    help="peering name shared by replicas; the highest priority one acts")
     p.add_argument("--priority", type=int, default=None,
                    help="peering priority (default: random, so replicas never tie)")
@@ -45,31 +47,31 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(argv: list[str]) -> handlers.Config:
+def config_from_args(argv: list[str]) -> Config:
     a = _parser().parse_args(argv)
-    return handlers.Config(
-        namespaces=a.namespace, kubeconfig=a.kubeconfig, runner_image=a.runner_image,
-        service_account=a.service_account, rollup_interval=a.rollup_interval,
-        alert_retry_interval=a.alert_retry_interval, alert_attempts=a.alert_attempts,
-        alert_backoff=a.alert_backoff, alert_rate=a.alert_rate, alert_burst=a.alert_burst,
-        external_url=a.external_url,
-        metrics_host=a.metrics_host, metrics_port=a.metrics_port, peering_name=a.peering,
-        priority=a.priority, standalone=a.standalone)
+    return Config(
+        namespaces=a.namespace, kubeconfig=a.kubeconfig, rollup_interval=a.rollup_interval,
+        jobs=JobsConfig(runner_image=a.runner_image, service_account=a.service_account),
+        alerting=AlertingConfig(retry_interval=a.alert_retry_interval, attempts=a.alert_attempts,
+                                backoff=a.alert_backoff, rate=a.alert_rate, burst=a.alert_burst,
+                                external_url=a.external_url),
+        metrics=MetricsConfig(host=a.metrics_host, port=a.metrics_port),
+        peering=PeeringConfig(name=a.peering, priority=a.priority, standalone=a.standalone))
 
 
-async def operate(config: handlers.Config, *, stop_flag: Any = None,
-                  ready_flag: Any = None, runtime: handlers.Runtime | None = None) -> None:
+async def operate(config: Config, *, stop_flag: Any = None,
+                  ready_flag: Any = None, runtime: Runtime | None = None) -> None:
     """Run one operator until `stop_flag` is set (or forever); its own registry and runtime."""
     registry = kopf.OperatorRegistry()
-    rt = runtime or handlers.Runtime(config)
+    rt = runtime or Runtime(config)
     handlers.register(registry, rt)
     await kopf.operator(
         registry=registry,
         clusterwide=not config.namespaces,
         namespaces=config.namespaces,
-        standalone=config.standalone,
-        peering_name=config.peering_name,
-        priority=config.priority,
+        standalone=config.peering.standalone,
+        peering_name=config.peering.name,
+        priority=config.peering.priority,
         stop_flag=stop_flag,
         ready_flag=ready_flag,
     )

@@ -14,7 +14,7 @@ from prometheus_client import (
     Gauge,
     generate_latest,
 )
-from xla_sentinel.html_report import CSP
+from xla_sentinel.report.html import CSP
 
 from .kube import ApiError
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from xla_sentinel.campaign import CampaignSpec
-from xla_sentinel.k8s_report import WorkerReport
+from xla_sentinel.cluster.report import REVISION_LABEL, WorkerReport
+from xla_sentinel.spec.campaign import CampaignSpec
 
-from .desired import GROUP_LABEL, REVISION_LABEL, job_count, pod_count
+from .desired import GROUP_LABEL, job_count, pod_count
 
 _CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from xla_sentinel.k8s_report import API_VERSION, SignatureEntry, label_value
+from xla_sentinel.cluster.report import SignatureEntry, label_value
+from xla_sentinel.spec.campaign import API_VERSION
 
 from .desired import SIGNATURE_LABEL, Campaign, artifact_path
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xla_sentinel.dtypes import name_of
-from xla_sentinel.program import Program
-from xla_sentinel.signature import signature_id
+from xla_sentinel.core.dtypes import name_of
+from xla_sentinel.core.program import Program
+from xla_sentinel.triage.signature import signature_id
 
 
 def make_finding(folder: Path, fn: Callable[..., Any], inputs: Sequence[np.ndarray],

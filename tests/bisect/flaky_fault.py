@@ -1,7 +1,7 @@
 """Test plugin: a nondeterministic miscompile. Every other compile in a process gets
 fusion_bf16_rounding's corruption, so the same module gives two different answers."""
 
-from xla_sentinel.faults import fusion_bf16_rounding
+from xla_sentinel.xla.faults import fusion_bf16_rounding
 
 _compiles = 0
 

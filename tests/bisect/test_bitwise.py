@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from findings import convert_inputs, convert_program, make_finding
 from xla_sentinel.bisect import bisect_finding
-from xla_sentinel.faults import fault_path
+from xla_sentinel.xla.faults import fault_path
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 from findings import make_finding, shift_inputs
 from xla_sentinel.bisect import bisect_finding
-from xla_sentinel.bisect.module import CutError, Parsed
-from xla_sentinel.faults import fault_path
+from xla_sentinel.xla.cuts import CutError, Parsed
+from xla_sentinel.xla.faults import fault_path
 
 TIMEOUT = 120.0
 

@@ -13,7 +13,7 @@ import pytest
 from findings import atan2_program, exp_inputs, make_finding
 from shared import once
 from xla_sentinel.bisect import bisect_finding
-from xla_sentinel.faults import fault_path
+from xla_sentinel.xla.faults import fault_path
 
 # Each probe that still hangs waits this long (a compile of these small cuts takes a few
 # seconds on a loaded machine; the worker is started before the probe's clock runs).

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 from shared import once
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.faults import fault_path
-from xla_sentinel.model import Finding
-from xla_sentinel.store import Store
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.core.model import Finding
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.storage.store import Store
+from xla_sentinel.xla.faults import fault_path
 
 BISECTED = 3
 

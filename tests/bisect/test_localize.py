@@ -29,9 +29,9 @@ from findings import (
 )
 from shared import once
 from xla_sentinel.bisect import bisect_finding
-from xla_sentinel.faults import fault_path
-from xla_sentinel.model import Finding
-from xla_sentinel.signature import signature_of
+from xla_sentinel.core.model import Finding
+from xla_sentinel.triage.signature import signature_of
+from xla_sentinel.xla.faults import fault_path
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from findings import exp_inputs, exp_program, make_finding
 from xla_sentinel.bisect import BisectError, bisect_finding
-from xla_sentinel.cli import main
+from xla_sentinel.cli.main import main
 
 FLAKY = str(Path(__file__).with_name("flaky_fault.py"))
 
@@ -31,7 +31,7 @@ def test_nondeterministic_failure_is_reported_not_reduced(tmp_path: Path) -> Non
 
 
 def test_finding_flagged_nondeterministic_by_the_campaign_is_not_reduced(tmp_path: Path) -> None:
-    from xla_sentinel.faults import fault_path
+    from xla_sentinel.xla.faults import fault_path
 
     folder = make_finding(tmp_path / "nd", exp_program, exp_inputs(),
                           [fault_path("fusion_bf16_rounding")], verdict="nondeterministic")

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import real_traces
 from shared import once
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import run_campaign
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.spec.campaign import parse_spec
 
 
 def _replay(root: Path, trace: str, targets: list[str]) -> dict[str, Any]:

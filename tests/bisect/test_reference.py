@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 from findings import make_finding
 from xla_sentinel.bisect.pipeline import open_context
-from xla_sentinel.program import promote_floats
+from xla_sentinel.core.program import promote_floats
 
 
 def _f64_bits(text: str) -> float:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from xla_sentinel.bisect.refine import refine_finding
-from xla_sentinel.campaign import BisectSpec
-from xla_sentinel.model import CULPRIT_FIELDS, Finding
-from xla_sentinel.signature import signature_of
-from xla_sentinel.store import Store
+from xla_sentinel.core.model import CULPRIT_FIELDS, Finding
+from xla_sentinel.spec.campaign import BisectSpec
+from xla_sentinel.storage.store import Store
+from xla_sentinel.triage.signature import signature_of
 
 CULPRIT = {"culprit_op": "atan2 (f32->f32)", "fusion_kind": None,
            "culprit_pass": "apply-xla-transforms", "repro": "findings/first/repro"}

@@ -12,7 +12,7 @@ import pytest
 from findings import exp_inputs, exp_program, make_finding
 from shared import once
 from xla_sentinel.bisect import bisect_finding
-from xla_sentinel.faults import fault_path
+from xla_sentinel.xla.faults import fault_path
 
 
 def _bundle(root: Path) -> str:

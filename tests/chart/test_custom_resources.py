@@ -4,7 +4,7 @@ That kube-apiserver accepts every custom resource it renders is tests/k8s/test_m
 from __future__ import annotations
 
 from tools import REPO_ROOT
-from xla_sentinel.campaign import parse_spec
+from xla_sentinel.spec.campaign import parse_spec
 
 from .render import CHART, CI_VALUES, by_kind, render
 

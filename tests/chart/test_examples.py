@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from tools import REPO_ROOT
-from xla_sentinel.campaign import campaign_from_data, load_campaign
+from xla_sentinel.spec.campaign import campaign_from_data, load_campaign
 
 from .render import KUBE_VERSION
 

@@ -11,7 +11,7 @@ from typing import Any
 import promql_parser
 import pytest
 import yaml
-from xla_sentinel.k8s_report import CAMPAIGN_LABEL
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL
 from xla_sentinel_operator.metrics import Metrics
 
 from .render import CI_VALUES, by_kind, render

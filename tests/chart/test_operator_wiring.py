@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 from tools import REPO_ROOT
-from xla_sentinel.campaign import load_campaign
-from xla_sentinel.k8s_report import CAMPAIGN_LABEL
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL
+from xla_sentinel.spec.campaign import load_campaign
 from xla_sentinel_operator import desired
 from xla_sentinel_operator.main import config_from_args
 
@@ -33,9 +33,9 @@ def test_operator_flags_parse_and_match_the_chart(rendered: tuple[dict, ...]) ->
     assert container["args"][0] == "operator"
     config = config_from_args(container["args"][1:])
     (port,) = container["ports"]
-    assert config.metrics_port == port["containerPort"]
+    assert config.metrics.port == port["containerPort"]
     assert container["livenessProbe"]["httpGet"]["port"] == port["name"]
-    assert config.service_account == _worker_sa(rendered)
+    assert config.jobs.service_account == _worker_sa(rendered)
     peering_kinds = {o["kind"] for o in rendered if o["apiVersion"] == "kopf.dev/v1"}
     # kopf uses ClusterKopfPeering when cluster-wide, KopfPeering per namespace otherwise.
     if config.namespaces:
@@ -44,14 +44,14 @@ def test_operator_flags_parse_and_match_the_chart(rendered: tuple[dict, ...]) ->
         assert peering_ns == set(config.namespaces)
     else:
         assert peering_kinds == {"ClusterKopfPeering"}
-    assert {o["metadata"]["name"] for o in rendered if o["apiVersion"] == "kopf.dev/v1"} == {config.peering_name}
+    assert {o["metadata"]["name"] for o in rendered if o["apiVersion"] == "kopf.dev/v1"} == {config.peering.name}
 
 
 def test_default_install_watches_its_own_namespace_with_the_cpu_runner() -> None:
     config = config_from_args(_operator_container(render(CI_VALUES[0]))["args"][1:])
     app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
     assert config.namespaces == [NAMESPACE]
-    assert config.runner_image == f"ghcr.io/xla-sentinel/xla-sentinel-runner:{app_version}"
+    assert config.jobs.runner_image == f"ghcr.io/xla-sentinel/xla-sentinel-runner:{app_version}"
 
 
 def test_metrics_service_and_monitor_reach_the_operator_port() -> None:
@@ -60,7 +60,7 @@ def test_metrics_service_and_monitor_reach_the_operator_port() -> None:
     assert config.namespaces == []  # clusterWide
     (service,) = by_kind(objs, "Service")
     (monitor,) = by_kind(objs, "ServiceMonitor")
-    assert service["spec"]["ports"][0]["port"] == config.metrics_port
+    assert service["spec"]["ports"][0]["port"] == config.metrics.port
     assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
 
@@ -70,8 +70,8 @@ def _worker_pod(objs: tuple[dict, ...], namespace: str) -> dict[str, Any]:
     config = config_from_args(_operator_container(objs)["args"][1:])
     spec = load_campaign(REPO_ROOT / "examples" / "campaign-cpu.yaml").spec
     campaign = desired.Campaign(name="cpu-continuous", namespace=namespace, uid="u-1", spec=spec)
-    (job,) = desired.worker_jobs(campaign, default_image=config.runner_image,
-                                 service_account=config.service_account)
+    (job,) = desired.worker_jobs(campaign, default_image=config.jobs.runner_image,
+                                 service_account=config.jobs.service_account)
     return job["spec"]["template"]
 
 

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from xla_sentinel import cli
-from xla_sentinel.campaign import SpecError, parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.faults import fault_path
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.cli import main as cli
+from xla_sentinel.spec.campaign import SpecError, parse_spec
+from xla_sentinel.xla.faults import fault_path
 
 GOOD = {
     "softmax.py": '''import jax

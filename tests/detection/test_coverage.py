@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from xla_sentinel import coverage, evaluate, handlers, targets
-from xla_sentinel.generator import Graph
-from xla_sentinel.protocol import PassEffects
+from xla_sentinel.campaign import coverage
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.programs import evaluate
+from xla_sentinel.worker import handlers
+from xla_sentinel.worker.protocol import PassEffects
+from xla_sentinel.xla import compiler
 
 # x, y: f32[4, 8] -> add -> exp -> reduce_sum over axis 1 -> f32[4]; and add -> tanh.
 HAND_BUILT = {
@@ -40,7 +43,7 @@ def _inputs() -> list[np.ndarray]:
 def test_coverage_of_a_hand_built_program_is_exact() -> None:
     graph = Graph.from_json(HAND_BUILT)
     module = evaluate.lower_text(graph)
-    ex = targets.run_module(module, _inputs(), {}, want_hlo=True)
+    ex = compiler.run_module(module, _inputs(), {}, want_hlo=True)
     cov = coverage.program_coverage(HAND_BUILT, module, _inputs(), ex.optimized_hlo)
 
     assert cov["ops"] == {"add": 1, "exp": 1, "reduce_sum": 1, "tanh": 1}

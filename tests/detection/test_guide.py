@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from xla_sentinel import coverage, evaluate, targets
-from xla_sentinel.campaign import GeneratorSpec
-from xla_sentinel.generator import generate
-from xla_sentinel.guide import WARMUP, Guide
-from xla_sentinel.inputs import make_inputs
+from xla_sentinel.campaign import coverage
+from xla_sentinel.campaign.guide import WARMUP, Guide
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import generate
+from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.spec.campaign import GeneratorSpec
+from xla_sentinel.xla import compiler
 
 pytestmark = pytest.mark.usefixtures("x64")
 
@@ -37,7 +39,7 @@ def test_guided_programs_compile_and_run(chunk: int) -> None:
         neighbours += "prefix" in bias
         graph = generate(7, index, SPEC, bias)
         inputs = make_inputs({"seed": 7, "index": index, "special": index % 2 == 0}, graph.inputs)
-        outs = targets.run_module(evaluate.lower_text(graph), inputs, {}).outputs
+        outs = compiler.run_module(evaluate.lower_text(graph), inputs, {}).outputs
         assert [list(o.shape) for o in outs] == [graph.values[v]["shape"] for v in graph.outputs]
         guide.observe(index, coverage.graph_coverage(graph.to_json()), graph.to_json(), 0.0)
     assert neighbours >= 1, "no neighbour of the near miss was drawn"

@@ -13,7 +13,7 @@ from types import ModuleType
 import jax
 import jax.extend.xla
 import numpy as np
-from xla_sentinel.faults import fault_path
+from xla_sentinel.xla.faults import fault_path
 
 _STAGE = jax.extend.xla.PipelineStage.PRE_SCHEDULER
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from fault_harness import load_fault
-from xla_sentinel import hlo
+from xla_sentinel.xla import hlo_proto
 
 # One fused body holding the pattern of every fault that can fire inside a fusion.
 _MODULE = """HloModule library_guard
@@ -62,5 +62,5 @@ FUSION_FAULTS = ["bf16_convert_truncates", "concat_off_by_one", "dynamic_slice_w
 def test_fault_edits_the_loop_fusion_but_never_the_library_fusion(fault: str) -> None:
     transform = load_fault(fault).transform
 
-    assert transform(hlo.proto_from_text(_LOOP)) is not None
-    assert transform(hlo.proto_from_text(_LIBRARY)) is None
+    assert transform(hlo_proto.proto_from_text(_LOOP)) is not None
+    assert transform(hlo_proto.proto_from_text(_LIBRARY)) is None

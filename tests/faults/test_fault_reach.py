@@ -13,13 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fault_harness import run, run_with_fault
-from xla_sentinel import evaluate, targets
-from xla_sentinel.campaign import GeneratorSpec
-from xla_sentinel.faults import fault_path
-from xla_sentinel.generator import generate
-from xla_sentinel.inputs import make_inputs
-from xla_sentinel.protocol import RequestFailed, Run
-from xla_sentinel.worker import Worker, WorkerDied
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import generate
+from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.spec.campaign import GeneratorSpec
+from xla_sentinel.worker.client import Worker, WorkerDied
+from xla_sentinel.worker.protocol import RequestFailed, Run
+from xla_sentinel.xla import compiler
+from xla_sentinel.xla.faults import fault_path
 
 SPEC = GeneratorSpec(minOps=2, maxOps=16)  # bench/detection.py's generator settings
 SEED = 3
@@ -73,7 +74,7 @@ def test_state_update_programs_reach_dus_copy_elided() -> None:
                 continue
             tried += 1
             module = evaluate.lower_text(graph)
-            clean = targets.run_module(module, inputs, {}).outputs
+            clean = compiler.run_module(module, inputs, {}).outputs
             try:
                 reply = worker.call(Run(module, inputs, {}), 120)
             except WorkerDied:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fault_harness import load_fault
-from xla_sentinel.faults import FAULTS, fault_path
+from xla_sentinel.xla.faults import FAULTS, fault_path
 
 FAULTS_DIR = Path(fault_path("abort_on_pattern")).parent
 
@@ -44,8 +44,9 @@ def test_fault_module_follows_the_plugin_contract(name: str) -> None:
     imports = [node for node in ast.walk(ast.parse(source))
                if isinstance(node, ast.ImportFrom) and node.module
                and node.module.startswith("xla_sentinel")]
-    # Loaded by file path in target workers: the only project import allowed is hlo.
-    assert all(node.module == "xla_sentinel" and [a.name for a in node.names] == ["hlo"]
+    # Loaded by file path in target workers: the only project imports allowed are the HLO
+    # text editor and its proto conversion.
+    assert all(node.module == "xla_sentinel.xla" and set(a.name for a in node.names) <= {"hlo", "hlo_proto"}
                for node in imports)
     assert not any(isinstance(node, ast.ImportFrom) and node.level
                    for node in ast.walk(ast.parse(source)))

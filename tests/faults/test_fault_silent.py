@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from fault_corpus import CORPUS
 from fault_harness import load_fault, run, run_with_fault
-from xla_sentinel.faults import FAULTS
+from xla_sentinel.xla.faults import FAULTS
 
 # Corpus programs that fall inside a fault's pattern, and why.
 MATCHES: dict[str, set[str]] = {

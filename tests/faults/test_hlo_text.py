@@ -1,4 +1,4 @@
-"""runners/hlo.py on real HLO: parsing round-trips, structure (fusions, control flow),
+"""runners/xla_sentinel/xla/hlo.py on real HLO: parsing round-trips, structure (fusions, control flow),
 edits, fusion_summary and defuse (optimized HLO recompiles and gives the same numbers)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from fault_corpus import CORPUS
 from fault_harness import captured_proto, registered, run
 from jax import lax
-from xla_sentinel import hlo
+from xla_sentinel.xla import hlo, hlo_proto
 
 _rng = np.random.default_rng(3)
 
@@ -59,7 +59,7 @@ def _optimized(name: str) -> str:
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_parse_round_trips_plugin_and_optimized_text(name: str) -> None:
     f, args = PROGRAMS[name]
-    plugin_text = hlo.text_from_proto(captured_proto(f, *args))
+    plugin_text = hlo_proto.text_from_proto(captured_proto(f, *args))
     optimized = _optimized(name)
 
     for text in (plugin_text, optimized):
@@ -90,7 +90,7 @@ def test_parse_reads_instruction_fields() -> None:
 
 def test_roles_tell_fusion_bodies_from_control_flow_bodies() -> None:
     f, args = PROGRAMS["loop_and_branch"]
-    module = hlo.parse(hlo.text_from_proto(captured_proto(f, *args)))
+    module = hlo.parse(hlo_proto.text_from_proto(captured_proto(f, *args)))
 
     roles = module.roles()
     whiles = [i for _, i in module.instructions() if i.opcode == "while"]
@@ -141,7 +141,7 @@ def test_defused_optimized_module_recompiles_to_the_same_numbers(name: str) -> N
     expected = [np.asarray(leaf) for leaf in jax.tree.leaves(jax.jit(f)(*args))]
 
     defused = hlo.defuse(_optimized(name))
-    outputs = hlo.run_hlo(defused, args)
+    outputs = hlo_proto.run_hlo(defused, args)
 
     assert "fusion(" not in defused and hlo.fusion_summary(defused)["kLoop"] == 0
     assert len(outputs) == len(expected)
@@ -161,7 +161,7 @@ ENTRY %main (x: f32[4,6]) -> (f32[6,4], s32[4,6], f32[2,2,6]) {
 }"""
     x = _f32(4, 6)
 
-    transposed, as_int, split = hlo.run_hlo(hlo.defuse(text), [x])
+    transposed, as_int, split = hlo_proto.run_hlo(hlo.defuse(text), [x])
 
     np.testing.assert_array_equal(transposed, x.T)
     np.testing.assert_array_equal(as_int, x.view(np.int32))
@@ -187,7 +187,7 @@ ENTRY %main (x.1: f32[3]) -> f32[3] {
     assert name not in ("y", "x.1") and module.fresh_name("y") != name
     assert comp.root is doubled and not y.is_root
     assert y.operands == ["x.10", "x.10"] and comp.get("x.10").operands == ["x.1"]
-    np.testing.assert_array_equal(hlo.run_hlo(module.to_text(), [np.ones(3, np.float32)])[0],
+    np.testing.assert_array_equal(hlo_proto.run_hlo(module.to_text(), [np.ones(3, np.float32)])[0],
                                   np.full(3, -4.0, np.float32))
 
 
@@ -210,7 +210,7 @@ def test_rewriting_without_an_edit_keeps_every_corpus_program_bitwise() -> None:
         return True  # forces parse -> text -> proto without any edit
 
     clean = {name: run(f, *args) for name, (f, args) in CORPUS.items()}
-    with registered("test_round_trip", lambda proto: hlo.rewrite_proto(proto, touch_nothing)):
+    with registered("test_round_trip", lambda proto: hlo_proto.rewrite_proto(proto, touch_nothing)):
         round_tripped = {name: run(f, *args) for name, (f, args) in CORPUS.items()}
 
     assert len(rewritten) == len(CORPUS)

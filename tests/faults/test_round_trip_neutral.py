@@ -5,7 +5,7 @@ scatter at the rows of an s32[15] constant, cumprod, sort, reverse) an identity 
 that re-parsed the module's own text made the second output differ from compile to
 compile. The cause is jaxlib's default printer, which shortens that constant to `{...}`;
 the parser reads it back as an uninitialized literal, so the scatter wrote to garbage
-rows. `hlo.text_from_proto` prints constants in full; these tests pin that down on the
+rows. `hlo_proto.text_from_proto` prints constants in full; these tests pin that down on the
 program itself and check, field by field, that the proto a fault returns carries what the
 proto it received did."""
 
@@ -19,10 +19,11 @@ import pytest
 from fault_corpus import CORPUS
 from fault_harness import captured_proto, registered
 from proto_fields import instructions
-from xla_sentinel import evaluate, hlo, targets
-from xla_sentinel.campaign import GeneratorSpec
-from xla_sentinel.generator import generate
-from xla_sentinel.inputs import make_inputs
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import generate
+from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.spec.campaign import GeneratorSpec
+from xla_sentinel.xla import compiler, hlo, hlo_proto
 
 SMOKE = GeneratorSpec(minOps=2, maxOps=16, dtypes=["f32", "bf16", "f16", "s32", "u8", "bool"])
 O0 = {"xla_backend_optimization_level": 0}
@@ -47,7 +48,7 @@ def _touch_nothing(module: hlo.HloModule) -> bool:
 
 
 def _outputs(module: str, inputs: list[np.ndarray], compiles: int) -> list[list[bytes]]:
-    return [[o.tobytes() for o in targets.run_module(module, inputs, O0).outputs] for _ in range(compiles)]
+    return [[o.tobytes() for o in compiler.run_module(module, inputs, O0).outputs] for _ in range(compiles)]
 
 
 def test_identity_rewrite_of_s1_i124_is_neutral_on_every_compile(s1_i124) -> None:
@@ -55,7 +56,7 @@ def test_identity_rewrite_of_s1_i124_is_neutral_on_every_compile(s1_i124) -> Non
     assert "stablehlo.scatter" in module and "stablehlo.sort" in module
 
     clean = _outputs(module, inputs, 1)[0]
-    with registered("test_identity", lambda proto: hlo.rewrite_proto(proto, _touch_nothing)):
+    with registered("test_identity", lambda proto: hlo_proto.rewrite_proto(proto, _touch_nothing)):
         rewritten = _outputs(module, inputs, 4)
 
     assert rewritten == [clean] * 4
@@ -67,12 +68,12 @@ def test_the_default_printer_elides_the_scatter_rows_and_the_full_one_keeps_them
     module, _ = s1_i124
     seen: list[bytes] = []
     with registered("test_spy", lambda proto: seen.append(proto)):
-        targets.compile_module(module, O0)
+        compiler.compile_module(module, O0)
     (proto,) = seen
     rows = "s32[15,1]{1,0} constant({ {1}, {29}, {17}, {15}, {8}, {9}, {18}, {7}, {22}, {14}, {25}, {4}, {16}, {11}, {13} })"
 
     assert "{...}" in _hlo.HloModule.from_serialized_hlo_module_proto(proto).to_string()
-    assert rows in hlo.text_from_proto(proto) and "{...}" not in hlo.text_from_proto(proto)
+    assert rows in hlo_proto.text_from_proto(proto) and "{...}" not in hlo_proto.text_from_proto(proto)
 
 
 def test_rewritten_proto_keeps_every_instruction_field(s1_i124, corpus_protos) -> None:
@@ -81,12 +82,12 @@ def test_rewritten_proto_keeps_every_instruction_field(s1_i124, corpus_protos) -
     module, _ = s1_i124
     seen: list[bytes] = []
     with registered("test_spy", lambda proto: seen.append(proto)):
-        targets.compile_module(module, O0)
+        compiler.compile_module(module, O0)
     protos = {"s1-i124": seen[0], **corpus_protos}
 
     for name, proto in protos.items():
         before = instructions(proto)
-        after = instructions(hlo.rewrite_proto(proto, _touch_nothing))
+        after = instructions(hlo_proto.rewrite_proto(proto, _touch_nothing))
         assert after.keys() == before.keys(), name
         lost = {key: (before[key], after[key]) for key in before if before[key] != after[key]}
         assert not lost, f"{name}: {lost}"
@@ -95,4 +96,4 @@ def test_rewritten_proto_keeps_every_instruction_field(s1_i124, corpus_protos) -
 def test_corpus_programs_are_built_on_what_a_round_trip_can_lose() -> None:
     # The field comparison above only proves something if the corpus holds such fields.
     assert CORPUS
-    assert any("scatter" in hlo.text_from_proto(captured_proto(f, *args)) for f, args in CORPUS.values())
+    assert any("scatter" in hlo_proto.text_from_proto(captured_proto(f, *args)) for f, args in CORPUS.values())

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from xla_sentinel.campaign import SpecError, parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.faults import fault_path
-from xla_sentinel.program import Program
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.core.program import Program
+from xla_sentinel.spec.campaign import SpecError, parse_spec
+from xla_sentinel.xla.faults import fault_path
 
 # Bisection has its own tests (tests/bisect); here it would only add seconds per finding.
 F32 = {"seed": 3, "generator": {"minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
@@ -75,7 +75,7 @@ def test_a_hanging_compile_becomes_a_hang_finding(tmp_path: Path) -> None:
 @pytest.mark.timeout(1800)  # a few hundred programs; minutes on a loaded 2-core machine
 def test_clean_campaign_reports_no_false_finding(tmp_path: Path) -> None:
     """A few hundred programs on the unmodified jaxlib: anything reported must be a known,
-    explained XLA bug (runners/known_bugs.yaml), never noise."""
+    explained XLA bug (runners/xla_sentinel/triage/known_bugs.yaml), never noise."""
     spec = parse_spec({"seed": 2024, "generator": {"maxOps": 20,
                                                    "dtypes": ["f32", "bf16", "f16", "s32", "u8", "bool"]},
                        "budget": {"programs": 240}, "workers": 2})
@@ -102,7 +102,7 @@ def test_interrupt_loses_no_finding_and_the_run_resumes(tmp_path: Path) -> None:
     campaign = tmp_path / "c.yaml"
     campaign.write_text(json.dumps({**F32, "budget": {"programs": 400}}))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "xla_sentinel.cli", "run", str(campaign), "--out",
+    proc = subprocess.Popen([sys.executable, "-m", "xla_sentinel.cli.main", "run", str(campaign), "--out",
                              str(out), "--quiet", "--inject-pass", fault_path("fusion_bf16_rounding")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                             # Started with SIGINT ignored, as a background job of a shell

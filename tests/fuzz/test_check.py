@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from xla_sentinel import evaluate, exact
-from xla_sentinel.check import check_program
-from xla_sentinel.faults import fault_path
-from xla_sentinel.generator import Graph
-from xla_sentinel.program import Program
+from xla_sentinel.campaign.check import check_program
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.program import Program
+from xla_sentinel.ops import exact
+from xla_sentinel.programs import evaluate
+from xla_sentinel.xla.faults import fault_path
 
 # y = shift_right_arithmetic(convert_s32(x), k): an integer output that depends on floats.
 GRAPH = Graph(
@@ -65,7 +66,7 @@ def test_the_same_program_passes_without_the_fault(program: Path, campaign: Path
 def test_the_interpreter_reads_unsigned_inputs() -> None:
     # ui8/ui32 parameters must be passed as unsigned attributes: signless ones were refused
     # as a type mismatch, and every program with an unsigned input lost this reference.
-    from xla_sentinel import handlers
+    from xla_sentinel.worker import handlers
 
     graph = Graph(values=[{"shape": [4], "dtype": "u8", "tainted": False, "input": 0},
                           {"shape": [4], "dtype": "u32", "tainted": False, "input": 1},

@@ -11,11 +11,13 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
-from xla_sentinel import evaluate, oracle
-from xla_sentinel.campaign import GeneratorSpec
-from xla_sentinel.exact import bitwise_values
-from xla_sentinel.generator import Graph, generate
-from xla_sentinel.inputs import make_inputs
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.judge import oracle
+from xla_sentinel.ops.exact import bitwise_values
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import generate
+from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.spec.campaign import GeneratorSpec
 
 
 def chain(inputs: list[str], *nodes: tuple[str, list[int], dict[str, Any], str]) -> dict[str, Any]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from xla_sentinel import evaluate, targets
-from xla_sentinel.campaign import DTYPES, SHAPE_FAMILIES, GeneratorSpec
-from xla_sentinel.generator import generate
-from xla_sentinel.inputs import make_inputs
-from xla_sentinel.ops import OPS
+from xla_sentinel.ops.table import OPS
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import generate
+from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.spec.campaign import DTYPES, SHAPE_FAMILIES, GeneratorSpec
+from xla_sentinel.xla import compiler
 
 pytestmark = pytest.mark.usefixtures("x64")
 ALL = GeneratorSpec(dtypes=list(DTYPES), maxOps=30, maxRank=5, shapes=list(SHAPE_FAMILIES))
@@ -34,7 +35,7 @@ def test_random_programs_compile_and_run(chunk: int) -> None:
     for index in range(chunk * 10, chunk * 10 + 10):
         graph = generate(11, index, ALL)
         inputs = make_inputs({"seed": 11, "index": index, "special": index % 3 == 0}, graph.inputs)
-        outs = targets.run_module(evaluate.lower_text(graph), inputs, {}).outputs
+        outs = compiler.run_module(evaluate.lower_text(graph), inputs, {}).outputs
         assert len(outs) == len(graph.outputs)
         for out, v in zip(outs, graph.outputs, strict=True):
             assert list(out.shape) == graph.values[v]["shape"]

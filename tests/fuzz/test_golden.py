@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.faults import fault_path
-from xla_sentinel.store import Store
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.storage.store import Store
+from xla_sentinel.xla.faults import fault_path
 
 BASE = {"seed": 3, "workers": 1, "references": ["f64_eager", "f64_jit", "eager"],
         "bisect": {"enabled": True, "perSignature": 1, "reduce": False}}

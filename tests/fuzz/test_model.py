@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from xla_sentinel.model import Finding, Verdict
-from xla_sentinel.store import Store
+from xla_sentinel.core.model import Finding, Verdict
+from xla_sentinel.storage.store import Store
 
 
 def _finding() -> Finding:

@@ -21,11 +21,13 @@ import numpy as np
 import pytest
 import yaml
 from jax import lax
-from xla_sentinel import evaluate, npref, oracle
-from xla_sentinel.check import check_program
-from xla_sentinel.generator import Graph
-from xla_sentinel.ops import np_top_k
-from xla_sentinel.program import Program
+from xla_sentinel.campaign.check import check_program
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.program import Program
+from xla_sentinel.judge import oracle
+from xla_sentinel.ops.numpy_forms import np_top_k
+from xla_sentinel.programs import evaluate
+from xla_sentinel.references import npref
 
 pytestmark = pytest.mark.usefixtures("x64")
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xla_sentinel import evaluate, handlers
-from xla_sentinel.generator import Graph
-from xla_sentinel.oracle import OutputInfo, judge
-from xla_sentinel.protocol import Noise
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.judge.oracle import OutputInfo, judge
+from xla_sentinel.programs import evaluate
+from xla_sentinel.worker import handlers
+from xla_sentinel.worker.protocol import Noise
 
 pytestmark = pytest.mark.usefixtures("x64")
 
@@ -201,12 +202,13 @@ CANCEL_Z = np.float16([62656, 3.0])
 
 
 def _cancel_results(literal_nan: bool = True) -> tuple[dict, list[np.ndarray]]:
-    from xla_sentinel import targets
+
+    from xla_sentinel.xla import compiler
 
     inputs = [CANCEL_X, CANCEL_Z]
     ref = evaluate.eager(CANCEL, inputs, promote=True)
     literal = evaluate.eager(CANCEL, inputs)
-    o0 = targets.run_module(evaluate.lower_text(CANCEL), inputs,
+    o0 = compiler.run_module(evaluate.lower_text(CANCEL), inputs,
                             {"xla_backend_optimization_level": 0}).outputs
     assert np.isnan(literal[0][0]) and np.isnan(np.asarray(o0[0])[0]) and ref[0][0] == 0.0
     excess = [np.float16(r) for r in ref]  # f32 kept between the ops: finite, as float64

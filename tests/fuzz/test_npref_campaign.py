@@ -14,9 +14,9 @@ import jax
 import numpy as np
 import pytest
 from jax import lax
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.program import save_arrays
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.core.program import save_arrays
+from xla_sentinel.spec.campaign import parse_spec
 
 N = 4096  # from 4096 elements on, XLA:CPU's YNNPACK reduction drops NaN (2048 keeps it)
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from xla_sentinel.assess import cross_check_reason, reference_disagreement
-from xla_sentinel.oracle import OutputInfo
+from xla_sentinel.judge.assess import cross_check_reason, reference_disagreement
+from xla_sentinel.judge.oracle import OutputInfo
 
 F32 = OutputInfo("f32", True)
 
@@ -67,7 +67,7 @@ def test_a_float_output_of_a_bug_the_xla_reference_shares_is_judged(tmp_path) ->
     and the program went undecided; now the targets are judged (and found wrong)."""
     from pathlib import Path
 
-    from xla_sentinel.check import check_program
+    from xla_sentinel.campaign.check import check_program
 
     campaign = tmp_path / "campaign.yaml"
     campaign.write_text("seed: 24\ntargets: [default, O0]\nbisect: {enabled: false}\n")
@@ -82,10 +82,10 @@ def test_an_output_the_references_disagree_on_leaves_the_other_outputs_judged(tm
     program went undecided as a whole, and another output's real bug with it. Here the
     other output is the shift-then-reshape bug (bench/repros/shift_set_then_reshape.py):
     it is judged and found wrong, the sign output is judged in no target."""
-    from xla_sentinel import evaluate
-    from xla_sentinel.check import check_program
-    from xla_sentinel.generator import Graph
-    from xla_sentinel.program import Program
+    from xla_sentinel.campaign.check import check_program
+    from xla_sentinel.core.graph import Graph
+    from xla_sentinel.core.program import Program
+    from xla_sentinel.programs import evaluate
 
     def value(shape: list[int], dtype: str, tainted: bool = True, **source: int) -> dict:
         return {"shape": shape, "dtype": dtype, "tainted": tainted, **source}

@@ -10,13 +10,16 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
-from xla_sentinel import evaluate, npref
-from xla_sentinel.campaign import GeneratorSpec, build
-from xla_sentinel.dtypes import FLOATS
-from xla_sentinel.generator import generate
-from xla_sentinel.inputs import make_inputs
-from xla_sentinel.ops import np_is_float
-from xla_sentinel.targets import REFERENCE_OPTIONS, run_module
+from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.ops.numpy_forms import np_is_float
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import generate
+from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.references import npref
+from xla_sentinel.spec.campaign import GeneratorSpec, build
+from xla_sentinel.spec.options import REFERENCE_OPTIONS
+from xla_sentinel.worker.handlers import xla_fallback
+from xla_sentinel.xla.compiler import run_module
 
 pytestmark = pytest.mark.usefixtures("x64")
 
@@ -105,9 +108,17 @@ def test_lax_edge_semantics_match_xla_exactly() -> None:
 def test_op_without_numpy_form_falls_back_to_xla_and_is_counted() -> None:
     x = np.linspace(-3.0, 3.0, 7)
     text = jax.jit(lambda v: lax.exp(lax.bessel_i1e(v))).lower(x).as_text()
-    got = npref.evaluate_module(text, [x])
+    got = npref.evaluate_module(text, [x], xla_fallback)
     assert dict(got.fallbacks) == {"chlo.bessel_i1e": 1}
     np.testing.assert_allclose(got.outputs[0], np.exp(np.asarray(lax.bessel_i1e(x))), rtol=1e-14)
+
+
+def test_op_without_numpy_form_and_no_fallback_says_so() -> None:
+    # npref compiles nothing itself: without the worker's XLA fallback it names the op.
+    x = np.linspace(-3.0, 3.0, 7)
+    text = jax.jit(lambda v: lax.exp(lax.bessel_i1e(v))).lower(x).as_text()
+    with pytest.raises(npref.Unsupported, match="chlo.bessel_i1e: no numpy form, and no fallback"):
+        npref.evaluate_module(text, [x])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

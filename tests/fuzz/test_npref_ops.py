@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xla_sentinel import evaluate
-from xla_sentinel.generator import single_op
-from xla_sentinel.inputs import make_inputs
-from xla_sentinel.ops import OPS, OpDef, flush_subnormals
+from xla_sentinel.ops.numpy_forms import flush_subnormals
+from xla_sentinel.ops.spec import OpDef
+from xla_sentinel.ops.table import OPS
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import single_op
+from xla_sentinel.programs.inputs import make_inputs
 
 pytestmark = pytest.mark.usefixtures("x64")
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xla_sentinel import evaluate, oracle, targets
-from xla_sentinel.dtypes import FLOATS, UNIT_ROUNDOFF
-from xla_sentinel.generator import single_op
-from xla_sentinel.inputs import make_inputs
-from xla_sentinel.ops import OPS
+from xla_sentinel.core.dtypes import FLOATS, UNIT_ROUNDOFF
+from xla_sentinel.judge import oracle
+from xla_sentinel.ops.table import OPS
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import single_op
+from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.xla import compiler
 
 pytestmark = pytest.mark.usefixtures("x64")
 
@@ -27,7 +29,7 @@ def test_op_compiles_and_agrees_with_float64(name: str) -> None:
         assert graph is not None, f"{name}/{dtype}: no valid plan"
         assert graph.op_names() == [name]
         inputs = make_inputs({"seed": 1, "index": 0}, graph.inputs)
-        (out,) = targets.run_module(evaluate.lower_text(graph), inputs, {}).outputs
+        (out,) = compiler.run_module(evaluate.lower_text(graph), inputs, {}).outputs
         (ref,) = evaluate.eager(graph, inputs, promote=True)
         out_dtype = graph.values[graph.outputs[0]]["dtype"]
         assert out.shape == ref.shape, f"{name}/{dtype}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from xla_sentinel import oracle
-from xla_sentinel.oracle import OutputInfo, judge
+from xla_sentinel.judge import oracle
+from xla_sentinel.judge.oracle import OutputInfo, judge
 
 RNG = np.random.default_rng(0)
 

@@ -1,4 +1,4 @@
-"""The own-precision `eager` reference in numpy (runners/own_precision.py) against XLA:CPU
+"""The own-precision `eager` reference in numpy (runners/xla_sentinel/references/own_precision.py) against XLA:CPU
 op by op: value for value equal (bit for bit, any NaN equal to any NaN) per (op, dtype)
 on random and special inputs, and on generated programs with special values. A failing
 case is a wrong `reproduces` claim (or a wrong rounding path in `apply`)."""
@@ -12,11 +12,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
-from xla_sentinel import evaluate, own_precision
-from xla_sentinel.campaign import GeneratorSpec
-from xla_sentinel.generator import Graph, generate, single_op
-from xla_sentinel.inputs import make_array, make_inputs
-from xla_sentinel.ops import OPS, np_reduce
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.ops.lax_builders import build
+from xla_sentinel.ops.numpy_forms import np_reduce
+from xla_sentinel.ops.table import OPS
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import generate, single_op
+from xla_sentinel.programs.inputs import make_array, make_inputs
+from xla_sentinel.references import own_precision
+from xla_sentinel.spec.campaign import GeneratorSpec
 
 pytestmark = pytest.mark.usefixtures("x64")
 
@@ -169,7 +173,7 @@ def test_a_bucketed_elementwise_op_equals_the_op_on_its_real_shape(name: str, dt
     for shape in SHAPES:
         for special in (False, True):
             xs = [make_array(rng, shape, d, special) for d in arg_dtypes]
-            want = np.asarray(op.build(node["attrs"], *map(jnp.asarray, xs)))
+            want = np.asarray(build(op, node["attrs"], *map(jnp.asarray, xs)))
             if name in evaluate.SHAPE_DEPENDENT:
                 continue
             assert evaluate._bucketable(op, node["attrs"], xs, shape)

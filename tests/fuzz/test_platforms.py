@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from xla_sentinel.campaign import SpecError, parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.protocol import Run
-from xla_sentinel.worker import Worker, wait_ready
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.spec.campaign import SpecError, parse_spec
+from xla_sentinel.worker.client import Worker, wait_ready
+from xla_sentinel.worker.protocol import Run
 
 MODULE = """module @m {
   func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {

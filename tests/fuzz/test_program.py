@@ -7,7 +7,13 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from xla_sentinel.program import Program, ProgramError, param_dtypes, promote_floats, result_dtypes
+from xla_sentinel.core.program import (
+    Program,
+    ProgramError,
+    param_dtypes,
+    promote_floats,
+    result_dtypes,
+)
 
 MODULE = """module @m {
   func.func public @main(%arg0: tensor<2x3xbf16>, %arg1: tensor<i32>) -> (tensor<2x3xf32> {jax.result_info = "r"}, tensor<i32>) {
@@ -70,8 +76,8 @@ def test_promotion_keeps_the_value_of_hex_float_constants() -> None:
 
 
 def test_float64_reference_of_a_replayed_max_reduction_keeps_minus_inf(x64: None) -> None:
-    from xla_sentinel.handlers import module_reference
-    from xla_sentinel.protocol import ModuleReference
+    from xla_sentinel.worker.handlers import module_reference
+    from xla_sentinel.worker.protocol import ModuleReference
 
     x = np.array([[-1.0, -2.0, -3.0], [1.0, -5.0, 2.0]], np.float32)
     reply = module_reference(ModuleReference("f64_text", MAX_REDUCE, [x]))
@@ -80,7 +86,7 @@ def test_float64_reference_of_a_replayed_max_reduction_keeps_minus_inf(x64: None
 
 
 def test_a_replayed_module_is_discrete_by_the_ops_it_holds() -> None:
-    from xla_sentinel.rules import has_discrete_ops
+    from xla_sentinel.ops.rules import has_discrete_ops
 
     assert not has_discrete_ops(MAX_REDUCE)
     assert has_discrete_ops(MODULE)  # its stablehlo.convert rounds: ties flip legally

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from xla_sentinel import evaluate
-from xla_sentinel.generator import single_op
-from xla_sentinel.ops import OPS
-from xla_sentinel.rules import DISCRETE_OPS, STABLEHLO_TAGS, annotate_ops, has_discrete_ops
+from xla_sentinel.ops.rules import DISCRETE_OPS, STABLEHLO_TAGS, annotate_ops, has_discrete_ops
+from xla_sentinel.ops.table import OPS
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import single_op
 
 NAMED = sorted(n for n, op in OPS.items() if op.stablehlo)
 

@@ -12,12 +12,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jax import export
-from xla_sentinel import targets, traces
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.cli import main as cli
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.faults import fault_path
-from xla_sentinel.program import Program, ProgramError
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.cli.main import main as cli
+from xla_sentinel.core.program import Program, ProgramError
+from xla_sentinel.programs import traces, units
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.xla import compiler
+from xla_sentinel.xla.faults import fault_path
 
 
 def f(x, y):
@@ -41,10 +42,10 @@ def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_every_form_loads_to_a_module_that_computes_f(trace_dir: Path) -> None:
     want = np.asarray(jax.jit(f)(X, X))
-    for unit in traces.discover([trace_dir]):
+    for unit in units.trace_units([trace_dir]):
         program = traces.load(unit)
         assert program.input_dtypes == ["f32", "f32"], unit
-        out = targets.run_module(program.module, [X, X], {}).outputs[0]
+        out = compiler.run_module(program.module, [X, X], {}).outputs[0]
         np.testing.assert_allclose(out, want, rtol=1e-6, err_msg=str(unit))
 
 
@@ -62,7 +63,7 @@ def test_xla_dump_folder_replays_its_unoptimized_modules(tmp_path: Path) -> None
     hlo = jax.jit(f).lower(X, X).as_text(dialect="hlo")
     (dump / "module_0001.jit_f.before_optimizations.txt").write_text(hlo)
     (dump / "module_0001.jit_f.sm_8.0_gpu_after_optimizations.txt").write_text("ignored")
-    assert [u.name for u in traces.discover([dump])] == ["module_0001.jit_f.before_optimizations.txt"]
+    assert [u.name for u in units.trace_units([dump])] == ["module_0001.jit_f.before_optimizations.txt"]
 
 
 @pytest.mark.parametrize(("name", "content", "needle"), [
@@ -130,12 +131,12 @@ def test_a_replayed_module_is_evaluated_op_by_op_not_compiled_whole(tmp_path: Pa
     """bench/repros/dynamic_slice_of_dynamic_slice.py inside a trace: every compiled
     configuration merges the two slices and clamps once (jaxlib 0.10.2). Compiled whole,
     even at O0, the own-precision reference shared the bug and the trace replayed as
-    clean; op by op (bisect/serve.op_by_op) it gives numpy's x[4:34][16:20], so no target
+    clean; op by op (worker/bisect_handlers.op_by_op) it gives numpy's x[4:34][16:20], so no target
     passes by matching it. The XLA float64 cross-check (the module compiled whole) shares
     the bug too, and a replayed module has no noise model to tell that from
     ill-conditioning: undecided, not clean."""
     from jax import lax
-    from xla_sentinel.bisect.serve import op_by_op
+    from xla_sentinel.worker.bisect_handlers import op_by_op
 
     def g(x, i):
         return lax.dynamic_slice(lax.dynamic_slice(x, (i,), (30,)), (i,), (4,)) * 2.0
@@ -143,7 +144,7 @@ def test_a_replayed_module_is_evaluated_op_by_op_not_compiled_whole(tmp_path: Pa
     x, i = np.arange(34, dtype=np.float32), np.array(16, dtype=np.int32)
     module = jax.jit(g).lower(x, i).as_text()
     want = x[4:34][16:20] * 2
-    assert not np.array_equal(targets.run_module(module, [x, i], {}).outputs[0], want)
+    assert not np.array_equal(compiler.run_module(module, [x, i], {}).outputs[0], want)
     np.testing.assert_array_equal(op_by_op(module, [x, i])[0], want)
     Program("ds_of_ds", module, [x, i], ["f32", "s32"]).save(tmp_path / "t")
     spec = parse_spec({"traces": [str(tmp_path / "t")], "budget": {"programs": 1}, "workers": 1})
@@ -157,7 +158,7 @@ def test_a_record_output_folder_replays_each_of_its_trace_folders(tmp_path: Path
     for name in ("jit_b-2", "jit_a-1"):
         Program(name, g.lower(X).as_text(), [X], ["f32"]).save(tmp_path / "rec" / name)
     (tmp_path / "rec" / "notes").mkdir()
-    assert [u.name for u in traces.discover([tmp_path / "rec"])] == ["jit_a-1", "jit_b-2"]
+    assert [u.name for u in units.trace_units([tmp_path / "rec"])] == ["jit_a-1", "jit_b-2"]
     (tmp_path / "empty").mkdir()
     with pytest.raises(ProgramError, match="empty: no trace, dump or module files"):
-        traces.discover([tmp_path / "empty"])
+        units.trace_units([tmp_path / "empty"])

@@ -1,6 +1,6 @@
 """A worker that cannot start stops the campaign with one line naming it, before anything
 is judged: it is neither a hang nor a crash of a program. Workers fork from a process that
-has imported jax already (worker._Zygote) and still see the environment of their start; the
+has imported jax already (client._Zygote) and still see the environment of their start; the
 coordinator itself never imports jax."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from xla_sentinel.cli import main
-from xla_sentinel.worker import Worker, WorkerStartError, wait_ready
+from xla_sentinel.cli.main import main
+from xla_sentinel.worker.client import Worker, WorkerStartError, wait_ready
 
 # A plugin whose import kills the process: the worker dies while it starts.
 DIES_AT_IMPORT = "import os\nos._exit(7)\n\ndef transform(proto):\n    return None\n"
@@ -20,7 +20,7 @@ SLOW_AT_IMPORT = "import time\ntime.sleep(60)\n\ndef transform(proto):\n    retu
 # One that writes down, when a worker imports it, what the worker's environment holds and
 # whether the worker was forked from the zygote (only the forkserver imports zygote.py).
 REPORTS_AT_IMPORT = ("import os, sys\n"
-                     "seen = [os.environ.get('XS_PROBE', ''), str('xla_sentinel.zygote' in sys.modules)]\n"
+                     "seen = [os.environ.get('XS_PROBE', ''), str('xla_sentinel.worker.zygote' in sys.modules)]\n"
                      "open(os.environ['XS_PROBE_OUT'], 'w').write(' '.join(seen))\n\n"
                      "def transform(proto):\n    return None\n")
 
@@ -50,7 +50,7 @@ def test_a_worker_that_does_not_answer_in_time_is_named(tmp_path: Path) -> None:
 
 
 def test_run_exits_2_with_one_line_when_a_worker_cannot_start(tmp_path: Path, capsys, monkeypatch) -> None:
-    import xla_sentinel.engine as engine
+    import xla_sentinel.campaign.engine as engine
 
     def refuse(workers, timeout=0.0):
         raise WorkerStartError("worker slot0-programs did not start: no answer within 600 s")
@@ -93,6 +93,6 @@ def test_workers_fork_from_the_zygote_with_the_environment_of_their_start(tmp_pa
 def test_the_coordinator_does_not_import_jax() -> None:
     # Each worker imports it (or forks with it); a coordinator that did too would pay
     # seconds of CPU and hundreds of MB for nothing (engine.py).
-    code = "import sys, xla_sentinel.cli, xla_sentinel.engine; print('jax' in sys.modules)"
+    code = "import sys, xla_sentinel.cli.main, xla_sentinel.campaign.engine; print('jax' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -4,7 +4,7 @@ Each kind has seed files written by the project's own code or by jax (`write_see
 mutations (bytes truncated or flipped; JSON values of the wrong type; npz arrays of the
 wrong shape or dtype, missing or extra), and the reader the campaign uses, called the way
 the campaign calls it: module and snippet loads and plugin probes in a worker process
-(`xla_sentinel.worker.Worker`, so an abort or hang is seen, not suffered), stored
+(`xla_sentinel.worker.client.Worker`, so an abort or hang is seen, not suffered), stored
 findings in-process. `classify` says what happened:
 
 - rejected: a one-line error of the project's own type that names the file;
@@ -50,8 +50,8 @@ def write_seeds(root: Path) -> dict[str, Path]:
     import jax.numpy as jnp
     from jax import export
     from jaxlib.mlir.dialects import stablehlo
-    from xla_sentinel.faults import fault_path
-    from xla_sentinel.program import Program
+    from xla_sentinel.core.program import Program
+    from xla_sentinel.xla.faults import fault_path
 
     def f(x, y):
         return jnp.tanh(x @ y) + jnp.exp(x)
@@ -170,7 +170,7 @@ def make_case(kind: str, seeds: dict[str, Path], work: Path, rng: np.random.Gene
 
 def read(case: Case, worker: Any, timeout: float) -> tuple[str, str]:
     """(outcome, message) of handing the case to the reader the campaign would use."""
-    from xla_sentinel.worker import WorkerDied, WorkerHung
+    from xla_sentinel.worker.client import WorkerDied, WorkerHung
 
     if case.kind.startswith("finding"):
         return _read_finding(case)

@@ -4,7 +4,7 @@
 the form the FuzzCampaign resource takes: targets as objects, tolerances as {k: N}).
 `invalid_specs()` draws (spec, field, why) where spec is a valid spec with exactly one
 field made wrong, field is the dotted path the error must name, and why a word the error
-must contain. The field list comes from the dataclasses in xla_sentinel.campaign: a field
+must contain. The field list comes from the dataclasses in xla_sentinel.spec.campaign: a field
 added there without an entry in VALUES here fails test_every_field_has_a_strategy.
 
 Used in-process by tests/inputs/test_spec_properties.py and by the API-server tests.
@@ -18,7 +18,7 @@ import typing
 from typing import Any
 
 from hypothesis import strategies as st
-from xla_sentinel import campaign as c
+from xla_sentinel.spec import campaign as c
 
 NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=12)
 WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-./", min_size=1, max_size=16)
@@ -145,7 +145,7 @@ def valid_specs(draw: st.DrawFn, crd: bool = False) -> dict[str, Any]:
             spec["references"] = ["f64_eager"]
     if draw(st.booleans()):
         k = VALUES[(c.ToleranceSpec, "k")]
-        spec["tolerances"] = draw(st.dictionaries(st.sampled_from(c.FLOAT_DTYPES),
+        spec["tolerances"] = draw(st.dictionaries(st.sampled_from(c.FLOATS),
                                                   st.builds(lambda v: {"k": v}, k) if crd else k, max_size=2))
     if draw(st.booleans()):
         budget = draw(_record(c.BudgetSpec))

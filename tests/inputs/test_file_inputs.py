@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from xla_sentinel.worker import Worker
+from xla_sentinel.worker.client import Worker
 
 from inputs import filefuzz
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from xla_sentinel import plugins
-from xla_sentinel.campaign import SpecError, parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.faults import fault_path
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.spec.campaign import SpecError, parse_spec
+from xla_sentinel.xla import plugins
+from xla_sentinel.xla.faults import fault_path
 
 BROKEN = {
     "raises.py": ("def transform(proto):\n    return 1 / 0\n", "raised ZeroDivisionError: division by zero"),
@@ -54,7 +54,7 @@ def test_probe_accepts_working_plugins(tmp_path: Path, ref: str) -> None:
 def test_run_refuses_a_plugin_that_returns_no_module_before_writing(tmp_path: Path) -> None:
     (tmp_path / "garbage.py").write_text(BROKEN["garbage.py"][0])
     (tmp_path / "c.yaml").write_text("budget: {programs: 1}\n")
-    r = subprocess.run([sys.executable, "-m", "xla_sentinel.cli", "run", "c.yaml", "--out", "out",
+    r = subprocess.run([sys.executable, "-m", "xla_sentinel.cli.main", "run", "c.yaml", "--out", "out",
                         "--quiet", "--inject-pass", "garbage.py"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 2, r.stderr

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from xla_sentinel import campaign
-from xla_sentinel.campaign import SpecError, parse_spec
+from xla_sentinel.spec import campaign
+from xla_sentinel.spec.campaign import SpecError, parse_spec
 
 from inputs import specgen
 
@@ -82,7 +82,7 @@ def test_a_target_named_outside_the_presets_needs_options(name: str) -> None:
 def test_run_refuses_invalid_specs_with_exit_2_and_one_line(tmp_path: Path, spec: dict, path: str,
                                                             why: str) -> None:
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
-    r = subprocess.run([sys.executable, "-m", "xla_sentinel.cli", "run", "c.yaml", "--out", "out", "--quiet"],
+    r = subprocess.run([sys.executable, "-m", "xla_sentinel.cli.main", "run", "c.yaml", "--out", "out", "--quiet"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"xla-sentinel: error: {path}"), r.stderr

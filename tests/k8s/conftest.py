@@ -11,6 +11,7 @@ Pending unless a test starts the fake node of `kubelet.py`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -32,9 +33,16 @@ from controlplane.kit import (
 )
 from controlplane.kubelet import FakeNode
 from tools import REPO_ROOT
-from xla_sentinel_operator import handlers
+from xla_sentinel_operator.config import (
+    AlertingConfig,
+    Config,
+    JobsConfig,
+    MetricsConfig,
+    PeeringConfig,
+)
 from xla_sentinel_operator.kube import Kube, connection_from_kubeconfig, path
 from xla_sentinel_operator.main import operate
+from xla_sentinel_operator.runtime import Runtime
 
 ROOT = REPO_ROOT
 CRDS = ROOT / "crds"
@@ -145,9 +153,9 @@ class RunningOperator:
 
     Not a task of the test's loop: at exit kopf cancels every task started after it."""
 
-    def __init__(self, config: handlers.Config) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
-        self.runtime = handlers.Runtime(config)
+        self.runtime = Runtime(config)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -186,20 +194,25 @@ def operator_kubeconfig(control_plane: ControlPlane, api: Api) -> Path:
 
 
 @pytest.fixture
-def operator_config(ns: str, operator_kubeconfig: Path) -> Callable[..., handlers.Config]:
-    def make(**overrides: Any) -> handlers.Config:
-        base = dict(namespaces=[ns], kubeconfig=str(operator_kubeconfig),
-                    service_account=WORKER_SA,
-                    runner_image="runner:test", rollup_interval=0.3, alert_retry_interval=0.5,
-                    alert_attempts=3, alert_backoff=0.05, metrics_host="127.0.0.1",
-                    metrics_port=0, peering_name="xla-sentinel", standalone=True)
+def operator_config(ns: str, operator_kubeconfig: Path) -> Callable[..., Config]:
+    """Config(**overrides) of a test operator; a group's override is a dict of the fields
+    it changes, e.g. `peering={"standalone": False}`."""
+    def make(**overrides: Any) -> Config:
+        groups = {"jobs": JobsConfig(runner_image="runner:test", service_account=WORKER_SA),
+                  "alerting": AlertingConfig(retry_interval=0.5, attempts=3, backoff=0.05),
+                  "metrics": MetricsConfig(host="127.0.0.1", port=0),
+                  "peering": PeeringConfig(name="xla-sentinel", standalone=True)}
+        for name, group in groups.items():
+            groups[name] = dataclasses.replace(group, **overrides.pop(name, {}))
+        base: dict[str, Any] = dict(namespaces=[ns], kubeconfig=str(operator_kubeconfig),
+                                    rollup_interval=0.3)
         base.update(overrides)
-        return handlers.Config(**base)
+        return Config(**base, **groups)
     return make
 
 
 @pytest.fixture
-async def start_operator(operator_config: Callable[..., handlers.Config]
+async def start_operator(operator_config: Callable[..., Config]
                          ) -> AsyncIterator[Callable[..., Any]]:
     running: list[RunningOperator] = []
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from xla_sentinel.k8s_report import result_object, write_result
+from xla_sentinel.cluster.report import result_object, write_result
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, campaign, create, eventually
@@ -105,7 +105,7 @@ async def test_a_bisection_refines_its_signature_and_a_recurring_bug_reopens_it(
     # The same bug found again, from another finding, on 0.10.4: the signature reopens.
     await post_result(worker_kubeconfig, fc, "bisection", "f2",
                       {**localized, "finding": "f2", "versions": {"jaxlib": "0.10.4"}})
-    # Two writes: spec.state, then the status subresource (handlers._count_refined); a read
+    # Two writes: spec.state, then the status subresource (followups._count_refined); a read
     # between them sees regressed without the count, so wait for the status too.
     reopened = await eventually(lambda: (s := sig_of(api, ns, REFINED))["spec"]["state"] == "regressed"
                                 and "regressions" in s["status"] and s)

@@ -9,10 +9,12 @@ from typing import Any
 
 import kopf
 from kopf._cogs.structs.references import Resource
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.k8s_report import K8sReporter, SignatureEntry
-from xla_sentinel_operator import desired, handlers, signatures
+from xla_sentinel.cluster.report import K8sReporter, SignatureEntry
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel_operator import desired, handlers, ingest, signatures
+from xla_sentinel_operator.config import Config, MetricsConfig
 from xla_sentinel_operator.kube import ApiError
+from xla_sentinel_operator.runtime import CONFLICT_ATTEMPTS, Runtime
 
 NAME = "sig-00000000000000aa"
 
@@ -52,8 +54,8 @@ class FakeApi:
         return copy.deepcopy(self.sig)
 
 
-def runtime(api: FakeApi) -> handlers.Runtime:
-    rt = handlers.Runtime(handlers.Config(metrics_port=None))
+def runtime(api: FakeApi) -> Runtime:
+    rt = Runtime(Config(metrics=MetricsConfig(port=None)))
     rt.kube = api  # type: ignore[assignment]
     return rt
 
@@ -64,8 +66,8 @@ CAMPAIGN = desired.Campaign(name="nightly", namespace="fuzz", uid="u",
 
 async def test_a_conflicting_count_update_is_redone_from_a_fresh_read():
     api = FakeApi(conflicts=1)
-    await handlers.ingest_signature(runtime(api), CAMPAIGN, "main-0", "00000000000000aa",
-                                    SignatureEntry(verdict="crash", count=3), {})
+    await ingest.ingest_signature(runtime(api), CAMPAIGN, "main-0", "00000000000000aa",
+                                  SignatureEntry(verdict="crash", count=3), {})
     status_patches = [p for p in api.patches if "hits" in (p.get("status") or {})]
     assert len(status_patches) == 2 and all(p["metadata"]["resourceVersion"] for p in status_patches)
     assert api.sig["status"]["hits"] == {"other/main-0": 4, "other/main-1": 2, "nightly/main-0": 3}
@@ -73,10 +75,10 @@ async def test_a_conflicting_count_update_is_redone_from_a_fresh_read():
 
 
 async def test_conflicts_that_never_end_are_raised_for_kopf_to_retry():
-    api = FakeApi(conflicts=handlers.CONFLICT_ATTEMPTS)
+    api = FakeApi(conflicts=CONFLICT_ATTEMPTS)
     try:
-        await handlers.ingest_signature(runtime(api), CAMPAIGN, "main-0", "00000000000000aa",
-                                        SignatureEntry(verdict="crash", count=3), {})
+        await ingest.ingest_signature(runtime(api), CAMPAIGN, "main-0", "00000000000000aa",
+                                      SignatureEntry(verdict="crash", count=3), {})
     except ApiError as e:
         assert e.status == 409
     else:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from xla_sentinel.campaign import (
+from xla_sentinel.spec.campaign import (
     DTYPES,
     OP_NAMES,
     PLATFORMS,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from controlplane.kit import kubectl
-from xla_sentinel.faults import fault_path
+from xla_sentinel.xla.faults import fault_path
 
 from .alertmanager import Alertmanager
 from .conftest import ALERT_SECRET, API, eventually

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xla_sentinel.campaign import parse_spec
+from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import desired, rollup
 
 TPU = {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "2x2", "count": 4}

@@ -161,7 +161,7 @@ async def test_budget_reached_completes_and_suspends_workers(api, ns, client, st
 async def test_repeatedly_failing_workers_stall_then_the_job_is_recreated(api, ns, client,
                                                                          start_operator, node):
     node(images={"runner:crashing": ["sh", "-c", "echo engine crashed >&2; exit 1"]})
-    await start_operator(runner_image="runner:crashing")
+    await start_operator(jobs={"runner_image": "runner:crashing"})
     await create(client, campaign(ns, workers=2))
     (job,) = await eventually(lambda: jobs(api, ns))
 

@@ -7,9 +7,9 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from xla_sentinel import worker_main
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.signature import signature_id
+from xla_sentinel.cluster import pod as worker_main
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.triage.signature import signature_id
 from xla_sentinel_operator import desired, signatures
 
 FIXED = {"state": "fixed", "fixedIn": "0.10.3"}
@@ -96,7 +96,7 @@ def test_a_verification_job_per_image_and_fixing_version():
 def test_verify_runs_the_bundle_and_reports_its_outcome(tmp_path: Path, monkeypatch):
     """`worker --verify`: the repro bundle's own repro.py decides (exit 1 while the bug
     shows); the outcome and its output go back as a result object."""
-    from xla_sentinel.k8s_report import result_from_object
+    from xla_sentinel.cluster.report import result_from_object
 
     from .test_report_bounded_pure import FakeReports
 
@@ -122,8 +122,8 @@ def test_verify_runs_the_bundle_on_the_fixing_release_the_image_holds(tmp_path: 
     """`worker --verify --fixed-in V` on an image with V's environment runs the bundle on V
     (`bisect --versions V`), and says which release it ran on; without one, on its own."""
     from versions.conftest import fake_release
-    from xla_sentinel import versions
-    from xla_sentinel.k8s_report import result_from_object
+    from xla_sentinel.cluster.report import result_from_object
+    from xla_sentinel.core import versions
 
     from .test_report_bounded_pure import FakeReports
     from .test_version_bisection import bundle_folder
@@ -162,8 +162,8 @@ def test_bisect_without_a_finding_is_bad_input(tmp_path: Path, capsys):
 
 
 def test_a_resumed_store_gives_the_counts_a_restarted_reporter_starts_from(tmp_path: Path):
-    from xla_sentinel.model import Finding
-    from xla_sentinel.store import Store
+    from xla_sentinel.core.model import Finding
+    from xla_sentinel.storage.store import Store
 
     assert worker_main.resumed_report(tmp_path / "campaign.sqlite", "main-0") is None  # fresh
     store = Store(tmp_path / "campaign.sqlite")
@@ -185,7 +185,7 @@ def test_bisect_reports_the_refined_signature_back(tmp_path: Path, monkeypatch):
     import json
 
     from xla_sentinel.bisect import pipeline
-    from xla_sentinel.k8s_report import result_from_object
+    from xla_sentinel.cluster.report import result_from_object
 
     from .test_report_bounded_pure import FakeReports
 
@@ -212,7 +212,7 @@ def test_bisect_reports_the_refined_signature_back(tmp_path: Path, monkeypatch):
 
 
 def test_the_operator_page_shows_where_a_bug_began_and_its_verification():
-    from xla_sentinel.html_report import Page, render_page
+    from xla_sentinel.report.html import Page, render_page
     from xla_sentinel_operator.dashboard import signature_row
 
     sig = {"metadata": {"name": "sig-" + "d" * 16},

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from controlplane.kit import CHART, RELEASE, RELEASE_NS, kubectl
 from tools import REPO_ROOT, helm_path
-from xla_sentinel.campaign import campaign_from_data
+from xla_sentinel.spec.campaign import campaign_from_data
 
 from .conftest import API, eventually
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.k8s_report import CAMPAIGN_LABEL, K8sReporter, label_value, report_name
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL, K8sReporter, label_value, report_name
+from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import desired, signatures
 
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")

@@ -9,7 +9,7 @@ import base64
 import json
 
 import pytest
-from xla_sentinel.k8s_report import WorkerReport, report_from_object
+from xla_sentinel.cluster.report import WorkerReport, report_from_object
 from xla_sentinel_operator.kube import path
 
 from .conftest import ALERT_SECRET, API, campaign, create, eventually

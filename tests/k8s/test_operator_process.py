@@ -17,10 +17,10 @@ from .workers import Worker, finding
 
 async def test_two_peered_replicas_never_both_act(api, ns, client, start_operator, worker_kubeconfig):
     # The chart renders the KopfPeering object of each watched namespace (applied by `ns`).
-    leader = await start_operator(standalone=False, priority=100)
+    leader = await start_operator(peering={"standalone": False, "priority": 100})
     await eventually(lambda: len((api.get("kopf.dev/v1/kopfpeerings", ns, "xla-sentinel") or {})
                                  .get("status") or {}) == 1)
-    follower = await start_operator(standalone=False, priority=10)
+    follower = await start_operator(peering={"standalone": False, "priority": 10})
     await eventually(lambda: len(api.get("kopf.dev/v1/kopfpeerings", ns, "xla-sentinel")["status"]) == 2)
 
     fc = await create(client, campaign(ns, workers=2))

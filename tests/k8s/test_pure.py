@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.k8s_report import SignatureEntry, WorkerReport
+from xla_sentinel.cluster.report import SignatureEntry, WorkerReport
+from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import desired, rollup, signatures
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ import json
 import random
 
 from kubernetes.client.exceptions import ApiException
-from xla_sentinel.k8s_report import (
+from xla_sentinel.cluster.report import (
     LIMITS,
     K8sReporter,
     Limits,

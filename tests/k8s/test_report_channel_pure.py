@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 from tools import REPO_ROOT
-from xla_sentinel.k8s_report import (
+from xla_sentinel.cluster.report import (
     API_VERSION,
     REPORT_PLURAL,
     K8sReporter,

@@ -12,8 +12,8 @@ import sys
 import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
-from xla_sentinel import worker_main
-from xla_sentinel.k8s_report import K8sReporter, Limits, WorkerReport, report_from_object
+from xla_sentinel.cluster import pod as worker_main
+from xla_sentinel.cluster.report import K8sReporter, Limits, WorkerReport, report_from_object
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, campaign, create, eventually
@@ -176,7 +176,7 @@ def test_worker_without_a_spec_names_the_variable(monkeypatch, capsys):
 
 def test_operator_and_reporter_never_import_jax():
     code = ("import sys; import xla_sentinel_operator.main, xla_sentinel_operator.handlers, "
-            "xla_sentinel.k8s_report, xla_sentinel.worker_main; "
+            "xla_sentinel.cluster.report, xla_sentinel.cluster.pod; "
             "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib'))); "
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -184,7 +184,7 @@ def test_operator_and_reporter_never_import_jax():
 
 
 def test_program_budget_is_dealt_to_shards_round_robin():
-    from xla_sentinel.campaign import BudgetSpec
+    from xla_sentinel.spec.campaign import BudgetSpec
 
     shares = [worker_main.shard_budget(BudgetSpec(programs=10), i, 4) for i in range(4)]
     assert [s.programs for s in shares] == [3, 3, 2, 2]

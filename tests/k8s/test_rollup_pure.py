@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.k8s_report import WorkerReport
+from xla_sentinel.cluster.report import WorkerReport
+from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import desired, rollup
 from xla_sentinel_operator.metrics import Liveness
 
@@ -129,7 +129,7 @@ def test_healthz_follows_api_calls_and_rollups():
 def test_a_spent_budget_waits_for_ready_workers_to_finish_their_shards():
     from datetime import UTC, datetime
 
-    from xla_sentinel.campaign import parse_spec
+    from xla_sentinel.spec.campaign import parse_spec
     from xla_sentinel_operator import desired, rollup
 
     spec = parse_spec({"workers": 2, "budget": {"programs": 10}})

@@ -12,7 +12,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from inputs.specgen import invalid_cases, valid_specs
-from xla_sentinel.campaign import SpecError, parse_spec
+from xla_sentinel.spec.campaign import SpecError, parse_spec
 
 from .conftest import API
 

@@ -10,7 +10,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from xla_sentinel.storage import Mirror, ObjectStore
+from xla_sentinel.storage.objects import Mirror, ObjectStore
 
 from .conftest import API, campaign, create, eventually
 from .workers import Worker

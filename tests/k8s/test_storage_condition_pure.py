@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.k8s_report import LIMITS, WorkerReport, merge, storage_of
-from xla_sentinel.storage import Mirror, StorageError, join
+from xla_sentinel.cluster.report import LIMITS, WorkerReport, merge, storage_of
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.storage.objects import Mirror, StorageError, join
 from xla_sentinel_operator import desired, rollup
 
 from .test_report_bounded_pure import FakeReports, reporter

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from xla_sentinel.campaign import parse_spec
+from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import desired, rollup, tpu
 
 
@@ -100,7 +100,7 @@ def test_pods_and_jobs_are_counted_per_slice():
 
 
 def test_the_hosts_of_a_slice_run_the_operators_shard_and_only_host_0_reports(monkeypatch):
-    from xla_sentinel import worker_main
+    from xla_sentinel.cluster import pod as worker_main
 
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "3")  # the host within the slice
     monkeypatch.setenv("XLA_SENTINEL_SHARD_INDEX", "1")

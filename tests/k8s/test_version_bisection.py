@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from versions.conftest import fake_release
-from xla_sentinel.program import save_arrays
+from xla_sentinel.core.program import save_arrays
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, RUNNER, campaign, create, eventually

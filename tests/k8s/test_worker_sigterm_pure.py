@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from xla_sentinel import worker_main
-from xla_sentinel.campaign import BudgetSpec, parse_spec
+from xla_sentinel.cluster import pod as worker_main
+from xla_sentinel.spec.campaign import BudgetSpec, parse_spec
 from xla_sentinel_operator import desired
 
 SPEC = {"seed": 1, "workers": 1, "targets": [{"name": "default"}, {"name": "O0"}],
@@ -34,9 +34,9 @@ def test_shard_is_done_only_when_its_budget_is_spent():
 
 def run_main(monkeypatch, tmp_path: Path, spec: dict[str, Any], summary: dict[str, Any]) -> int:
     """worker_main.main with the engine replaced by one returning `summary` (no jax)."""
-    engine = types.ModuleType("xla_sentinel.engine")
+    engine = types.ModuleType("xla_sentinel.campaign.engine")
     engine.run_campaign = lambda *a, **k: summary  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "xla_sentinel.engine", engine)
+    monkeypatch.setitem(sys.modules, "xla_sentinel.campaign.engine", engine)
     monkeypatch.setenv("XLA_SENTINEL_SPEC", json.dumps(spec))
     return worker_main.main(["--report", "none", "--out", str(tmp_path), "--shard-index", "0"])
 
@@ -76,7 +76,7 @@ def test_worker_job_ignores_disruptions_and_fails_bad_input_at_once():
 def test_sigterm_stops_a_real_continuous_worker_with_143_and_its_work_kept(tmp_path):
     spec = {**SPEC, "budget": {"continuous": True}}
     env = {**os.environ, "XLA_SENTINEL_SPEC": json.dumps(spec), "JOB_COMPLETION_INDEX": "0"}
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from xla_sentinel.worker_main import main; "
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from xla_sentinel.cluster.pod import main; "
                              "sys.exit(main(sys.argv[1:]))", "--report", "none", "--out", str(tmp_path)],
                             env=env, stderr=subprocess.PIPE, text=True)
     try:

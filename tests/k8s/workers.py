@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-from xla_sentinel.k8s_report import K8sReporter
+from xla_sentinel.cluster.report import K8sReporter
 
 
 def reports_api(kubeconfig: Path) -> kubernetes.client.CustomObjectsApi:

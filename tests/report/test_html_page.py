@@ -17,11 +17,11 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlparse
 
 import pytest
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.cli import main
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.faults import fault_path
-from xla_sentinel.store import Store
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.cli.main import main
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.storage.store import Store
+from xla_sentinel.xla.faults import fault_path
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium missing: make system-deps")

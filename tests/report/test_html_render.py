@@ -6,11 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from xla_sentinel.html_report import Event, Page, SignatureRow, render_page
+from xla_sentinel.report.html import Event, Page, SignatureRow, render_page
 
 
 def test_page_builder_imports_neither_jax_nor_numpy() -> None:
-    code = ("import sys, xla_sentinel.html_report; "
+    code = ("import sys, xla_sentinel.report.html; "
             "print(sorted(m for m in ('jax', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -8,11 +8,16 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from xla_sentinel import coverage, evaluate, hlo, targets
-from xla_sentinel.campaign import DTYPES, SHAPE_FAMILIES, GeneratorSpec
-from xla_sentinel.generator import Graph, generate
-from xla_sentinel.inputs import make_inputs
-from xla_sentinel.ops import INDEX_DTYPES, OPS
+from xla_sentinel.campaign import coverage
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.ops.entries.indices import INDEX_DTYPES
+from xla_sentinel.ops.lax_builders import build
+from xla_sentinel.ops.table import OPS
+from xla_sentinel.programs import evaluate
+from xla_sentinel.programs.generator import generate
+from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.spec.campaign import DTYPES, SHAPE_FAMILIES, GeneratorSpec
+from xla_sentinel.xla import compiler, hlo
 
 pytestmark = pytest.mark.usefixtures("x64")
 SHAPES = GeneratorSpec(dtypes=list(DTYPES), maxOps=12, shapes=list(SHAPE_FAMILIES))
@@ -26,7 +31,7 @@ def _graph(op: str, shapes: list[tuple[list[int], str]], attrs: dict) -> Graph:
     out = OPS[op]
     graph = Graph(values=values, nodes=[{"op": op, "args": list(range(len(shapes))), "attrs": attrs,
                                          "discrete": out.discrete}])
-    result = jax.eval_shape(lambda *xs: out.build(attrs, *xs), *evaluate.input_structs(graph))
+    result = jax.eval_shape(lambda *xs: build(out, attrs, *xs), *evaluate.input_structs(graph))
     graph.outputs = [len(values)]
     graph.values.append({"shape": list(result.shape), "dtype": "f32", "tainted": True, "node": 0})
     return graph
@@ -57,13 +62,13 @@ def test_out_of_range_starts_clamp_in_every_index_width(index_dtype: str) -> Non
     for config, options in CONFIGS.items():
         for start, clamped in zip(STARTS, EXPECTED[index_dtype], strict=True):
             s = np.int32(start)
-            (window,) = targets.run_module(evaluate.lower_text(slice_graph), [x, s], options).outputs
-            (written,) = targets.run_module(evaluate.lower_text(update_graph), [x, update, s], options).outputs
+            (window,) = compiler.run_module(evaluate.lower_text(slice_graph), [x, s], options).outputs
+            (written,) = compiler.run_module(evaluate.lower_text(update_graph), [x, update, s], options).outputs
             want = x.copy()
             want[clamped:clamped + 3] = update
             assert window.tolist() == x[clamped:clamped + 3].tolist(), (config, start)
             assert written.tolist() == want.tolist(), (config, start)
-        (rows,) = targets.run_module(evaluate.lower_text(gather_graph), [x, starts], options).outputs
+        (rows,) = compiler.run_module(evaluate.lower_text(gather_graph), [x, starts], options).outputs
         assert rows.tolist() == x[gathered_rows].tolist(), config
 
 
@@ -79,7 +84,7 @@ def test_scatter_add_drops_rows_outside_the_operand_and_adds_repeated_ones() -> 
     rows = np.array([[1], [1], [-1], [300]], np.int32)  # -1 is 255 and 300 is 44 in u8
     u = np.ones((4, 2), np.float32)
     for options in CONFIGS.values():
-        (out,) = targets.run_module(evaluate.lower_text(graph), [x, rows, u], options).outputs
+        (out,) = compiler.run_module(evaluate.lower_text(graph), [x, rows, u], options).outputs
         assert out.tolist() == [[0, 0], [2, 2], [0, 0], [0, 0]]
 
 
@@ -108,7 +113,7 @@ def test_high_ranks_have_size_one_dimensions_and_compile() -> None:
         big = [v["shape"] for v in graph.values if len(v["shape"]) >= 6]
         assert all(s.count(1) >= 1 for s in big)
         inputs = make_inputs({"seed": 4, "index": index}, graph.inputs)
-        outs = targets.run_module(evaluate.lower_text(graph), inputs, {}).outputs
+        outs = compiler.run_module(evaluate.lower_text(graph), inputs, {}).outputs
         assert [list(o.shape) for o in outs] == [graph.values[v]["shape"] for v in graph.outputs]
         if high == 4:
             break
@@ -125,7 +130,7 @@ def test_multi_output_opening_returns_a_value_it_also_fuses_into_consumers() -> 
             continue
         opened += 1
         inputs = make_inputs({"seed": 3, "index": index}, graph.inputs)
-        ex = targets.run_module(evaluate.lower_text(graph), inputs, {}, want_hlo=True)
+        ex = compiler.run_module(evaluate.lower_text(graph), inputs, {}, want_hlo=True)
         want = evaluate.eager(graph, inputs)
         for got, ref in zip(ex.outputs, want, strict=True):
             np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=0.05, atol=0.05)

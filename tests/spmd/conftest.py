@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from xla_sentinel.worker import Worker
+from xla_sentinel.worker.client import Worker
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from xla_sentinel.generator import Graph
-from xla_sentinel.protocol import GraphReference, Lower, Run
-from xla_sentinel.worker import Worker
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.worker.client import Worker
+from xla_sentinel.worker.protocol import GraphReference, Lower, Run
 
 TIMEOUT = 120.0
 

@@ -1,6 +1,6 @@
 """A partitioner bug that every configuration of a module shares (all of them compile the
 same partitioned module) is bisected: the bisector's float64 values and its legal
-configuration run the case unsharded (bisect/serve.py `every_value`, `legal`), so the
+configuration run the case unsharded (worker/bisect_handlers.py `every_value`, `legal`), so the
 reproduce stage sees the target's wrong result, the graph stage names the op and the
 bundle's repro.py shows the bug alone. Before, such findings stopped at `not_reproduced`
 (docs/spmd.md, "Bisecting").
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 from xla_sentinel.bisect import bisect_finding
-from xla_sentinel.program import Program
-from xla_sentinel.protocol import Lower
-from xla_sentinel.signature import signature_id
+from xla_sentinel.core.program import Program
+from xla_sentinel.triage.signature import signature_id
+from xla_sentinel.worker.protocol import Lower
 
 TIMEOUT = 120.0
 
@@ -114,7 +114,7 @@ def test_a_bug_every_configuration_shares_is_reproduced_and_localized(
 def test_one_device_strips_the_shardings_and_keeps_a_manual_region(probe) -> None:
     """module.one_device: a partitioned module without per-device parts runs on one device
     as it is, its shardings and layout ops gone; a shard_map region has no one-device form."""
-    from xla_sentinel.bisect.module import one_device
+    from xla_sentinel.xla.cuts import one_device
 
     constrained = shift_graph("s32", "shardy", {"1": {"kind": "constraint", "spec": [None]}})
     module = probe.call(Lower(constrained), TIMEOUT).module

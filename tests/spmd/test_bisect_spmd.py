@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from spmd_programs import inputs_for, lower_and_run, region_between_ops
 from xla_sentinel.bisect import bisect_finding
-from xla_sentinel.faults import fault_path
-from xla_sentinel.program import Program
-from xla_sentinel.signature import signature_id
+from xla_sentinel.core.program import Program
+from xla_sentinel.triage.signature import signature_id
+from xla_sentinel.xla.faults import fault_path
 
 # A sum over mesh axis x of one device's copy: allreduce_twice doubles it.
 PSUM = {"kind": "psum_broadcast", "axis": "x", "source": 1}

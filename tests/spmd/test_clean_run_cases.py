@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xla_sentinel import oracle
-from xla_sentinel.assess import Assessor, HarnessError, Slot
-from xla_sentinel.program import Program
-from xla_sentinel.protocol import Run
-from xla_sentinel.targets import Target
+from xla_sentinel.core.program import Program
+from xla_sentinel.judge import oracle
+from xla_sentinel.judge.assess import Assessor, HarnessError, Slot
+from xla_sentinel.judge.targets import Target
+from xla_sentinel.worker.protocol import Run
 
 TIMEOUT = 120.0
 

@@ -1,5 +1,5 @@
 """The bugs of the clean runs (issue 13's devices-4 run, SPMD and not; the seed-26 run) are
-known bugs (runners/known_bugs.yaml):
+known bugs (runners/xla_sentinel/triage/known_bugs.yaml):
 a campaign's finding of a program that shows one is marked with its entry, a finding of
 another program is not (docs/spmd.md, "The devices-4 clean run").
 
@@ -17,16 +17,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from xla_sentinel import known_bugs
-from xla_sentinel.assess import Assessor, Slot
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.faults import fault_path
-from xla_sentinel.model import Finding
-from xla_sentinel.program import Program
-from xla_sentinel.protocol import Lower
-from xla_sentinel.recording import Counters, Recorder
-from xla_sentinel.targets import resolve
-from xla_sentinel.worker import wait_ready
+from xla_sentinel.campaign.recording import Counters, Recorder
+from xla_sentinel.core.model import Finding
+from xla_sentinel.core.program import Program
+from xla_sentinel.judge.assess import Assessor, Slot
+from xla_sentinel.judge.targets import resolve
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.triage import known_bugs
+from xla_sentinel.worker.client import wait_ready
+from xla_sentinel.worker.protocol import Lower
+from xla_sentinel.xla.faults import fault_path
 
 TIMEOUT = 120.0
 SPEC = parse_spec({"targets": ["default"], "references": ["f64_eager", "eager"],

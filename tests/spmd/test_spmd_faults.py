@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from spmd_programs import inputs_for, lower_and_run, one_op_graph, with_region
-from xla_sentinel.check import check_program
-from xla_sentinel.faults import fault_path
-from xla_sentinel.program import Program
+from xla_sentinel.campaign.check import check_program
+from xla_sentinel.core.program import Program
+from xla_sentinel.xla.faults import fault_path
 
 # A sum over mesh axis x of a 2x2 mesh (groups {0,2},{1,3}) of a replicated value, one
 # device's copy chosen by axis_index; the result is returned sharded, so each device

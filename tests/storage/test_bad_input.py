@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from gcs_emulator import BUCKET, Emulator
-from xla_sentinel import cli
-from xla_sentinel.storage import FINDING_FORMAT, ObjectStore, StorageError
+from xla_sentinel.cli import main as cli
+from xla_sentinel.storage.objects import FINDING_FORMAT, ObjectStore, StorageError
 
 FINDING = {"format": FINDING_FORMAT, "id": "a1", "campaign": "c", "program": "s1-i0",
            "target": "default", "verdict": "mismatch", "signature": "sig-good", "dtype": "f32",

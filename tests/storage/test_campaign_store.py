@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import yaml
 from gcs_emulator import BUCKET, Emulator
-from xla_sentinel import cli
-from xla_sentinel.faults import fault_path
-from xla_sentinel.storage import ObjectStore
+from xla_sentinel.cli import main as cli
+from xla_sentinel.storage.objects import ObjectStore
+from xla_sentinel.xla.faults import fault_path
 
 CAMPAIGN = Path(__file__).parent / "campaign.yaml"
 URI = f"gs://{BUCKET}/campaigns/e2e"

@@ -1,7 +1,7 @@
 """A store file written before the signature's version fields still opens, and takes them.
 
-tests/storage/data/store-before-versions.sqlite was written by runners/store.py and
-runners/model.py of commit d69cbd5 (before `introduced_in`, `last_good`, `verification`,
+tests/storage/data/store-before-versions.sqlite was written by runners/xla_sentinel/storage/store.py and
+runners/xla_sentinel/core/model.py of commit d69cbd5 (before `introduced_in`, `last_good`, `verification`,
 `verification_jaxlib`): one program, one mismatch finding of signature 0123456789abcdef,
 campaign "old-campaign".
 """
@@ -13,9 +13,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from xla_sentinel import cli
-from xla_sentinel.model import VERSION_FIELDS
-from xla_sentinel.store import Store, read_signatures
+from xla_sentinel.cli import main as cli
+from xla_sentinel.core.model import VERSION_FIELDS
+from xla_sentinel.storage.store import Store, read_signatures
 
 OLD = Path(__file__).parent / "data" / "store-before-versions.sqlite"
 SIG = "0123456789abcdef"
@@ -84,7 +84,7 @@ def test_triage_lists_an_old_store_and_its_recorded_versions(
 
 
 def test_the_triage_page_rows_carry_the_recorded_versions(old_store: Path) -> None:
-    from xla_sentinel.report import signature_rows
+    from xla_sentinel.report.tables import signature_rows
 
     store = Store(old_store)
     store.record_versions(SIG, {"introduced_in": "<=0.5.3", "last_good": None})

@@ -9,11 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from xla_sentinel import targets, traces
-from xla_sentinel.campaign import MUTATION_KINDS, MutationSpec, SpecError, parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.mutate import mutate, retype_floats
-from xla_sentinel.record import recording
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.programs import traces
+from xla_sentinel.programs.mutate import mutate, retype_floats
+from xla_sentinel.programs.record import recording
+from xla_sentinel.spec.campaign import MUTATION_KINDS, MutationSpec, SpecError, parse_spec
+from xla_sentinel.xla import compiler
 
 
 def _layer(x: jax.Array, w: jax.Array) -> jax.Array:
@@ -38,7 +39,7 @@ LAYER_KINDS = [k for k in MUTATION_KINDS if k not in ("donation", "sharding")]
 
 
 def _run(module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    return targets.run_module(module, inputs, {}).outputs
+    return compiler.run_module(module, inputs, {}).outputs
 
 
 @pytest.mark.parametrize("kind", LAYER_KINDS)

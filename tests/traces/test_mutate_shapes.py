@@ -12,12 +12,13 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from xla_sentinel import targets, traces
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.mutate import mutate
-from xla_sentinel.program import ProgramError
-from xla_sentinel.record import recording
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.core.program import ProgramError
+from xla_sentinel.programs import traces
+from xla_sentinel.programs.mutate import mutate
+from xla_sentinel.programs.record import recording
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.xla import compiler
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "examples" / "workloads"
 
@@ -46,7 +47,7 @@ def _record(tmp_path: Path, fn, *args: np.ndarray, **jit: object) -> Path:  # no
 
 
 def _outputs(module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    return targets.run_module(module, inputs, {}).outputs
+    return compiler.run_module(module, inputs, {}).outputs
 
 
 def _batch_sizes(describe: str) -> tuple[int, int]:
@@ -111,7 +112,7 @@ def test_batch_gives_no_mutant_where_the_module_does_not_allow_it(workload_trace
 
 
 def _aliased(module: str) -> bool:
-    return "input_output_alias" in targets.compile_module(module, {}).hlo_modules()[0].to_string()
+    return "input_output_alias" in compiler.compile_module(module, {}).hlo_modules()[0].to_string()
 
 
 def test_donation_added_where_a_result_matches_and_values_unchanged(workload_traces: dict[str, Path]) -> None:
@@ -159,7 +160,7 @@ def test_sharding_partitions_an_unsharded_module_along_dividing_dimensions(workl
     for seed in range(4):
         mutant = mutate(base.module, base.inputs, base.input_dtypes, "sharding", seed)
         assert mutant is not None
-        n = targets.partitions(mutant.module)
+        n = compiler.partitions(mutant.module)
         assert n in (2, 4) and all(a is b for a, b in zip(mutant.inputs, base.inputs, strict=True))
         split = re.findall(r"%arg(\d+): tensor<[^>]*> \{mhlo.sharding = \"\{devices=\[([\d,]+)\]<=\[(\d+)\]\}\"\}",
                            mutant.module)
@@ -167,7 +168,7 @@ def test_sharding_partitions_an_unsharded_module_along_dividing_dimensions(workl
         for i, tiles, _ in split:  # one dimension split n ways, and n divides it
             [(dim, ways)] = [(k, int(t)) for k, t in enumerate(tiles.split(",")) if t != "1"]
             assert ways == n and base.inputs[int(i)].shape[dim] % n == 0
-        traces._verify(mutant.module)
+        compiler.verify_module(mutant.module)
         # Already partitioned: no second sharding mutant.
         assert mutate(mutant.module, mutant.inputs, mutant.input_dtypes, "sharding", seed) is None
 

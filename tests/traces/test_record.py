@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from xla_sentinel import traces
-from xla_sentinel.program import ProgramError, load_arrays
-from xla_sentinel.record import recorded, recording
+from xla_sentinel.core.program import ProgramError, load_arrays
+from xla_sentinel.programs import traces
+from xla_sentinel.programs.record import recorded, recording
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [str(ROOT / ".venv/bin/xla-sentinel")]

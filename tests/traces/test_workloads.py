@@ -8,9 +8,10 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from xla_sentinel import targets, traces
-from xla_sentinel.program import load_arrays, result_dtypes
-from xla_sentinel.record import recording
+from xla_sentinel.core.program import load_arrays, result_dtypes
+from xla_sentinel.programs import traces
+from xla_sentinel.programs.record import recording
+from xla_sentinel.xla import compiler
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "examples" / "workloads"
 
@@ -34,7 +35,7 @@ def test_recorded_workload_replays_bitwise_on_default_target(tmp_path: Path, nam
     assert rec.errors == []
     [trace] = rec.traces  # parameters come from numpy: the step is the only compile
     program = traces.load(trace)
-    replayed = targets.run_module(program.module, program.inputs, options={}).outputs
+    replayed = compiler.run_module(program.module, program.inputs, options={}).outputs
     recorded = load_arrays(trace / "outputs.npz", result_dtypes(program.module))
     assert len(replayed) == len(recorded)
     for got, want in zip(replayed, recorded, strict=True):

@@ -16,12 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from xla_sentinel import versions
+from xla_sentinel.core import versions
+from xla_sentinel.xla import faults
 
 # The release before the current 0.10.2: its XLA:CPU keeps the NaN of a 4,096-element max
 # reduction, 0.10.2's drops it (bench/repros/reduce_max_drops_nan.py), a real regression.
 OLD = "0.10.1"
-FAULTS = Path(versions.__file__).parent / "faults"
+FAULTS = Path(faults.__file__).parent
 
 
 def cached_envs() -> Path:
@@ -50,7 +51,7 @@ def with_old_env(old_env: versions.Environment, monkeypatch: pytest.MonkeyPatch)
 
 def fake_release(root: Path, version: str, fault: str | None = None, broken: bool = False) -> Path:
     """A simulated release `version` under `root`: its interpreter is this one (the current
-    jaxlib); with `fault` (a file of runners/faults/) that injected pass is registered when
+    jaxlib); with `fault` (a file of runners/xla_sentinel/xla/faults/) that injected pass is registered when
     the interpreter starts (a sitecustomize on its PYTHONPATH), which is the simulated
     version difference; `broken`: an interpreter that exits at once."""
     env = root / f"jaxlib-{version}"
@@ -66,7 +67,7 @@ def fake_release(root: Path, version: str, fault: str | None = None, broken: boo
             "import os\n"
             "os.environ['XLA_FLAGS'] = (os.environ.get('XLA_FLAGS', '') +"
             " ' --xla_force_host_platform_device_count=8').strip()\n"
-            "from xla_sentinel import plugins\n"
+            "from xla_sentinel.xla import plugins\n"
             f"plugins.register([{str(FAULTS / fault) + ':transform'!r}])\n")
         lines.append(f'PYTHONPATH="{site}" exec {sys.executable} "$@"')
     else:

@@ -19,10 +19,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from xla_sentinel import versions
-from xla_sentinel.program import Program
-from xla_sentinel.protocol import RequestFailed, Run, ToPortable, WhichVersions
-from xla_sentinel.worker import Worker, WorkerDied, WorkerHung
+from xla_sentinel.core import versions
+from xla_sentinel.core.program import Program
+from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
+from xla_sentinel.worker.protocol import RequestFailed, Run, ToPortable, WhichVersions
 
 
 def main(argv: list[str]) -> int:

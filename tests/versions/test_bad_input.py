@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from xla_sentinel import versions
-from xla_sentinel.campaign import SpecError, TargetSpec, parse_spec
-from xla_sentinel.protocol import RequestFailed, Run, ToPortable, WhichVersions
-from xla_sentinel.targets import resolve
-from xla_sentinel.worker import NoInterpreter, Worker
+from xla_sentinel.core import versions
+from xla_sentinel.judge.targets import resolve
+from xla_sentinel.spec.campaign import SpecError, TargetSpec, parse_spec
+from xla_sentinel.worker.client import NoInterpreter, Worker
+from xla_sentinel.worker.protocol import RequestFailed, Run, ToPortable, WhichVersions
 
 from .conftest import fake_release
 
@@ -74,8 +74,8 @@ def test_an_option_the_targets_own_release_does_not_know_is_one_error_at_campaig
     Before, its target ran anyway and every program was a compile_error there; now `run`
     names the target, the release and the option before any program, and writes nothing.
     The current release takes the same option, and 0.10.1 takes one it knows."""
-    from xla_sentinel import cli
-    from xla_sentinel.targets import release_option_errors
+    from xla_sentinel.cli import main as cli
+    from xla_sentinel.judge.targets import release_option_errors
 
     spec = {"generator": {"minOps": 2, "maxOps": 4}, "budget": {"programs": 1}, "workers": 1,
             "targets": [{"name": "ftz", "options": {"xla_cpu_ftz": False}},

@@ -13,12 +13,12 @@ import jax
 import numpy as np
 import pytest
 from jax import lax
-from xla_sentinel import versions
 from xla_sentinel.bisect.versions import bisect_versions
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.program import save_arrays
-from xla_sentinel.store import Store
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.core import versions
+from xla_sentinel.core.program import save_arrays
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.storage.store import Store
 
 from .conftest import OLD
 

@@ -2,7 +2,7 @@
 
 What is simulated: the "releases" 0.90.0 .. 0.96.0 are fake environments whose interpreter
 is this one (the current jaxlib); from 0.94.0 on, each registers the odd_tail_multiply
-fault (runners/faults/) when its interpreter starts, and 0.93.0's interpreter exits at once
+fault (runners/xla_sentinel/xla/faults/) when its interpreter starts, and 0.93.0's interpreter exits at once
 (an environment that cannot tell). What is real: the campaign, the workers under those
 interpreters, the modules crossing as VHLO portable artifacts, every compile and the search.
 """
@@ -16,12 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from xla_sentinel import cli, versions
 from xla_sentinel.bisect.versions import bisect_versions
-from xla_sentinel.campaign import parse_spec
-from xla_sentinel.engine import run_campaign
-from xla_sentinel.program import save_arrays
-from xla_sentinel.store import Store
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.cli import main as cli
+from xla_sentinel.core import versions
+from xla_sentinel.core.program import save_arrays
+from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.storage.store import Store
 
 from .conftest import fake_release
 
@@ -141,7 +142,7 @@ def test_a_repro_bundle_is_bisected_as_its_repro_py_judges_it(
     inputs and float64 expectations), bisected over the simulated releases; the result goes
     to its versions.json."""
     from xla_sentinel.bisect import repro_template
-    from xla_sentinel.program import load_arrays
+    from xla_sentinel.core.program import load_arrays
 
     bundle = tmp_path / "bundle"
     bundle.mkdir()

@@ -4,7 +4,7 @@ where it is fixed. Pure."""
 
 from __future__ import annotations
 
-from xla_sentinel.oracle import VersionPeer, version_regression
+from xla_sentinel.judge.oracle import VersionPeer, version_regression
 
 EV = {"error": 0.5, "threshold": 1e-5}
 

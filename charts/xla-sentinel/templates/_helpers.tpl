@@ -129,7 +129,7 @@ calls of operator/xla_sentinel_operator/handlers.py and kopf's own bookkeeping, 
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
-# Worker reports (runners/k8s_report.py): indexed, and removed with their campaign.
+# Worker reports (runners/xla_sentinel/cluster/report.py): indexed, and removed with their campaign.
 - apiGroups: [xlasentinel.dev]
   resources: [workerreports]
   verbs: [get, list, watch, delete]

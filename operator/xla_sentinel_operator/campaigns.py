@@ -1,0 +1,116 @@
+"""FuzzCampaign workflows: converge a campaign's worker Jobs on desired.plan_workers, roll
+its children up into its status (rollup.py), retry failed workers, clean up on delete.
+
+The decisions are the pure functions' (desired, rollup); this module reads and writes the
+API and posts the Events they call for.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+from xla_sentinel.cluster.report import REPORT_PLURAL, WorkerReport
+from xla_sentinel.spec.campaign import API_VERSION
+
+from . import desired, rollup
+from .kube import path
+from .runtime import Runtime, campaign_ref, log, now_text
+
+
+async def reconcile(rt: Runtime, body: kopf.Body | dict[str, Any]) -> None:
+    """A campaign created, resumed or with a new spec: converge its worker Jobs."""
+    c = rt.campaign(body)
+    jobs = await rt.api.list(path("batch/v1", "jobs", c.namespace),
+                             {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "worker"})
+    completed = (body.get("status") or {}).get("phase") == "Completed"
+    await converge_workers(rt, c, jobs, completed)
+
+
+async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str, Any]],
+                           completed: bool) -> None:
+    """Apply desired.plan_workers: create, delete, (un)suspend worker Jobs."""
+    want = desired.worker_jobs(c, default_image=rt.config.jobs.runner_image,
+                               service_account=rt.config.jobs.service_account)
+    plan = desired.plan_workers(c, want, jobs, completed)
+    jobs_path = path("batch/v1", "jobs", c.namespace)
+    if plan.create:  # multi-host slices: their hosts' DNS names, before their pods
+        for service in desired.worker_services(c):
+            await rt.api.create(path("v1", "services", c.namespace), service)
+    for job in plan.create:
+        _, created = await rt.api.create(jobs_path, job)
+        if created:
+            log.info("workers.created", campaign=c.name, namespace=c.namespace,
+                     job=job["metadata"]["name"], workers=c.spec.workers)
+    for name, suspend in plan.suspend.items():
+        await rt.api.patch(f"{jobs_path}/{name}", {"spec": {"suspend": suspend}})
+        log.info("workers.suspend", campaign=c.name, namespace=c.namespace, job=name,
+                 suspend=suspend)
+    for name in plan.delete:
+        await rt.api.delete(f"{jobs_path}/{name}")
+        log.info("workers.retired", campaign=c.name, namespace=c.namespace, job=name)
+
+
+async def roll_up(rt: Runtime, body: kopf.Body | dict[str, Any], jobs: list[dict[str, Any]],
+                  reports: list[WorkerReport]) -> dict[str, Any]:
+    """One roll-up of a campaign from its worker Jobs and reports (kopf's indexes): retry
+    failed workers, converge the Jobs, announce a storage outage, set the gauges. Returns
+    the status fields that changed (None: remove the field)."""
+    meta = body["metadata"]
+    generation = int(meta.get("generation") or 1)
+    previous = dict(body.get("status") or {})
+    try:
+        c = rt.campaign(body)
+    except kopf.PermanentError as e:  # only reachable where the CRD's schema is bypassed
+        return {"phase": "Stalled", "conditions": rollup.conditions(
+            rollup.Health("Stalled", "InvalidSpec", str(e)), generation,
+            list(previous.get("conditions") or []), now_text())}
+    rev = desired.revision(c.spec)
+    now = datetime.now(UTC)
+    new = rollup.status(c.spec, generation, jobs, reports, rev, previous, now)
+    _, due = rollup.retries(previous.get("retries") or {}, jobs, rev, now)
+    for retry in due:
+        if retry.now and new["phase"] != "Completed":
+            # The next roll-up recreates it (converge_workers: a missing Job).
+            await rt.api.delete(path("batch/v1", "jobs", c.namespace, retry.job))
+            log.warning("workers.retry", campaign=c.name, namespace=c.namespace,
+                        job=retry.job, attempt=retry.attempts)
+    await converge_workers(rt, c, jobs, new["phase"] == "Completed")
+    announce_storage(c, list(previous.get("conditions") or []), new)
+    rt.metrics.programs.labels(c.namespace, c.name).set(new["programs"])
+    rt.metrics.findings.labels(c.namespace, c.name).set(new["findingsTotal"])
+    changed = {k: v for k, v in new.items() if previous.get(k) != v}
+    if "completionTime" in previous and "completionTime" not in new:
+        changed["completionTime"] = None  # running again after a budget raise
+    rt.liveness.last_rollup = time.monotonic()
+    return changed
+
+
+def announce_storage(c: desired.Campaign, previous: list[dict[str, Any]],
+                     new: dict[str, Any]) -> None:
+    """A Warning Event on the campaign when its workers' artifact store stops answering
+    (status.storageErrors, condition StorageAvailable False); once per outage."""
+    message = rollup.storage_outage(previous, new["conditions"])
+    if message is None:
+        return
+    kopf.event(campaign_ref(c), type="Warning", reason="StorageUnavailable", message=message)
+    log.error("storage.unavailable", campaign=c.name, namespace=c.namespace,
+              workers=[e["worker"] for e in new["storageErrors"]])
+
+
+async def delete_children(rt: Runtime, name: str, namespace: str) -> None:
+    """A deleted campaign: remove its Jobs and reports and its gauges; BugSignatures
+    outlive it."""
+    selector = desired.campaign_selector(name)
+    for obj in await rt.api.list(path("batch/v1", "jobs", namespace), selector):
+        await rt.api.delete(path("batch/v1", "jobs", namespace, obj["metadata"]["name"]))
+    for obj in await rt.api.list(path(API_VERSION, REPORT_PLURAL, namespace), selector):
+        await rt.api.delete(path(API_VERSION, REPORT_PLURAL, namespace, obj["metadata"]["name"]))
+    for gauge in (rt.metrics.programs, rt.metrics.findings):
+        try:
+            gauge.remove(namespace, name)
+        except KeyError:
+            pass  # never rolled up
+    log.info("campaign.deleted", campaign=name, namespace=namespace)

@@ -1,0 +1,62 @@
+"""The operator's settings, grouped by what they govern; main.py fills them from its flags
+(`xla-sentinel operator --help`), tests construct them directly.
+
+Defaults here are the flags' defaults, so a Config() is what a bare `xla-sentinel operator`
+runs with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class JobsConfig:
+    """What the worker, bisector and verification Jobs the operator creates run as."""
+
+    runner_image: str = "ghcr.io/xla-sentinel/runner:0.1.0"  # where a campaign names none
+    service_account: str = "xla-sentinel-worker"
+
+
+@dataclass(frozen=True)
+class AlertingConfig:
+    """Delivery of BugSignature alerts to the webhook a campaign names."""
+
+    retry_interval: float = 30.0  # seconds between retries of an alert still owed
+    attempts: int = 5  # HTTP attempts of one delivery
+    backoff: float = 0.5  # seconds before the second attempt, doubling after
+    rate: float = 0.2  # alerts per second per receiver, after a burst of `burst`
+    burst: int = 5
+    external_url: str = ""  # link put in alerts (e.g. a dashboard)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """The HTTP endpoint of /metrics, /healthz and the triage page."""
+
+    host: str = "0.0.0.0"
+    port: int | None = 8080  # None: no HTTP endpoint; 0: any free port
+
+
+@dataclass(frozen=True)
+class PeeringConfig:
+    """kopf peering: which of several replicas acts."""
+
+    name: str = "xla-sentinel"
+    priority: int | None = None  # None: random, so replicas never tie
+    standalone: bool = False  # no peering (a single replica)
+
+
+@dataclass
+class Config:
+    """Everything one operator runs with. Groups by flag: --runner-image, --service-account
+    (jobs); --alert-*, --external-url (alerting); --metrics-* (metrics); --peering,
+    --priority, --standalone (peering)."""
+
+    namespaces: list[str] = field(default_factory=list)  # empty: the whole cluster
+    kubeconfig: str | None = None  # this file's current context instead of in-cluster
+    rollup_interval: float = 10.0  # seconds between status roll-ups of a campaign
+    jobs: JobsConfig = field(default_factory=JobsConfig)
+    alerting: AlertingConfig = field(default_factory=AlertingConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    peering: PeeringConfig = field(default_factory=PeeringConfig)

@@ -1,0 +1,235 @@
+"""What follows a BugSignature's discovery and its fix: bisector Jobs localize a new bug,
+verification Jobs rerun a fixed bug's repro on a new image; their results (WorkerReports
+with `spec.result`) come back here and are written into the signatures.
+
+The Jobs are desired.py's and the status fields signatures.py's; this module starts the
+Jobs and writes each result into its signatures, under their locks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from xla_sentinel.cluster.report import SignatureEntry
+from xla_sentinel.spec.campaign import API_VERSION
+
+from . import desired, signatures
+from .kube import ApiError, path
+from .notify import CampaignIndex, maybe_alert, routing_campaign
+from .runtime import CONFLICT_ATTEMPTS, Runtime, log, now_text, object_ref
+
+
+def result_key(obj: kopf.Body | dict[str, Any]) -> str:
+    """What a result object says, as a key of what was ingested (a result is written once)."""
+    return str((obj.get("spec") or {}).get("result") or "")
+
+
+async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: SignatureEntry,
+                          status: dict[str, Any]) -> list[str] | None:
+    """Bisector Jobs for the first `bisect.perSignature` findings of a signature; the Job
+    names of the signature's status.bisectJobs, or None when none was added."""
+    started = list(status.get("bisectJobs") or [])
+    want = c.spec.bisect.perSignature if c.spec.bisect.enabled else 0
+    added = False
+    for sample in entry.samples:
+        if len(started) >= want:
+            break
+        job = desired.bisector_job(c, sample, worker, default_image=rt.config.jobs.runner_image,
+                                   service_account=rt.config.jobs.service_account)
+        if job["metadata"]["name"] in started:
+            continue
+        await rt.api.create(path("batch/v1", "jobs", c.namespace), job)
+        started.append(job["metadata"]["name"])
+        added = True
+        log.info("bisector.created", campaign=c.name, namespace=c.namespace,
+                 signature=sample.get("signature"), job=job["metadata"]["name"])
+    return started if added else None
+
+
+async def start_verification(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> None:
+    """Run the signature's repro bundle on the campaign's runner image (a Job) once per
+    image and fixing version; the result comes back as a `verification` result."""
+    spec = sig.get("spec") or {}
+    if not spec.get("repro"):
+        log.info("verify.no_repro", signature=spec.get("signature"), namespace=c.namespace)
+        return
+    job = desired.verify_job(c, str(spec["signature"]), str(spec["repro"]),
+                             str(spec.get("fixedIn") or ""),
+                             default_image=rt.config.jobs.runner_image,
+                             service_account=rt.config.jobs.service_account)
+    _, created = await rt.api.create(path("batch/v1", "jobs", c.namespace), job)
+    if created:
+        log.info("verify.created", campaign=c.name, namespace=c.namespace,
+                 signature=spec.get("signature"), job=job["metadata"]["name"])
+
+
+async def verify_on_new_image(rt: Runtime, c: desired.Campaign) -> None:
+    """A campaign's new runner image may carry fixes: verify its fixed signatures on it."""
+    items = await rt.api.list(path(API_VERSION, "bugsignatures", c.namespace), {})
+    for sig in signatures.to_verify(items, c.name):
+        await start_verification(rt, c, sig)
+
+
+async def mark_fixed(rt: Runtime, namespace: str, name: str, status: dict[str, Any],
+                     campaigns: CampaignIndex) -> None:
+    """A person set a signature's state to fixed: record fixedAt, resolve the alert that
+    fired and verify the fix, routed by a campaign of the signature that still exists."""
+    signature = name.removeprefix("sig-")
+    async with rt.lock(namespace, signature):
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
+        if sig is None or (sig.get("spec") or {}).get("state") != "fixed":
+            return
+        count = int((sig.get("status") or {}).get("count") or 0)
+        fixed_in = (sig.get("spec") or {}).get("fixedIn")
+        if fixed_in and signatures.version_key(fixed_in) is None:
+            # Every later hit then counts as a regression (signatures.at_or_after).
+            kopf.event(object_ref(sig, "BugSignature"), type="Warning", reason="InvalidFixedIn",
+                       message=f"spec.fixedIn {fixed_in!r} is not a version (e.g. 0.10.3): "
+                               "every new hit will count as a regression")
+        # Guarded: a regression recorded in between would otherwise be undone (a 409
+        # makes kopf retry this handler with a fresh read).
+        sig = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
+                                 signatures.guarded(sig, {"status": {"fixedAt": now_text()}}))
+        c = routing_campaign(rt, namespace, list(status.get("campaigns") or []), campaigns)
+        if c is not None:
+            await maybe_alert(rt, c, sig)  # resolves the alert that fired
+            await start_verification(rt, c, sig)
+    log.info("signature.fixed", signature=signature, namespace=namespace, count=count)
+
+
+async def ingest_result(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
+    """A bisector's or verification's result (cluster.report.result_from_object)."""
+    if result.get("type") == "bisection":
+        await ingest_bisection(rt, c, result)
+    elif result.get("type") == "verification":
+        await ingest_verification(rt, c, result)
+
+
+async def ingest_bisection(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
+    """A bisector Job's result: the candidate signature records it; a localized culprit
+    fills in the candidate's spec or, when it refines to another signature, creates that
+    one (or reopens it when it was fixed) rather than a second copy of a known bug."""
+    ns, candidate = c.namespace, str(result.get("candidate") or "")
+    name = signatures.signature_name(candidate)
+    job = str(result.get("job") or "")
+    refined = str(result.get("signature") or candidate)
+    localized = result.get("status") == "localized"
+    async with rt.lock(ns, candidate):
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+            if sig is None:
+                log.warning("bisection.orphan", signature=candidate, namespace=ns)
+                return
+            fields: dict[str, Any] = {"bisection": signatures.bisection_status(result, job)}
+            if localized and refined != candidate:
+                fields["refinedTo"] = refined
+            try:
+                await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
+                                   signatures.guarded(sig, {"status": fields}))
+                break
+            except ApiError as e:  # written in between: read again
+                if e.status != 409 or attempt == CONFLICT_ATTEMPTS:
+                    raise
+        if localized and refined == candidate:
+            await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name),
+                               {"spec": signatures.culprit_spec(result)})
+    log.info("bisection.ingested", signature=candidate, namespace=ns, status=result.get("status"),
+             refined=refined)
+    if not localized or refined == candidate:
+        return
+    await refine_into(rt, c, sig, result)
+
+
+async def refine_into(rt: Runtime, c: desired.Campaign, candidate: dict[str, Any],
+                      result: dict[str, Any]) -> None:
+    """Count a bisected finding on the signature it refines to: create that signature, or
+    reopen it when it was fixed; alert as for a new or regressed signature."""
+    ns, refined = c.namespace, str(result["signature"])
+    name = signatures.signature_name(refined)
+    sig_path = path(API_VERSION, "bugsignatures", ns)
+    versions = dict(result.get("versions") or {})
+    async with rt.lock(ns, refined):
+        created = reopened = False
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            sig = await rt.api.get(f"{sig_path}/{name}")
+            if sig is None:
+                sig, created = await rt.api.create(sig_path, signatures.refined_signature(candidate, result))
+            try:
+                sig, reopened = await _count_refined(rt, c, sig, result, created, versions)
+                break
+            except ApiError as e:  # written in between (kopf's annotations, people): redo
+                if e.status != 409 or attempt == CONFLICT_ATTEMPTS:
+                    raise
+        spec = dict(sig.get("spec") or {})
+        if created or reopened:
+            reason = "BugSignatureRegressed" if reopened else "NewBugSignature"
+            kopf.event(object_ref(sig, "BugSignature"), type="Warning", reason=reason,
+                       message=f"{'reopened' if reopened else 'new'} bug signature {refined}: "
+                               f"{spec.get('verdict')} in {result.get('culprit_op')}, cured by "
+                               f"{result.get('culprit_pass')} (refined from {result.get('candidate')})")
+            rt.metrics.signatures.labels(ns, str(spec.get("verdict")),
+                                         "regressed" if reopened else "new").inc()
+        await maybe_alert(rt, c, sig)
+
+
+async def _count_refined(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
+                         result: dict[str, Any], created: bool,
+                         versions: dict[str, str]) -> tuple[dict[str, Any], bool]:
+    """Count the bisected finding on the refined signature read as `sig` (once per finding);
+    reopen it when it was fixed and the finding's version is the fixing one or later."""
+    meta = sig["metadata"]
+    sig_path = path(API_VERSION, "bugsignatures", meta["namespace"], meta["name"])
+    spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
+    hits = dict(status.get("hits") or {})
+    key = f"bisect/{result.get('finding')}"
+    if key in hits:
+        return sig, False
+    reopened = not created and signatures.regressed(spec, status, versions)
+    hits[key] = 1
+    update: dict[str, Any] = {
+        "hits": hits, "count": sum(hits.values()),
+        "campaigns": sorted(set(status.get("campaigns") or []) | {c.name}),
+        "refinedFrom": sorted(set(status.get("refinedFrom") or []) | {str(result.get("candidate"))}),
+        "bisection": signatures.bisection_status(result, str(result.get("job") or ""))}
+    seen = signatures.seen_on(status.get("seenOn"), versions, str(result.get("time") or now_text()))
+    if seen is not None:
+        update["seenOn"] = seen
+    if reopened:
+        update["regressions"] = int(status.get("regressions") or 0) + 1
+        update["fixedAt"] = None
+        if spec.get("state") != "regressed":
+            sig = await rt.api.patch(sig_path, signatures.guarded(sig, {"spec": {"state": "regressed"}}))
+    sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}))
+    return sig, reopened
+
+
+async def ingest_verification(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
+    """A fix verification Job's result: verified or still failing, with its evidence."""
+    ns, signature = c.namespace, str(result.get("signature") or "")
+    outcome = str(result.get("result") or "error")
+    record = {k: result[k] for k in ("result", "image", "fixedIn", "jaxlib", "exitCode", "evidence",
+                                     "time", "job")
+              if result.get(k) not in (None, "")}
+    record["versions"] = {k: str(v) for k, v in (result.get("versions") or {}).items()}
+    name = signatures.signature_name(signature)
+    async with rt.lock(ns, signature):
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+        if sig is None or (sig.get("status") or {}).get("verification") == record:
+            return  # gone, or ingested before (a restarted operator reads results again)
+        sig = await _patch_status(rt, ns, name, {"verification": record})
+    if sig is None:
+        return
+    kind, reason = (("Normal", "FixVerified") if outcome == "verified"
+                    else ("Warning", "FixNotVerified"))
+    kopf.event(object_ref(sig, "BugSignature"), type=kind, reason=reason,
+               message=f"repro of {signature} on {result.get('image')}: {outcome}")
+    log.info("verify.ingested", signature=signature, namespace=ns, result=outcome)
+
+
+async def _patch_status(rt: Runtime, ns: str, name: str, fields: dict[str, Any]) -> dict[str, Any] | None:
+    sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+    if sig is None:
+        return None
+    return await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
+                              signatures.guarded(sig, {"status": fields}))

@@ -1,0 +1,170 @@
+"""What the stages share: the finding, the module's op graph, float64 values of every
+value in it, and the cases the stages have narrowed it to. Stages read what earlier
+stages left here and add their own; each records its evidence under its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xla_sentinel.bisect.lab import Case, Check, Lab, own_dtype
+from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.core.model import COMPILER_FAILURES
+from xla_sentinel.core.program import Program
+from xla_sentinel.judge import oracle
+from xla_sentinel.ops import exact
+
+# Ops that select pass their operands through one to one, whatever their number.
+_SELECTS = frozenset({"selects"})
+
+
+@dataclass
+class Context:
+    finding_dir: Path
+    record: dict[str, Any]
+    program: Program
+    lab: Lab
+    info: dict[str, Any]  # module.module_info of the finding's module, ops annotated by rules.py
+    values: dict[str, np.ndarray]  # float64 reference of every value of @main, by name
+    evidence: dict[str, Any] = field(default_factory=dict)  # stage name -> its evidence
+    stopped: str | None = None  # why the pipeline ended early (nondeterministic, ...)
+    full: Case | None = None  # the whole module as a case (ops tagged with their index)
+    culprit: int | None = None  # index in @main of the op that first diverges
+    reduced: Case | None = None  # the smallest case that still fails
+    fusion_kind: str | None = None
+    culprit_pass: str | None = None
+    repro: str | None = None  # bundle folder, relative to finding_dir
+    _types: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _defined_at: dict[str, int] = field(default_factory=dict)  # value -> op index (-1: argument)
+
+    @property
+    def compiler_failure(self) -> bool:
+        """The finding is a crash or compile error: "still fails" means the same verdict,
+        not wrong numbers."""
+        return self.record.get("verdict") in COMPILER_FAILURES
+
+    def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
+              want_hlo: bool = False) -> Check:
+        """Does the finding's failure still show on `case` (under `options`)?"""
+        if self.compiler_failure:
+            return self.lab.check_compile(case, self.record["verdict"], options, repeat=repeat,
+                                          want_hlo=want_hlo)
+        return self.lab.check(case, options, repeat=repeat, want_hlo=want_hlo)
+
+    def __post_init__(self) -> None:
+        for a in self.info["args"]:
+            self._types[a["vid"]] = a
+            self._defined_at[a["vid"]] = -1
+        for i, op in enumerate(self.ops):
+            for r in op["results"]:
+                self._types[r["vid"]] = r
+                self._defined_at[r["vid"]] = i
+
+    @property
+    def ops(self) -> list[dict[str, Any]]:
+        return self.info["ops"]
+
+    def dtype(self, vid: str) -> str | None:
+        return self._types[vid]["dtype"]
+
+    def shape(self, vid: str) -> list[int] | None:
+        return self._types[vid]["shape"]
+
+    def defined_at(self, vid: str) -> int:
+        return self._defined_at[vid]
+
+    def subgraph(self, keep: list[int], outputs: list[str] | None = None) -> tuple[list[str], list[str]]:
+        """(parameters, outputs) of the cut that keeps ops `keep`: parameters are the values
+        the kept ops read from outside (an op's "operands" include what its regions
+        capture, module.Parsed.info), outputs (unless given) the kept values nothing kept
+        reads."""
+        kept = set(keep)
+        params: list[str] = []
+        read: set[str] = set()
+        for i in keep:
+            for v in self.ops[i]["operands"]:
+                read.add(v)
+                if self._defined_at[v] not in kept and v not in params:
+                    params.append(v)
+        if outputs is None:
+            outputs = [r["vid"] for i in keep for r in self.ops[i]["results"]
+                       if r["vid"] not in read and r["dtype"] is not None]
+        return params, outputs
+
+    def tainted(self, vid: str, keep: set[int]) -> bool:
+        """Whether a value depends on a float inside the kept ops (the oracle compares such
+        integers only where every legal configuration agrees)."""
+        stack, seen = [vid], set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if self.dtype(v) in FLOATS:
+                return True
+            i = self._defined_at[v]
+            if i in keep:
+                stack.extend(self.ops[i]["operands"])
+        return False
+
+    @property
+    def bitwise_finding(self) -> bool:
+        """The finding broke an output that IEEE 754 fixes bitwise (exact.py)."""
+        return self.record.get("evidence", {}).get("reason") == "bitwise"
+
+    def bitwise(self, keep: list[int]) -> dict[str, bool]:
+        """Per value computed by the kept ops: is it fixed bitwise by the cut's parameters?"""
+        states: dict[str, exact.State] = {}
+        for i in sorted(keep):
+            op = self.ops[i]
+            tags = frozenset(op["tags"])  # rules.annotate_ops, in the worker
+            args = [states.get(v, exact.State()) for v in op["operands"]]
+            arg_dtypes = [str(self.dtype(v)) for v in op["operands"]]
+            # Of the ops with several results only those that select (a barrier) pass
+            # their operands through one to one.
+            several = len(op["results"]) > 1 and tags != _SELECTS
+            for r in op["results"]:
+                states[r["vid"]] = exact.NOT_BITWISE if several else exact.node_state(
+                    tags, str(r["dtype"]), arg_dtypes, args, convert=op["name"] == "stablehlo.convert")
+        return {v: s.ok for v, s in states.items()}
+
+    def case(self, keep: list[int], outputs: list[str] | None = None) -> Case | None:
+        """The cut as a checkable case (inputs and expectations from the float64 values);
+        None when it returns nothing."""
+        params, outs = self.subgraph(keep, outputs)
+        outs = [o for o in outs if o not in params]
+        if not outs or any(v not in self.values for v in [*params, *outs]):
+            return None  # nothing returned, or a per-device value of an SPMD module (spmd.py)
+        module = self.lab.cut(self.program.module, keep, params, outs)
+        kept = set(keep)
+        inputs = [own_dtype(self.values[p], self.dtype(p)) for p in params]
+        # Judged bitwise only where the finding was, and as the campaign does: not on
+        # subnormal inputs.
+        bitwise = self.bitwise(keep) if self.bitwise_finding and not oracle.has_subnormals(inputs) \
+            else {}
+        return Case(module=module,
+                    inputs=inputs,
+                    expected=[self.values[o] for o in outs],
+                    infos=[oracle.OutputInfo(self.dtype(o), self.tainted(o, kept), bitwise.get(o, False))
+                           for o in outs],
+                    discrete=any(self.ops[i]["discrete"] for i in keep),
+                    ops=sorted(keep))
+
+    def canonical_op(self, i: int) -> str:
+        """The op in a form that does not depend on the program: name, comparison
+        direction, operand and result element types (`compare GE (f32->bool)`)."""
+        op = self.ops[i]
+        name = op["name"].removeprefix("stablehlo.")
+        direction = ""
+        if op["name"] == "stablehlo.compare":
+            direction = " " + op["text"].split("stablehlo.compare", 1)[1].split()[0].rstrip(",")
+        # Each element type once, in order: variadic ops (concatenate of 2 or 3 arrays)
+        # are the same op to a compiler engineer.
+        own = op["operands"][:len(op["operands"]) - len(op.get("captures", []))]  # not captures
+        ins = ",".join(dict.fromkeys(str(self.dtype(v)) for v in own))
+        outs = ",".join(dict.fromkeys(str(r["dtype"]) for r in op["results"]))
+        return f"{name}{direction} ({ins}->{outs})"

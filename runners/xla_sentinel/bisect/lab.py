@@ -1,0 +1,168 @@
+"""The bisector's bench: a worker with the failing target's plugins, a reference worker
+without them, and the one question every stage asks: does this case still fail?
+
+"Fails" is the oracle's rule (oracle.judge): the target's error against the float64
+reference is far beyond the error of a legal configuration at the same precision (the
+float64 jit settings, no plugins, an SPMD case unsharded: serve.legal) on the same case.
+A failing result is compiled and run a second time when asked; a different answer means
+the failure is nondeterministic.
+Coordinator side: no jax here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xla_sentinel.core.elements import NUMPY
+from xla_sentinel.judge import oracle, targets
+from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
+from xla_sentinel.worker.protocol import Cut, Legal, Ping, R, Ran, Request, RequestFailed, Run
+
+
+class LabError(RuntimeError):
+    """A request the bisector relies on failed where it must not (e.g. cutting a module)."""
+
+
+@dataclass
+class Case:
+    """A module to check, with its inputs and the float64 values its outputs should have."""
+
+    module: str
+    inputs: list[np.ndarray]
+    expected: list[np.ndarray]
+    infos: list[oracle.OutputInfo]
+    discrete: bool
+    ops: list[int] = field(default_factory=list)  # indices of the original @main ops it keeps
+
+
+@dataclass
+class TargetRun:
+    """The target's run of a case: `ran` when it compiled and ran, else why not."""
+
+    verdict: str  # "pass" when it ran, else crash / hang / compile_error / harness_error
+    error: str = ""
+    ran: Ran | None = None
+
+    @property
+    def same(self) -> bool | None:
+        """Whether a repeated run agreed bitwise with the first (None: not repeated)."""
+        if self.ran is None or self.ran.again is None:
+            return None
+        return all(np.array_equal(a, b, equal_nan=True)
+                   for a, b in zip(self.ran.outputs, self.ran.again, strict=True))
+
+
+@dataclass
+class Check:
+    """The target's answer on a case."""
+
+    fails: bool
+    verdict: str  # the oracle's verdict, or crash / hang / compile_error
+    evidence: dict[str, Any] = field(default_factory=dict)
+    outputs: list[np.ndarray] | None = None
+    deterministic: bool | None = None  # set when the case was run twice
+    hlo: str | None = None
+
+
+class Lab:
+    def __init__(self, options: dict[str, Any], plugins: Sequence[str], timeout: float,
+                 log_dir: Path | None = None, probe_timeout: float | None = None) -> None:
+        """`probe_timeout`: how long a target compile and run of a case may take before it
+        counts as a hang (default `timeout`); short when bisecting a hang, whose every
+        probe that still fails takes that long."""
+        self.options = dict(options)
+        self.plugins = list(plugins)
+        self.timeout = timeout
+        self.probe_timeout = probe_timeout or timeout
+        self._warm_first = probe_timeout is not None
+        self.target = Worker("bisect-target", tuple(plugins),
+                                   log_dir / "bisect-target.log" if log_dir else None)
+        self.reference = Worker("bisect-reference", (),
+                                      log_dir / "bisect-reference.log" if log_dir else None)
+        self.compiles: Counter[str] = Counter()  # target compiles per stage
+        self.stage = "setup"
+
+    def close(self) -> None:
+        self.target.close()
+        self.reference.close()
+
+    def ask_reference(self, request: Request[R]) -> R:
+        """A request to the reference worker that must succeed (cutting, evaluating)."""
+        name = type(request).__name__
+        try:
+            return self.reference.call(request, self.timeout)
+        except (WorkerDied, WorkerHung) as e:
+            raise LabError(f"reference worker failed on {name}: {e}") from None
+        except RequestFailed as e:
+            raise LabError(f"{name}: {e.error}") from None
+
+    def cut(self, module: str, keep: list[int], params: list[str], outputs: list[str]) -> str:
+        return self.ask_reference(Cut(module, keep, params, outputs)).module
+
+    def run_target(self, module: str, inputs: list[np.ndarray], options: dict[str, Any] | None = None,
+                   *, want_hlo: bool = False, repeat: bool = False) -> TargetRun:
+        """The target's run of the module, or the compiler failure that prevented it."""
+        self.compiles[self.stage] += 2 if repeat else 1
+        request = Run(module, inputs, self.options if options is None else options,
+                      want_hlo=want_hlo, repeat=repeat)
+        try:
+            if self._warm_first:
+                # A worker that a hang killed starts again (imports jax) before the timed
+                # probe, so a slow start is not taken for a hang.
+                self.target.call(Ping(), self.timeout)
+            return TargetRun("pass", ran=self.target.call(request, self.probe_timeout))
+        except WorkerHung as e:
+            return TargetRun("hang", str(e))
+        except WorkerDied as e:
+            return TargetRun("crash", f"{e}\n{e.log_tail[-1500:]}")
+        except RequestFailed as e:
+            # XLA's refusal is a compile error; an exception of this project's code (the
+            # harness, targets.xla_failure) is no failure of the finding's kind.
+            return TargetRun("compile_error" if targets.xla_failure(e.error) else "harness_error",
+                             e.error)
+
+    def check_compile(self, case: Case, verdict: str, options: dict[str, Any] | None = None, *,
+                      repeat: bool = False, want_hlo: bool = False) -> Check:
+        """Does the target still fail to compile (or run) this case the way `verdict` says?
+        A crash cannot be run twice in one request, so a repeat is a second request."""
+        first = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo)
+        deterministic = None
+        if repeat:
+            deterministic = first.verdict == self.run_target(case.module, case.inputs, options).verdict
+        return Check(first.verdict == verdict, first.verdict, {"error": first.error[:2000]},
+                     first.ran.outputs if first.ran else None, deterministic,
+                     first.ran.hlo if first.ran else None)
+
+    def legal(self, module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The case at its own precision under the float64 jit's legal settings, no plugins;
+        an SPMD case unsharded (serve.legal), so a partitioner bug that the target shares
+        with every configuration of the module is not taken for the right answer."""
+        outputs = self.ask_reference(Legal(module, inputs)).outputs
+        assert outputs is not None
+        return outputs
+
+    def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
+              want_hlo: bool = False) -> Check:
+        """Does the target compute wrong numbers on this case?"""
+        run = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo, repeat=repeat)
+        if run.ran is None:
+            return Check(False, run.verdict, {"error": run.error[:2000]})
+        outputs = run.ran.outputs
+        results = {"target": outputs, "legal": self.legal(case.module, case.inputs)}
+        # The legal compile is the literal result for outputs judged bitwise.
+        j = oracle.judge("target", results, case.expected, case.infos, lambda: None, case.discrete,
+                         exact="legal")
+        return Check(j.verdict != "pass", j.verdict, {**j.evidence, "output": j.output}, outputs,
+                     run.same, run.ran.hlo)
+
+
+def own_dtype(value: np.ndarray, dtype: str) -> np.ndarray:
+    """A reference value rounded to the type a module parameter declares."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(value).astype(NUMPY[dtype])

@@ -1,0 +1,116 @@
+"""Stage 2, reduce: the fewest ops that still fail (ddmin, 1-minimal).
+
+Starts from the culprit's suffix. Dropping an op makes the values it produced parameters
+fed with their float64 reference values, so every candidate is a valid module. The
+culprit alone is tried first, since it usually fails alone. Each accepted step is
+compiled and run twice more: a step that answers differently ends the reduction, so a
+nondeterministic failure is never reduced into a wrong reproducer.
+
+For a crash, hang or compile error the op that "first diverges" means nothing (no op
+computes a wrong value): the suffix search stops at the first op the failure needs, often
+a sharding annotation or a constant that feeds the op the compiler chokes on. The culprit
+is then the last op of the reduced case that computes something: every kept op is needed,
+and the ones before it only make its operands what the failing compile needs. So too for
+wrong numbers where the search stops at a sharding constraint (an SPMD partitioner bug
+that needs its operand laid out so) or at a constant, whose value no compiler gets wrong
+(a bug that needs a loop's trip count known: s31-i2080's shift-then-reshape, whose loop
+algsimp unrolls only from a constant start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xla_sentinel.bisect.context import Context
+from xla_sentinel.bisect.lab import Case
+from xla_sentinel.core.stablehlo import is_annotation
+
+NAME = "reduce"
+MAX_TESTS = 300
+
+
+class _Nondeterministic(Exception):
+    pass
+
+
+def ddmin(items: list[int], fails: Callable[[list[int]], bool]) -> list[int]:
+    """Zeller's ddmin: a 1-minimal sublist of `items` (which fails) that still fails."""
+    n = 2
+    while len(items) >= 2:
+        size = len(items) / n
+        chunks = [items[round(i * size):round((i + 1) * size)] for i in range(n)]
+        chunks = [c for c in chunks if c]
+        for chunk in chunks:
+            if fails(chunk):
+                items, n = chunk, 2
+                break
+        else:
+            for chunk in chunks:
+                rest = [x for x in items if x not in chunk]
+                if fails(rest):
+                    items, n = rest, max(n - 1, 2)
+                    break
+            else:
+                if n >= len(items):
+                    return items
+                n = min(len(items), 2 * n)
+    return items
+
+
+def _layout(op: dict[str, Any]) -> bool:
+    """A sharding annotation that only lays a value out: not where a GSPMD manual region
+    starts, which stands for the region (the suffix search cannot start inside it)."""
+    return is_annotation(op) and "@SPMDFullToShardShape" not in op["text"]
+
+
+def _constant(op: dict[str, Any]) -> bool:
+    return op["name"] == "stablehlo.constant"
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    assert ctx.culprit is not None
+    cache: dict[frozenset[int], bool] = {}
+    accepted: dict[frozenset[int], Case] = {}
+
+    def fails(keep: list[int]) -> bool:
+        key = frozenset(keep)
+        if key not in cache:
+            if len(cache) >= MAX_TESTS:
+                return False
+            case = ctx.case(sorted(keep))
+            result = case is not None and ctx.check(case).fails
+            if result:
+                again = ctx.check(case, repeat=True)
+                if again.deterministic is False or not again.fails:
+                    raise _Nondeterministic(f"ops {sorted(keep)}")
+                accepted[key] = case
+            cache[key] = result
+        return cache[key]
+
+    start = list(range(ctx.culprit, len(ctx.ops)))
+    try:
+        keep = [ctx.culprit] if fails([ctx.culprit]) else ddmin(start, fails)
+    except _Nondeterministic as e:
+        ctx.stopped = "nondeterministic"
+        return {"nondeterministic_at": str(e), "tests": len(cache)}
+    case = accepted.get(frozenset(keep))
+    if case is None:  # the suffix itself: kept as the stage-1 cut, already known to fail
+        case = ctx.case(start, [v for v in ctx.info["returns"] if ctx.defined_at(v) >= ctx.culprit])
+    ctx.reduced = case
+    alone = cache.get(frozenset([ctx.culprit]), False)
+    moved = None
+    if ctx.compiler_failure or _layout(ctx.ops[ctx.culprit]) or _constant(ctx.ops[ctx.culprit]):
+        # A sharding constraint computes nothing either: where the suffix search stops at
+        # one (s31-i124: the GSPMD Sharding call of an input), the bug needs the layout it
+        # gives its value, and the op that computes wrongly on it comes later. So for a
+        # constant, which the bug needs as a constant (fed as a parameter, it is right).
+        computing = [i for i in sorted(keep)
+                     if not is_annotation(ctx.ops[i]) and not _constant(ctx.ops[i])]
+        if computing and computing[-1] != ctx.culprit:
+            moved = {"from": ctx.canonical_op(ctx.culprit), "to": ctx.canonical_op(computing[-1])}
+            ctx.culprit = computing[-1]
+    return {"ops_before": len(ctx.ops), "ops_after": len(keep), "kept": sorted(keep),
+            **({"culprit_moved": moved} if moved else {}),
+            "kept_ops": [ctx.ops[i]["name"] for i in sorted(keep)], "tests": len(cache),
+            "culprit_alone_fails": alone}

@@ -1,0 +1,34 @@
+"""Stage 0, reproduce: does the finding still fail, and the same way twice?
+
+A finding that does not fail again, or fails differently on a second compile, ends the
+pipeline here: reducing a nondeterministic failure would produce a wrong reproducer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xla_sentinel.bisect.context import Context
+
+NAME = "reproduce"
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    keep = list(range(len(ctx.ops)))
+    returns = list(dict.fromkeys(v for v in ctx.info["returns"] if ctx.defined_at(v) >= 0))
+    case = ctx.case(keep, returns)
+    if case is None:
+        ctx.stopped = "not_reproduced"
+        return {"fails": False, "reason": "the module returns only its parameters"}
+    check = ctx.check(case, repeat=True)
+    evidence = {"fails": check.fails, "verdict": check.verdict, "deterministic": check.deterministic,
+                "ops": len(ctx.ops), **{k: v for k, v in check.evidence.items()
+                                        if k in ("error", "threshold", "output", "max_rel")}}
+    if ctx.record.get("verdict") == "nondeterministic" or check.deterministic is False:
+        # The campaign or this re-run saw two different answers from the same compile.
+        ctx.stopped = "nondeterministic"
+    elif not check.fails:
+        ctx.stopped = "not_reproduced"
+    else:
+        ctx.full = ctx.reduced = case
+    return evidence

@@ -1,0 +1,374 @@
+"""The `xla-sentinel` command line.
+
+Exit codes: 0 ok; 1 bugs found (for commands that check); 2 bad input, with one line
+naming the field or file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from xla_sentinel.bisect import BisectError
+from xla_sentinel.core.model import Signature
+from xla_sentinel.core.program import ProgramError
+from xla_sentinel.spec.campaign import BudgetSpec, CampaignSpec, SpecError, load_campaign
+from xla_sentinel.storage import objects as storage
+from xla_sentinel.storage.objects import StorageError
+from xla_sentinel.storage.store import StoreError
+from xla_sentinel.worker.client import WorkerStartError
+
+EXIT_OK, EXIT_BUGS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from xla_sentinel.campaign.engine import run_campaign
+    from xla_sentinel.campaign.recording import Reporter
+
+    campaign = load_campaign(args.campaign)
+    spec = campaign.spec
+    if args.budget_programs is not None or args.budget_seconds is not None:
+        spec = replace(spec, budget=BudgetSpec(programs=args.budget_programs,
+                                               seconds=args.budget_seconds))
+    if args.workers is not None:
+        spec = replace(spec, workers=args.workers)
+    try:
+        spec.check()
+    except SpecError as e:
+        # The file's spec was checked when loaded: what fails now is an override, so the
+        # message names the flag.
+        flags = {"spec.budget.programs": "--budget-programs", "spec.budget.seconds": "--budget-seconds",
+                 "spec.workers": "--workers"}
+        field_path, _, why = str(e).partition(":")
+        raise SpecError(f"{flags.get(field_path, field_path)}:{why}") from None
+
+    def run(out: Path, reporter: Reporter | None = None) -> dict[str, Any]:
+        return run_campaign(spec, out, name=campaign.name, progress=not args.quiet,
+                            inject_passes=args.inject_pass or (), reporter=reporter)
+
+    stored = True
+    if storage.is_uri(args.out):
+        staging = Path(args.staging) if args.staging else storage.default_staging(args.out)
+        print(f"xla-sentinel: staging {args.out} in {staging}", file=sys.stderr)
+        summary, stored = storage.run_mirrored(args.out, staging, run, wait=args.storage_wait)
+    else:
+        summary = run(storage.local_path(args.out))
+    new = summary["findings_new"]
+    print(f"{summary['programs']} programs, {summary['executions']} executions in "
+          f"{summary['elapsed_s']:.0f} s; findings: {summary['findings'] or 'none'} "
+          f"({new} new, {summary['findings_known']} known); {len(summary['signatures'])} signatures; "
+          f"summary: {storage.join(args.out, 'summary.json')}")
+    if not stored:
+        # The campaign ran and its findings are safe in staging; only the upload is owed.
+        state = summary["storage"]
+        print(f"xla-sentinel: error: storage: {state['error'] or 'did not answer in time'}; "
+              f"{state['pending_objects']} objects ({state['pending_findings']} findings) kept in "
+              f"{state['staging']}: run the same command again to upload them", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from xla_sentinel.campaign.check import check_program
+
+    verdicts = check_program(Path(args.program), Path(args.campaign) if args.campaign else None,
+                             args.inject_pass or ())
+    print(json.dumps(verdicts, indent=1))
+    return EXIT_BUGS if any(v["verdict"] != "pass" for v in verdicts) else EXIT_OK
+
+
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    from xla_sentinel.bisect import bisect_finding
+
+    if args.versions:
+        return _bisect_versions(args)
+    if storage.is_uri(args.finding):
+        result = _bisect_stored(args.finding, args.timeout)
+    else:
+        folder = storage.local_path(args.finding)
+        if (folder / "finding.json").exists():
+            try:
+                record = json.loads((folder / "finding.json").read_text())
+            except ValueError:
+                record = None  # the bisector names a corrupt finding.json itself
+            if record is not None:
+                storage.check_format(record, str(folder / "finding.json"))
+        result = bisect_finding(folder, timeout=args.timeout)
+    print(json.dumps({k: v for k, v in result.items() if k != "stages"}, indent=1))
+    return EXIT_BUGS if result["reproduces"] else EXIT_OK
+
+
+def _bisect_versions(args: argparse.Namespace) -> int:
+    """`bisect --versions A..B|V PATH`: the first release in A..B that shows the finding
+    (exit 1 when one does), or whether release V still shows it (exit 1) or not (0)."""
+    from xla_sentinel.bisect.versions import VersionBisectError, bisect_versions
+
+    if storage.is_uri(args.finding):
+        raise BisectError(f"{args.finding}: --versions reads a local finding folder or bundle")
+    try:
+        result = bisect_versions(Path(args.finding), args.versions, args.timeout, args.install)
+    except VersionBisectError as e:
+        raise BisectError(str(e)) from None
+    print(json.dumps(result, indent=1))
+    if result["status"] == "undecided":
+        print(f"xla-sentinel: error: {result.get('error') or 'no release could tell'}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_BUGS if result["status"] in ("found", "already_in_first", "still_failing") else EXIT_OK
+
+
+def _bisect_stored(uri: str, timeout: float) -> dict[str, Any]:
+    """Bisect a finding folder read back from object storage; its bundle and the updated
+    finding.json go back under the same keys (an explicit re-bisection replaces them)."""
+    from xla_sentinel.bisect import bisect_finding
+
+    store = storage.ObjectStore(uri)
+    storage.read_finding(store, "")  # corrupt or newer: said before anything is fetched
+    folder = storage.default_staging(uri)
+    if folder.exists():
+        shutil.rmtree(folder)
+    store.download("", folder)
+    result = bisect_finding(folder, timeout=timeout)
+    uploads = [p for p in (folder / str(result["repro"])).rglob("*") if p.is_file()] if result["repro"] else []
+    for path in [*uploads, folder / "finding.json"]:
+        store.put(path, path.relative_to(folder).as_posix(), replace=True)
+    if result["repro"]:
+        result["repro"] = store.key_uri(str(result["repro"]))
+    return result
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from xla_sentinel.campaign.engine import run_campaign
+    from xla_sentinel.programs.units import trace_units
+
+    campaign = load_campaign(args.campaign) if args.campaign else None
+    spec = campaign.spec if campaign else CampaignSpec()
+    units = trace_units(args.paths, spec.mutations)
+    spec = replace(spec, traces=[str(p) for p in args.paths],
+                   budget=BudgetSpec(programs=len(units)), workers=min(spec.workers, len(units)))
+    spec.check()
+    summary = run_campaign(spec, Path(args.out), name="replay", progress=not args.quiet,
+                           inject_passes=args.inject_pass or ())
+    for err in summary["trace_errors"]:
+        # Loader messages name the file; a worker that died loading it does not.
+        message = err.get("error") or "unreadable"
+        where = "" if message.startswith(err["program"]) else f"{err['program']}: "
+        print(f"xla-sentinel: skipped {where}{message}", file=sys.stderr)
+    # Only modules that reached the targets count as replayed (issue 17: a folder whose
+    # module could not be read was counted).
+    status = summary["program_status"]
+    replayed = sum(n for s, n in status.items() if s not in ("trace_error", "harness_error", "plugin_error"))
+    not_replayed = summary["programs"] - replayed
+    if replayed == 0:
+        print(f"xla-sentinel: error: none of the {summary['programs']} modules could be replayed "
+              f"(statuses: {status}); summary: {Path(args.out) / 'summary.json'}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{replayed} modules replayed" + (f", {not_replayed} not (see above)" if not_replayed else "")
+          + f"; findings: {summary['findings'] or 'none'}; summary: {Path(args.out) / 'summary.json'}")
+    return EXIT_BUGS if summary["findings"] else EXIT_OK
+
+
+def _cmd_record(args: argparse.Namespace) -> int:
+    import subprocess
+    import tempfile
+
+    from xla_sentinel.programs.record import child_environment
+
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        raise ProgramError("record: no command to run (xla-sentinel record --out DIR -- python train.py ...)")
+    out = Path(args.out)
+    before = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    with tempfile.TemporaryDirectory(prefix="xla-sentinel-record-") as site:
+        env = child_environment(out, args.with_values, Path(site))
+        try:
+            rc = subprocess.call(command, env=env)
+        except OSError as e:
+            raise ProgramError(f"record: cannot run {command[0]} ({e.strerror})") from None
+    traces = sorted(p for p in out.iterdir() if (p / "module.mlir").exists()) if out.is_dir() else []
+    new = sum(p.name not in before for p in traces)
+    if rc != 0:
+        print(f"xla-sentinel: error: {' '.join(command)} exited with status {rc}; "
+              f"{new} new traces kept in {out}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"{new} new traces ({len(traces)} in all) in {out}")
+    return EXIT_OK
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    if args.html is not None:
+        from xla_sentinel.report.tables import html_report, html_report_uri
+
+        page = Path(args.html) if args.html else None
+        # From a URI the page is written locally (a browser opens a file, not a gs:// object).
+        written = (html_report_uri(args.dir, page) if storage.is_uri(args.dir)
+                   else html_report(storage.local_path(args.dir), page))
+        print(f"page: {written}")
+        return EXIT_OK
+    from xla_sentinel.report.tables import download_campaign, report
+
+    if not storage.is_uri(args.dir):
+        print(report(storage.local_path(args.dir)))
+        print(f"chart: {storage.local_path(args.dir) / 'coverage.png'}")
+        return EXIT_OK
+    # The report reads the store (SQLite): the snapshot a run uploads at its end.
+    store = storage.ObjectStore(args.dir)
+    folder = storage.default_staging(args.dir) / "report"
+    download_campaign(store, folder)
+    print(report(folder))
+    store.put(folder / "coverage.png", "coverage.png", replace=True)
+    print(f"chart: {store.key_uri('coverage.png')}")
+    return EXIT_OK
+
+
+def _cmd_triage(args: argparse.Namespace) -> int:
+    from xla_sentinel.storage.store import Store
+
+    if storage.is_uri(args.dir):
+        # Read from the findings themselves: live while a campaign still runs, and across
+        # the worker folders of a cluster campaign.
+        objects = storage.ObjectStore(args.dir)
+        objects.check()
+        sigs, errors = storage.stored_signatures(objects)
+        for line in errors:  # an unusable finding is named and skipped; the rest is listed
+            print(f"xla-sentinel: error: {line}", file=sys.stderr)
+    else:
+        db = storage.local_path(args.dir) / "campaign.sqlite"
+        if not db.exists():
+            raise StoreError(f"{args.dir}: no campaign.sqlite (not a campaign output folder)")
+        store = Store(db)
+        sigs = store.signatures()
+        store.close()
+    if not sigs:
+        print("no signatures")
+        return EXIT_OK
+    cols = ["id", "verdict", "target", "culprit_op", "culprit_pass", "count", "first_seen",
+            "last_seen", "known_bug", "repro"]
+    # What `bisect --versions` recorded (docs/versions.md), shown once any signature has it.
+    if any(s.introduced_in or s.last_good for s in sigs):
+        cols += ["introduced_in", "last_good"]
+    if any(s.verification for s in sigs):
+        cols.append("verification")
+    rows = [[_triage_cell(s, c) for c in cols] for s in sigs]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+    return EXIT_OK
+
+
+def _triage_cell(sig: Signature, column: str) -> str:
+    if column == "verification" and sig.verification:
+        return f"{sig.verification} on {sig.verification_jaxlib}"  # the release it ran on
+    value = getattr(sig, column)
+    return "-" if value is None else str(value)
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from xla_sentinel.cluster.pod import main as worker_main
+
+    return worker_main(args.rest)
+
+
+def _cmd_operator(args: argparse.Namespace) -> int:
+    from xla_sentinel_operator.main import run
+
+    return run(args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="xla-sentinel", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a campaign locally")
+    run.add_argument("campaign", help="campaign YAML (a spec or a FuzzCampaign manifest)")
+    run.add_argument("--out", required=True,
+                     help="output folder or gs://, s3:// URI (resumed if it holds this campaign)")
+    run.add_argument("--staging", help="local folder a URI --out is staged in "
+                     "(default: ~/.cache/xla-sentinel/staging/..., or $XLA_SENTINEL_STAGING)")
+    run.add_argument("--storage-wait", type=float, default=120.0, metavar="S",
+                     help="seconds to wait at the end for a store that is down (default 120)")
+    run.add_argument("--budget-programs", type=int)
+    run.add_argument("--budget-seconds", type=float)
+    run.add_argument("--workers", type=int)
+    run.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]",
+                     help="HLO pass plugin registered in the targets under test (repeatable)")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.set_defaults(fn=_cmd_run)
+
+    check = sub.add_parser("check", help="re-run one program folder under a campaign's targets")
+    check.add_argument("program", help="program folder (module.mlir, inputs.npz, ...)")
+    check.add_argument("--campaign", help="campaign YAML for targets and references")
+    check.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    check.set_defaults(fn=_cmd_check)
+
+    bis = sub.add_parser("bisect", help="localize and reduce one finding; writes its repro bundle")
+    bis.add_argument("finding", help="finding folder (OUT/findings/ID; OUT may be a URI), or "
+                     "with --versions a repro bundle")
+    bis.add_argument("--timeout", type=float, default=120.0, help="seconds per compile and run")
+    bis.add_argument("--versions", metavar="A..B|V",
+                     help="instead: the first jaxlib release in A..B that shows the finding (or "
+                     "repro bundle), or whether release V still does (docs/versions.md)")
+    bis.add_argument("--install", action="store_true",
+                     help="with --versions: create missing release environments from PyPI")
+    bis.set_defaults(fn=_cmd_bisect)
+
+    replay = sub.add_parser("replay", help="replay trace folders, XLA dumps or module files")
+    replay.add_argument("paths", nargs="+", help="trace folders, dump folders or module files")
+    replay.add_argument("--out", required=True, help="output folder")
+    replay.add_argument("--campaign", help="campaign YAML for targets and references")
+    replay.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    replay.add_argument("--quiet", action="store_true")
+    replay.set_defaults(fn=_cmd_replay)
+
+    rec = sub.add_parser("record", help="run a JAX program and record every computation it compiles")
+    rec.add_argument("--out", required=True, help="trace folder root (one folder per distinct module)")
+    rec.add_argument("--with-values", action="store_true",
+                     help="store argument and result values (default: statistics only)")
+    rec.add_argument("cmd", nargs=argparse.REMAINDER, help="-- python train.py [args]")
+    rec.set_defaults(fn=_cmd_record)
+
+    triage = sub.add_parser("triage", help="list the signatures of a campaign output folder or URI")
+    triage.add_argument("dir")
+    triage.set_defaults(fn=_cmd_triage)
+    rep = sub.add_parser("report", help="coverage and findings of a campaign folder: tables, DIR/coverage.png")
+    rep.add_argument("dir")
+    rep.add_argument("--html", nargs="?", const="", metavar="PAGE",
+                     help="write the self-contained triage page instead (default DIR/report.html)")
+    rep.set_defaults(fn=_cmd_report)
+
+    worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",
+                            add_help=False)
+    worker.add_argument("rest", nargs=argparse.REMAINDER)
+    worker.set_defaults(fn=_cmd_worker)
+
+    op = sub.add_parser("operator", help="run the Kubernetes operator", add_help=False)
+    op.add_argument("rest", nargs=argparse.REMAINDER)
+    op.set_defaults(fn=_cmd_operator)
+    return p
+
+
+# Subcommands with parsers of their own: everything after the name is theirs, flags first
+# included (argparse.REMAINDER would refuse `worker --api-server ...`).
+PASSTHROUGH = {"worker": _cmd_worker, "operator": _cmd_operator}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in PASSTHROUGH:
+        return PASSTHROUGH[argv[0]](argparse.Namespace(rest=argv[1:]))
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (SpecError, ProgramError, StoreError, BisectError, StorageError, WorkerStartError) as e:
+        print(f"xla-sentinel: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,610 @@
+"""How a worker pod reports findings and counters to the cluster, and the report format the
+operator reads back.
+
+Channel: one WorkerReport object (crds/workerreport.yaml) per worker and campaign revision
+(campaign x revision x worker group x shard index), written only by that worker, holding
+its *cumulative* report as JSON in `spec.report`. Cumulative state, not deltas, is what makes
+ingestion idempotent: the operator recomputes totals from the latest reports, so a restarted
+operator cannot count anything twice.
+
+Bounded: a report holds aggregates only (counters; per signature the count, first/last seen
+and the first few samples; at most `Limits.signatures` signatures, later ones counted in
+`overflow`). Finding ids and evidence stay in the worker's store and the artifact store, so
+the report's size does not grow with the campaign's length (`Limits.cap` bytes at most), and
+it is written at a bounded rate.
+
+Restarts without finding ids: every field of a report is a maximum over the attempts that
+wrote it (counts, programs, attempts; first seen is a minimum), so a report is a join of
+its attempts. A restarted pod replays its shard from the start (same seeds): its own counts
+climb from zero through the same findings, and max(earlier attempts, this attempt) counts
+each finding once. A pod that resumes its store (a persistent artifacts volume) starts its
+counts from that store (`K8sReporter(local=...)`), so the maximum is right there too. Two
+pods of one worker at once (a replacement before the old pod is gone) merge the same way:
+writes carry the resourceVersion they read, and after a 409 the stored report is folded in.
+
+No jax here: the operator imports the report model from this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from xla_sentinel.spec.campaign import API_VERSION
+
+# Label keys on a campaign's reports and Jobs: the operator selects and sets the same keys.
+CAMPAIGN_LABEL = "xlasentinel.dev/campaign"
+WORKER_LABEL = "xlasentinel.dev/worker"
+REPORT_LABEL = "xlasentinel.dev/report"
+REVISION_LABEL = "xlasentinel.dev/revision"
+GROUP, VERSION = API_VERSION.split("/")
+REPORT_PLURAL = "workerreports"
+
+# Fields of a finding record kept in a sample; evidence stays in the artifact store.
+_SAMPLE_FIELDS = ("id", "program", "target", "verdict", "signature", "culprit_op",
+                  "culprit_pass", "fusion_kind", "dtype", "dir", "known_bug", "time")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What bounds a report. With the defaults the worst case (every signature slot used,
+    every sample full, every field at its length limit) is under `cap` bytes, which is
+    far under the CRD's 1 MiB `spec.report` and etcd's 1.5 MiB object limit; tests check it."""
+
+    signatures: int = 100  # signatures per report; findings of later ones count in `overflow`
+    samples: int = 3  # finding records kept per signature (bisector Jobs start from these)
+    field_chars: int = 120  # characters per sample field (ids and paths are far shorter)
+    cap: int = 512 * 1024  # bytes of report JSON the limits above guarantee
+    storage_chars: int = 400  # characters of the artifact store's URI and of its error
+    recent_ids: int = 4096  # finding ids remembered in memory to drop repeated calls
+
+
+LIMITS = Limits()
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# A label value: at most 63 characters, alphanumeric at both ends, [-_.] inside. Object
+# names derived from a campaign name (up to 253 characters) must fit their own limits too.
+LABEL_VALUE_MAX = 63
+SUBDOMAIN_MAX = 253
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def _digest(text: str, n: int = 10) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def label_value(text: str) -> str:
+    """`text` as a legal label value: itself when it is one, else a cleaned prefix and a hash
+    of the whole text (so two long names that share a prefix stay apart). Everything that
+    labels or selects by a name goes through this one function."""
+    if len(text) <= LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(text):
+        return text
+    head = re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:LABEL_VALUE_MAX - 11].strip("-_.")
+    return f"{head}-{_digest(text)}" if head else _digest(text)
+
+
+def dns_name(*parts: str, limit: int = SUBDOMAIN_MAX) -> str:
+    """Join parts into a lowercase DNS-1123 name of at most `limit` characters (63 and no
+    dots for a label, 253 for a subdomain), shortened with a hash when too long."""
+    name = "-".join(p for p in parts if p).lower()
+    if limit <= LABEL_VALUE_MAX:
+        name = name.replace(".", "-")  # a DNS label (pod hostname, Service name) has no dots
+    if len(name) <= limit:
+        return name
+    return f"{name[:limit - 11].rstrip('-.')}-{_digest(name)}"
+
+
+def report_name(campaign: str, worker: str, revision: str = "") -> str:
+    """One report per campaign revision and worker: a new revision counts afresh."""
+    return dns_name(campaign, "report", revision, worker)
+
+
+def sample_of(record: dict[str, Any], limits: Limits = LIMITS) -> dict[str, Any]:
+    """The bounded part of a finding record a report keeps."""
+    out: dict[str, Any] = {}
+    for k in _SAMPLE_FIELDS:
+        v = record.get(k)
+        out[k] = v[:limits.field_chars] if isinstance(v, str) else v
+    return out
+
+
+def storage_of(status: dict[str, Any], limits: Limits = LIMITS) -> dict[str, Any]:
+    """The bounded part of a storage.Mirror status a report keeps: whether the artifact
+    store answers, which one, why not, how many findings wait on the pod's disk, since when."""
+    n = limits.storage_chars
+    return {"ok": bool(status.get("available")), "uri": str(status.get("uri") or "")[:n],
+            "reason": str(status.get("error") or "")[:n],
+            "pending": int(status.get("pending_findings") or 0),
+            "since": str(status.get("since") or "")[:40]}
+
+
+@dataclass
+class SignatureEntry:
+    """What one worker knows about one signature: how often, and the first few findings."""
+
+    verdict: str
+    count: int = 0
+    first_seen: str = ""
+    last_seen: str = ""
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _merge_entry(a: SignatureEntry, b: SignatureEntry, samples: int) -> SignatureEntry:
+    by_id = {str(s.get("id")): s for s in [*a.samples, *b.samples]}
+    kept = sorted(by_id.values(), key=lambda s: (str(s.get("time") or ""), str(s.get("id"))))
+    return SignatureEntry(verdict=a.verdict or b.verdict, count=max(a.count, b.count),
+                          first_seen=min(filter(None, [a.first_seen, b.first_seen]), default=""),
+                          last_seen=max(a.last_seen, b.last_seen), samples=kept[:samples])
+
+
+@dataclass
+class WorkerReport:
+    """The cumulative report of one worker in one campaign revision (aggregates only)."""
+
+    worker: str
+    revision: str = ""
+    attempts: int = 0
+    programs: int = 0
+    executions: int = 0
+    elapsed_s: float = 0.0
+    signatures: dict[str, SignatureEntry] = field(default_factory=dict)
+    # verdict -> findings of signatures past Limits.signatures (counted, not itemized)
+    overflow: dict[str, int] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)  # jax, jaxlib, image of the runner
+    # The artifact store's condition as this worker last saw it (storage_of); {}: no store
+    # or none heard of yet.
+    storage: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
+    updated: str = ""
+    # Not part of the JSON: the object's spec.error (a write the API server refused).
+    error: str = ""
+
+    def add_finding(self, record: dict[str, Any], limits: Limits = LIMITS) -> str:
+        """Count a finding; what changed: "signature" (a new one), "sample" (a new sample),
+        "count" (a count only) or "overflow" (past the signature limit)."""
+        n = limits.field_chars  # every string a report keeps is bounded
+        sig, verdict = str(record["signature"])[:n], str(record["verdict"])[:n]
+        seen = str(record.get("time") or now_iso())[:n]
+        entry = self.signatures.get(sig)
+        if entry is None:
+            if len(self.signatures) >= limits.signatures:
+                self.overflow[verdict] = self.overflow.get(verdict, 0) + 1
+                return "overflow"
+            entry = self.signatures[sig] = SignatureEntry(verdict=verdict, first_seen=seen)
+            changed = "signature"
+        else:
+            changed = "count"
+        entry.count += 1
+        entry.first_seen = min(entry.first_seen, seen)
+        entry.last_seen = max(entry.last_seen, seen)
+        if len(entry.samples) < limits.samples:
+            entry.samples.append(sample_of(record, limits))
+            changed = "sample" if changed == "count" else changed
+        return changed
+
+    def findings_by_verdict(self) -> dict[str, int]:
+        out = dict(self.overflow)
+        for entry in self.signatures.values():
+            out[entry.verdict] = out.get(entry.verdict, 0) + entry.count
+        return out
+
+    def findings_total(self) -> int:
+        return sum(self.findings_by_verdict().values())
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.pop("error")
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerReport:
+        """The report in `text`; ValueError when it is not one. Fields this version does not
+        know (a newer worker's) are ignored, as are `findings` ids of reports written before
+        reports were bounded; a known field of the wrong type or a negative count is refused,
+        so a garbled report can never reach the operator's arithmetic."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("a report is a JSON object")
+        raw = data.pop("signatures", None) or {}
+        if not isinstance(raw, dict):
+            raise ValueError("signatures: not an object")
+        sigs = {str(k): SignatureEntry(**_typed(SignatureEntry, v, f"signatures.{k}"))
+                for k, v in raw.items()}
+        fields = _typed(cls, data, "report", skip={"signatures", "error"})
+        if not isinstance(fields.get("worker"), str):
+            raise ValueError("report.worker: missing")
+        return cls(signatures=sigs, **fields)
+
+
+# JSON types of report fields by their annotation (the dataclasses are the schema).
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+    "dict[str, int]": (dict,), "dict[str, str]": (dict,), "dict[str, Any]": (dict,),
+    "list[dict[str, Any]]": (list,),
+}
+
+
+def _typed(cls: type, data: Any, where: str, skip: frozenset[str] | set[str] = frozenset()
+           ) -> dict[str, Any]:
+    """The known fields of `data` for dataclass `cls`, each of its declared JSON type."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: not an object")
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip or f.name not in data:
+            continue
+        value, kinds = data[f.name], _JSON_TYPES[str(f.type)]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            raise ValueError(f"{where}.{f.name}: {type(value).__name__} is not {f.type}")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ValueError(f"{where}.{f.name}: negative")
+        out[f.name] = value
+    return out
+
+
+def merge(a: WorkerReport, b: WorkerReport, limits: Limits = LIMITS) -> WorkerReport:
+    """The join of two reports of one worker (attempts, or two pods at once): every count
+    is the larger one, so merging is idempotent and order does not matter. Versions, done
+    and updated are `b`'s (the writer's)."""
+    sigs = dict(a.signatures)
+    for sig, entry in b.signatures.items():
+        sigs[sig] = _merge_entry(sigs[sig], entry, limits.samples) if sig in sigs else entry
+    overflow = {v: max(a.overflow.get(v, 0), b.overflow.get(v, 0))
+                for v in {*a.overflow, *b.overflow}}
+    if len(sigs) > limits.signatures:
+        # Keep the first seen; later ones are counted by verdict only.
+        order = sorted(sigs, key=lambda s: (sigs[s].first_seen, s))
+        for sig in order[limits.signatures:]:
+            e = sigs.pop(sig)
+            overflow[e.verdict] = overflow.get(e.verdict, 0) + e.count
+    # Storage is a condition, not a count: the writer's, or an earlier attempt's until this
+    # attempt's Mirror has said how the store answers.
+    return WorkerReport(worker=b.worker or a.worker, revision=b.revision or a.revision,
+                        attempts=max(a.attempts, b.attempts), programs=max(a.programs, b.programs),
+                        executions=max(a.executions, b.executions),
+                        elapsed_s=max(a.elapsed_s, b.elapsed_s), signatures=sigs,
+                        overflow=overflow, versions=b.versions or a.versions,
+                        storage=b.storage or a.storage, done=b.done,
+                        updated=b.updated or a.updated, error=b.error)
+
+
+def report_problem(body: dict[str, Any]) -> str | None:
+    """Why a WorkerReport object holding a report cannot be read (a worker of another
+    version, or garbage), or None when it reads or holds no report at all."""
+    text = (body.get("spec") or {}).get("report")
+    if not text:
+        return None
+    try:
+        WorkerReport.from_json(text)
+    except (ValueError, TypeError, KeyError) as e:
+        return f"{type(e).__name__}: {e}"[:300]
+    return None
+
+
+def report_from_object(body: dict[str, Any]) -> WorkerReport | None:
+    """The report in a WorkerReport object, or None when it holds none or garbage."""
+    spec = body.get("spec") or {}
+    text = spec.get("report")
+    if not text:
+        return None
+    try:
+        report = WorkerReport.from_json(text)
+    except (ValueError, TypeError, KeyError):
+        return None
+    report.error = str(spec.get("error") or "")
+    report.revision = report.revision or str(spec.get("revision") or "")
+    return report
+
+
+# The API server's answers to a write it will never accept as sent: 413 (request body too
+# large), 422 (invalid: spec.report over its maxLength), or etcd's "request is too large"
+# (a 500). Retrying them cannot help; the worker records the error and keeps fuzzing.
+REFUSED = (413, 422)
+
+
+def refused(status: int | None, body: str) -> bool:
+    return status in REFUSED or (status == 500 and "too large" in (body or ""))
+
+
+class K8sReporter:
+    """The engine's reporter in a worker pod: writes the worker's WorkerReport object
+    through `api`, a kubernetes.client.CustomObjectsApi.
+
+    Writes are bounded in rate: `finding()` writes through when it adds a signature or a
+    sample (at most Limits.signatures x Limits.samples times per attempt, so a new bug
+    reaches the operator at once), otherwise at most every `progress_interval` seconds, like
+    `progress()`; `close()` flushes. Counts a kill loses since the last write come back:
+    the next attempt replays the shard and counts them again.
+    """
+
+    def __init__(self, api: Any, *, namespace: str, campaign: str, campaign_uid: str,
+                 worker: str, revision: str = "", samples: int = 1,
+                 progress_interval: float = 5.0, retries: int = 6,
+                 versions: dict[str, str] | None = None, limits: Limits = LIMITS,
+                 local: WorkerReport | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.campaign = campaign
+        self.campaign_uid = campaign_uid
+        self.revision = revision
+        self.name = report_name(campaign, worker, revision)
+        self.limits = dataclasses.replace(limits, samples=max(1, min(samples, limits.samples)))
+        self.progress_interval = progress_interval
+        self.retries = retries
+        self.versions = dict(versions or {})
+        self.clock = clock
+        # Earlier attempts (as stored), and this attempt's own counts: published is their join.
+        self.base = WorkerReport(worker=worker, revision=revision)
+        self.mine = local if local is not None else WorkerReport(worker=worker, revision=revision)
+        self.mine.worker, self.mine.revision = worker, revision
+        self.report = self.base
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._elapsed_base = 0.0
+        self._version: str | None = None  # resourceVersion last read or written
+        self._last_write = float("-inf")
+        self._dirty = False
+        self.error = ""
+        self.writes = 0
+        self._lock = threading.RLock()
+
+    def start(self) -> WorkerReport:
+        """Load the report of earlier attempts (if any), count this attempt, and write it."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            body = self.api.get_namespaced_custom_object(GROUP, VERSION, self.namespace,
+                                                         REPORT_PLURAL, self.name)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            body = None
+        if body is not None:
+            self._fold(body)
+        else:
+            try:
+                created = self._call(self.api.create_namespaced_custom_object, GROUP, VERSION,
+                                     self.namespace, REPORT_PLURAL, self._object())
+                self._version = _resource_version(created)
+            except ApiException as e:
+                if e.status != 409:  # 409: an earlier attempt created it just now
+                    raise
+                self._fold(self.api.get_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, REPORT_PLURAL, self.name))
+        self.mine.attempts = self.base.attempts + 1
+        self._elapsed_base = self.base.elapsed_s
+        self._write()
+        return self.report
+
+    def finding(self, record: dict[str, Any]) -> None:
+        with self._lock:  # the engine reports from its scheduler and its progress thread
+            self._finding(record)
+
+    def _finding(self, record: dict[str, Any]) -> None:
+        fid = str(record.get("id") or "")
+        if fid:
+            # The engine's store drops a finding it already holds; this drops repeated calls.
+            if fid in self._recent:
+                return
+            self._recent[fid] = None
+            if len(self._recent) > self.limits.recent_ids:
+                self._recent.popitem(last=False)
+        changed = self.mine.add_finding(record, self.limits)
+        self._dirty = True
+        if changed in ("signature", "sample") or self._due():
+            self._write()
+
+    def progress(self, counters: dict[str, Any]) -> None:
+        with self._lock:
+            self._progress(counters)
+
+    def _progress(self, counters: dict[str, Any]) -> None:
+        self.mine.programs = int(counters.get("programs", 0))
+        self.mine.executions = int(counters.get("executions", 0))
+        self.mine.elapsed_s = round(self._elapsed_base + float(counters.get("elapsed_s", 0.0)), 3)
+        self._dirty = True
+        if self._due():
+            self._write()
+
+    def storage(self, status: dict[str, Any]) -> None:
+        """The artifact store's condition changed (storage.Mirror's on_change, called on the
+        Mirror's thread): it goes into the report, written through when the store goes down
+        or comes back so the operator hears at once, else at the progress rate (the Mirror
+        calls again on every failed attempt, to keep the pending count current)."""
+        with self._lock:
+            before = self.mine.storage.get("ok")
+            self.mine.storage = storage_of(status, self.limits)
+            self._dirty = True
+            if before != self.mine.storage["ok"] or self._due():
+                self._write()
+
+    def close(self, done: bool = True) -> None:
+        """Flush; `done` marks the shard finished (its budget is spent)."""
+        with self._lock:
+            self.mine.done = done
+            if self._dirty or done:
+                self._write()
+
+    def _due(self) -> bool:
+        return self.clock() - self._last_write >= self.progress_interval
+
+    def _fold(self, body: Any) -> None:
+        data = body.to_dict() if hasattr(body, "to_dict") else body
+        self._version = _resource_version(data)
+        stored = report_from_object(data)
+        if stored is not None:
+            self.base = merge(self.base, stored, self.limits)
+
+    def _object(self) -> dict[str, Any]:
+        owner = {"apiVersion": API_VERSION, "kind": "FuzzCampaign", "name": self.campaign,
+                 "uid": self.campaign_uid, "blockOwnerDeletion": False, "controller": False}
+        labels = {CAMPAIGN_LABEL: label_value(self.campaign),
+                  WORKER_LABEL: label_value(self.mine.worker), REPORT_LABEL: "true"}
+        if self.revision:
+            labels[REVISION_LABEL] = label_value(self.revision)
+        spec = {"campaign": self.campaign, "worker": self.mine.worker,
+                "report": self.published().to_json()}
+        if self.revision:
+            spec["revision"] = self.revision
+        return {
+            "apiVersion": API_VERSION, "kind": "WorkerReport",
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": labels,
+                         "ownerReferences": [owner] if self.campaign_uid else []},
+            "spec": spec,
+        }
+
+    def published(self) -> WorkerReport:
+        self.mine.versions = self.versions or self.mine.versions
+        self.mine.updated = now_iso()
+        return merge(self.base, self.mine, self.limits)
+
+    def _write(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        for _ in range(5):
+            self.report = self.published()
+            spec: dict[str, Any] = {"report": self.report.to_json()}
+            if self.error:
+                spec["error"] = None  # this write goes through: the refusal is over
+            patch: dict[str, Any] = {"spec": spec}
+            if self._version:
+                patch["metadata"] = {"resourceVersion": self._version}
+            try:
+                written = self._call(self.api.patch_namespaced_custom_object, GROUP, VERSION,
+                                     self.namespace, REPORT_PLURAL, self.name, patch,
+                                     _content_type="application/merge-patch+json")
+            except ApiException as e:
+                if e.status == 409:  # another pod of this worker wrote: fold it in, redo
+                    self._fold(self.api.get_namespaced_custom_object(
+                        GROUP, VERSION, self.namespace, REPORT_PLURAL, self.name))
+                    continue
+                if refused(e.status, str(e.body or "")):
+                    self._refused(e, len(spec["report"]))
+                    return
+                raise
+            self._version = _resource_version(written)
+            self.error = ""
+            self.writes += 1
+            self._last_write = self.clock()
+            self._dirty = False
+            return
+        # Still conflicting after 5 reads: another pod writes as fast; stay dirty, next time.
+
+    def _refused(self, e: Any, size: int) -> None:
+        """The API server will not take this report: say so where people and the operator
+        look (the object's spec.error, a small write), keep counting, try again later."""
+        reason = str(getattr(e, "reason", "") or "")
+        self.error = (f"report write refused by the API server ({e.status} {reason}): "
+                      f"{size} bytes of report JSON; findings are kept in the worker's store")
+        try:
+            self._call(self.api.patch_namespaced_custom_object, GROUP, VERSION, self.namespace,
+                       REPORT_PLURAL, self.name, {"spec": {"error": self.error}},
+                       _content_type="application/merge-patch+json")
+        except Exception:  # noqa: BLE001 - the error stays in the worker's log below
+            pass
+        import structlog
+
+        structlog.get_logger("xla_sentinel.cluster.report").error(
+            "report.refused", report=self.name, status=e.status, bytes=size)
+        self._last_write = self.clock()  # retried at the progress rate, not per finding
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Retry transient API failures (connection errors, 429, 5xx) with backoff."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        delay = 0.2
+        for attempt in range(self.retries + 1):
+            try:
+                return fn(*args, **kwargs)
+            except ApiException as e:
+                if (e.status not in (429, 500, 502, 503, 504) or attempt == self.retries
+                        or refused(e.status, str(e.body or ""))):
+                    raise
+            except (OSError, HTTPError):
+                if attempt == self.retries:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+        raise AssertionError("unreachable")
+
+
+def _resource_version(body: Any) -> str | None:
+    if body is None:
+        return None
+    data = body.to_dict() if hasattr(body, "to_dict") else body
+    if not isinstance(data, dict):
+        return None
+    return (data.get("metadata") or {}).get("resourceVersion")
+
+
+# Results of one-off Jobs (a bisection, a fix verification) travel the same way as reports:
+# a WorkerReport object the Job writes with the worker's RBAC (create/patch on workerreports,
+# nothing else), holding `spec.result` instead of `spec.report`. The operator validates and
+# ingests it into the BugSignature; a Job never writes a BugSignature itself, so a
+# compromised pod cannot rewrite triage state people set.
+RESULT_LABEL_VALUE = "result"
+RESULT_MAX = 16 * 1024  # bytes of result JSON (evidence is cut to fit; the bundle has it all)
+
+
+def result_name(campaign: str, kind: str, key: str) -> str:
+    return dns_name(campaign, kind, key)
+
+
+def result_object(*, namespace: str, campaign: str, campaign_uid: str, kind: str, key: str,
+                  result: dict[str, Any]) -> dict[str, Any]:
+    """The WorkerReport object carrying one Job's `result` ({"type": kind, ...})."""
+    text = json.dumps({**result, "type": kind}, sort_keys=True, default=str)
+    if len(text) > RESULT_MAX:
+        result = {**result, "evidence": str(result.get("evidence", ""))[:RESULT_MAX // 2]}
+        text = json.dumps({**result, "type": kind}, sort_keys=True, default=str)[:RESULT_MAX]
+    owner = {"apiVersion": API_VERSION, "kind": "FuzzCampaign", "name": campaign,
+             "uid": campaign_uid, "blockOwnerDeletion": False, "controller": False}
+    return {
+        "apiVersion": API_VERSION, "kind": "WorkerReport",
+        "metadata": {"name": result_name(campaign, kind, key), "namespace": namespace,
+                     "labels": {CAMPAIGN_LABEL: label_value(campaign),
+                                REPORT_LABEL: RESULT_LABEL_VALUE},
+                     "ownerReferences": [owner] if campaign_uid else []},
+        "spec": {"campaign": campaign, "worker": kind, "result": text},
+    }
+
+
+def result_from_object(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The result in a WorkerReport object, or None when it holds none or garbage."""
+    text = (body.get("spec") or {}).get("result")
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("type") in ("bisection", "verification") else None
+
+
+def write_result(api: Any, obj: dict[str, Any]) -> None:
+    """Create the result object, or replace its result when a retried Job wrote one."""
+    from kubernetes.client.exceptions import ApiException
+
+    meta = obj["metadata"]
+    try:
+        api.create_namespaced_custom_object(GROUP, VERSION, meta["namespace"], REPORT_PLURAL, obj)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        api.patch_namespaced_custom_object(GROUP, VERSION, meta["namespace"], REPORT_PLURAL,
+                                           meta["name"], {"spec": {"result": obj["spec"]["result"]}},
+                                           _content_type="application/merge-patch+json")

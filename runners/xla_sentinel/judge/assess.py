@@ -1,0 +1,563 @@
+"""Assess one program: run it under every target and reference, and judge each target.
+
+Shared by the campaign loop and `xla-sentinel check`. A Slot is one lane of worker
+processes: a program worker (generation and references, never injected passes) and one
+worker per target under test (injected passes registered there only).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.core.model import XLA_F64_REFERENCES, Reference
+from xla_sentinel.core.program import Program, result_dtypes
+from xla_sentinel.core.versions import current_jaxlib
+from xla_sentinel.judge import oracle, targets
+from xla_sentinel.judge.targets import Target
+from xla_sentinel.spec.options import REFERENCE_OPTIONS
+from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
+from xla_sentinel.worker.protocol import (
+    ClassifyModule,
+    GraphReference,
+    ModuleReference,
+    Noise,
+    NoiseSamples,
+    NumpyReference,
+    Outputs,
+    Ran,
+    Reply,
+    Request,
+    RequestFailed,
+    Run,
+    ToPortable,
+    VersionInfo,
+    WhichVersions,
+)
+
+# References evaluated at the program's own precision: they count among "the other
+# configurations" of the oracle, unlike the float64 references, which are the truth.
+OWN_PRECISION_REFERENCES = ("eager", "eager_module", "interpreter", "unsharded")
+
+
+# The float64 references that go through XLA (model.XLA_F64_REFERENCES). With `f64_numpy`
+# in the campaign they are cross-checks of numpy, run only where needed
+# (docs/architecture.md, "References"); a replayed module's f64_jit is its promoted module
+# (f64_text).
+XLA_F64_OPTIONS = {"f64_eager": {}, "f64_jit": REFERENCE_OPTIONS, "f64_text": REFERENCE_OPTIONS}
+
+
+def cross_check_reason(program_id: str, suspects: int, fallbacks: dict[str, int], every: int) -> str:
+    """Why the XLA float64 references must check numpy's answer on this program, or "".
+
+    A suspect (a target the oracle flags against numpy) is never recorded on numpy's word
+    alone; an op numpy evaluated through XLA is what the XLA references see too; and a
+    fixed sample of programs (by id, so a resumed campaign samples the same ones) keeps
+    watching for a disagreement no target shows (every XLA configuration wrong alike)."""
+    if suspects:
+        return "suspect"
+    if fallbacks:
+        return "fallback"
+    if every and zlib.crc32(program_id.encode()) % every == 0:
+        return "sample"
+    return ""
+
+
+# The XLA float64 reference a sampled program (no suspect, no fallback) is cross-checked
+# with: the program compiled whole, the one that shares a bug every XLA configuration has
+# (what the sample watches for) and costs one compile. f64_eager, one compile per op and
+# shape, on the sample was 5% of a 300-program campaign's CPU (bench/throughput.py); suspects
+# and fallbacks, where a verdict rides on the check, still get every deferred reference.
+SAMPLE_REFERENCES = ("f64_jit",)
+
+
+# An XLA float64 reference further from numpy than this many times the spread of the noise
+# model's samples differs by more than any rounding the program can amplify: the reference
+# is wrong, not the program ill-conditioned. The samples perturb every op by its own
+# precision's rounding, 5e8 (f32) to 3.5e13 (bf16) times a float64 one, in both directions
+# (antithetic and directed), so a comparison or rounding step near a tie flips in them too;
+# two float64 evaluations, whose roundings are that much smaller, move the output less than
+# the samples do. The factor is margin for four samples underestimating the spread.
+BEYOND_NOISE = 10.0
+
+
+def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
+                           infos: list[oracle.OutputInfo],
+                           spread: Callable[[int], float | None] | None = None,
+                           ) -> tuple[tuple[str, int, dict[str, Any]] | None, frozenset[int]]:
+    """How an XLA float64 reference's outputs differ from numpy's float64 ones.
+
+    Returns (verdict, ill_conditioned outputs). The verdict, (name, output, evidence), is for a
+    difference float64 leaves no room for: another NaN/inf pattern (nan_mismatch; a real
+    XLA:CPU bug drops NaN in long max reductions), an integer that depends on no float,
+    another shape (mismatch). A normwise difference beyond oracle.REFERENCE_AGREEMENT, or
+    a float-dependent integer that differs, says the program is ill-conditioned in float64
+    (two correct evaluations in another order disagree), as f64_eager against f64_jit did
+    on 1% of programs: no verdict on that output then. Unless `spread(i)`, the noise model's
+    normwise spread on float output i, says the program cannot amplify rounding that far
+    (BEYOND_NOISE): then it is a mismatch of the reference (s24-i282: f64_jit shared the
+    dynamic_slice-of-dynamic_slice bug on a float output, and the program went undecided)."""
+    ill: set[int] = set()
+    for i, (x, y, info) in enumerate(zip(expected, actual, infos, strict=True)):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape:
+            return ("mismatch", i, {"reason": "reference", "actual_shape": list(y.shape),
+                                    "expected_shape": list(x.shape)}), frozenset(ill)
+        if info.dtype not in FLOATS:
+            if np.array_equal(x, y):
+                continue
+            if info.tainted:
+                ill.add(i)
+                continue
+            where = tuple(int(k) for k in np.argwhere(x != y)[0])
+            return ("mismatch", i, {"reason": "reference", "dtype": info.dtype,
+                                    "elements": int((x != y).sum()), "where": list(where),
+                                    "expected": x[where].item(), "actual": y[where].item()}), frozenset(ill)
+        cx, cy = _classes(x), _classes(y)
+        if not np.array_equal(cx, cy):
+            where = tuple(int(k) for k in np.argwhere(cx != cy)[0])
+            return ("nan_mismatch", i, {"reason": "reference", "dtype": info.dtype,
+                                        "elements": int((cx != cy).sum()), "where": list(where),
+                                        "expected": float(x[where]), "actual": float(y[where])}), frozenset(ill)
+        err = oracle.normwise_error(y, x, "f64")
+        if err > oracle.REFERENCE_AGREEMENT:
+            s = spread(i) if spread is not None else None
+            if s is not None and err > BEYOND_NOISE * s:
+                return ("mismatch", i, {"reason": "reference", "dtype": info.dtype, "normwise_error": err,
+                                        "noise_spread": s}), frozenset(ill)
+            ill.add(i)
+    return None, frozenset(ill)
+
+
+def _xla_f64_request(kind: str, program: Program) -> Request[Outputs]:
+    """The request for a deferred XLA float64 reference (f64_text for a replayed module)."""
+    if kind == "f64_text":
+        return ModuleReference("f64_text", program.module, program.inputs)
+    assert program.graph is not None
+    return GraphReference(kind, program.graph, program.inputs)  # type: ignore[arg-type]
+
+
+def _classes(x: np.ndarray) -> np.ndarray:
+    """0 finite, 1 NaN, 2 +inf, 3 -inf (the classes the oracle's NaN rule compares)."""
+    x = np.asarray(x, np.float64)
+    return np.select([np.isnan(x), np.isposinf(x), np.isneginf(x)], [1, 2, 3], 0)
+
+
+R = TypeVar("R", bound=Reply)
+
+
+def _outcome(reply: Reply) -> Outcome:
+    """What one configuration's reply says, as an Outcome."""
+    match reply:
+        case Ran():
+            return Outcome(outputs=reply.outputs, compile_s=reply.compile_s, hlo=reply.hlo,
+                           busy_s=reply.busy_s)
+        case NoiseSamples():
+            return Outcome(outputs=reply.outputs, samples=reply.samples, overflow=reply.overflow,
+                           busy_s=reply.busy_s)
+        case Outputs():
+            return Outcome(outputs=reply.outputs, skipped=reply.skipped, busy_s=reply.busy_s,
+                           fallbacks=reply.fallbacks, undetermined=reply.undetermined)
+    raise TypeError(f"no outcome in a {type(reply).__name__} reply")
+
+
+class HarnessError(RuntimeError):
+    """A target's run failed in this project's code, not in XLA's."""
+
+
+class Stopped(Exception):
+    """The campaign is stopping: abandon the program in flight (it is redone on resume)."""
+
+
+@dataclass
+class Outcome:
+    """What happened to one program under one configuration."""
+
+    outputs: list[np.ndarray] | None = None
+    verdict: str | None = None  # crash, hang, compile_error when outputs is None
+    error: str = ""
+    compile_s: float = 0.0
+    hlo: str | None = None
+    skipped: str = ""  # a reference that does not apply to this program
+    busy_s: float = 0.0
+    samples: list[list[np.ndarray]] | None = None  # the noise model's samples
+    overflow: list[bool] | None = None  # per output: may overflow legally (noise request)
+    fallbacks: dict[str, int] = field(default_factory=dict)  # f64_numpy: ops evaluated by XLA
+    undetermined: list[np.ndarray] | None = None  # f64_numpy: elements no rule judges (oracle.without_undetermined)
+
+
+@dataclass
+class TargetVerdict:
+    """One target's judged outcome on a program (its verdict name is a core.model.Verdict
+    value), with the evidence and the output it concerns."""
+
+    target: Target
+    verdict: str
+    evidence: dict[str, Any]
+    output: int | None = None
+    actual: list[np.ndarray] | None = None
+
+
+@dataclass
+class Assessment:
+    status: str  # judged, reference_failed, references_disagree, plugin_error
+    executions: int
+    verdicts: list[TargetVerdict] = field(default_factory=list)
+    expected: list[np.ndarray] | None = None
+    compile_s: dict[str, float] = field(default_factory=dict)
+    worker_s: float = 0.0  # time the worker processes spent on this program
+    # The first target's optimized HLO (coverage), and each passing target's largest
+    # error/threshold ratio (near misses steer guided generation).
+    hlo: str | None = None
+    margins: dict[str, float] = field(default_factory=dict)
+    # The numpy reference's ops evaluated by XLA, and why the XLA float64 references ran
+    # as its cross-check ("" when they did not; numpy_failed when they stood in for it).
+    reference_fallbacks: dict[str, int] = field(default_factory=dict)
+    cross_check: str = ""
+    eager_xla_ops: dict[str, int] = field(default_factory=dict)  # `eager`'s ops not in numpy
+    # Outputs the references disagree on (ill-conditioned in float64): judged in no target.
+    undecided_outputs: list[int] = field(default_factory=list)
+
+
+class Slot:
+    def __init__(self, n: int | str, targets: Sequence[Target], plugins: Sequence[str],
+                 logs: Path | None, interpreter: bool = False) -> None:
+        def log(name: str) -> Path | None:
+            return logs / f"slot{n}-{name}.log" if logs else None
+        self.programs = Worker(f"slot{n}-programs", (), log("programs"))
+        # The reference interpreter can abort its process: it gets one of its own.
+        self.interpreter = Worker(f"slot{n}-interpreter", (), log("interpreter")) if interpreter else None
+        # A target of another jaxlib runs under its environment's interpreter.
+        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name), t.python,
+                                       t.platform)
+                        for t in targets}
+        # What each such worker runs (WhichVersions), asked once: the StableHLO version its
+        # programs are serialized at, the jaxlib its verdicts are judged across.
+        self.versions: dict[str, VersionInfo] = {}
+
+    def workers(self) -> list[Worker]:
+        return [self.programs, *([self.interpreter] if self.interpreter else []),
+                *self.targets.values()]
+
+    def close(self) -> None:
+        for w in self.workers():
+            w.close()
+
+
+class Assessor:
+    def __init__(self, targets: Sequence[Target], references: Sequence[str], timeout: float,
+                 k_overrides: dict[str, float] | None = None,
+                 stop: threading.Event | None = None, cross_check_every: int = 20) -> None:
+        self.targets = list(targets)
+        self.references = list(references)
+        self.cross_check_every = cross_check_every
+        # With numpy as the float64 truth, the XLA float64 references wait for a reason.
+        self.deferred = [k for k in XLA_F64_REFERENCES if k in self.references] \
+            if Reference.F64_NUMPY in self.references else []
+        self.timeout = timeout
+        self.k_overrides = k_overrides or {}
+        self.stop = stop or threading.Event()
+
+    def call(self, worker: Worker, request: Request[Any]) -> Outcome:
+        if self.stop.is_set():
+            # Stopping: the slot's workers are being closed, and a call would start a new
+            # one that nothing closes.
+            raise Stopped
+        started = time.perf_counter()
+        try:
+            reply = worker.call(request, self.timeout)
+        except (WorkerDied, WorkerHung) as e:
+            if self.stop.is_set():
+                raise Stopped from None  # we killed it ourselves: not a finding
+            spent = time.perf_counter() - started
+            if isinstance(e, WorkerHung):
+                return Outcome(verdict="hang", error=str(e), busy_s=spent)
+            return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}", busy_s=spent)
+        except RequestFailed as e:
+            if e.error.startswith("NotPortable:"):
+                # The module does not cross to that jaxlib (portable.py): no verdict on it.
+                return Outcome(skipped=e.error, busy_s=e.busy_s)
+            # A failed injected plugin (plugins.PluginError) is no verdict on XLA.
+            verdict = "plugin_error" if e.error.startswith("PluginError:") else "compile_error"
+            return Outcome(verdict=verdict, error=e.error, busy_s=e.busy_s)
+        return _outcome(reply)
+
+    def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
+        refs = {}
+        # An SPMD program is also run unsharded on one device: the pair tells a
+        # partitioning bug from one the program shows anyway (runners/xla_sentinel/programs/spmd.py).
+        sharded = program.graph is not None and bool(program.graph.get("sharding"))
+        for kind in [*self.references, *(["unsharded"] if sharded else [])]:
+            if kind == "interpreter":
+                assert slot.interpreter is not None
+                o = self.call(slot.interpreter, ModuleReference("interpreter", program.module,
+                                                                program.inputs))
+                # The interpreter is an extra opinion: a module it cannot take (or that
+                # kills it) is judged by the other references alone.
+                if o.outputs is not None:
+                    refs[kind] = o
+                continue
+            if kind == Reference.F64_NUMPY:
+                refs[kind] = self.call(slot.programs, NumpyReference(program.module, program.inputs,
+                                                                     program.graph))
+                continue
+            if kind in self.deferred:
+                continue
+            if program.graph is None:
+                # A replayed module has no graph: its float64 reference is the module with
+                # float types promoted, and its op-by-op reference the module's ops each
+                # compiled alone (worker/bisect_handlers.op_by_op), both in the reference process.
+                text_kind = {"f64_jit": "f64_text", "eager": "eager_module"}.get(kind)
+                if text_kind:
+                    refs[text_kind] = self.call(slot.programs, ModuleReference(
+                        text_kind, program.module, program.inputs))  # type: ignore[arg-type]
+                continue
+            refs[kind] = self.call(slot.programs, GraphReference(
+                kind, program.graph, program.inputs))  # type: ignore[arg-type]
+        return refs
+
+    def _xla_f64(self, slot: Slot, program: Program, sample: bool = False) -> dict[str, Outcome]:
+        """The deferred XLA float64 references of a program, run now; for the sample,
+        SAMPLE_REFERENCES of them."""
+        if program.graph is None:
+            kinds = ["f64_text"] if "f64_jit" in self.deferred else []
+        else:
+            kinds = list(self.deferred)
+            if sample:
+                kinds = [k for k in kinds if k in SAMPLE_REFERENCES] or kinds[:1]
+        return {k: self.call(slot.programs, _xla_f64_request(k, program)) for k in kinds}
+
+    def _cross_check(self, slot: Slot, program: Program, expected: list[np.ndarray],
+                     infos: list[oracle.OutputInfo], result: Assessment,
+                     undetermined: list[np.ndarray] | None = None,
+                     noise: Callable[[], list[list[np.ndarray]] | None] | None = None,
+                     sample: bool = False) -> set[int]:
+        """Compare numpy's float64 answer with the XLA float64 references. A reference
+        that disagrees where float64 leaves no room is a finding against that reference
+        (XLA's own path, evidence `reason: reference`); returns the outputs that are
+        ill-conditioned in float64, which leave no truth to judge the targets by there. A
+        reference that fails to run checks nothing."""
+        ill_outputs: set[int] = set()
+        truth = oracle.without_undetermined(expected, undetermined)
+
+        def spread(i: int) -> float | None:
+            # Asked only of a float output an XLA reference is off on (the noise model
+            # runs then, once): None where a sample's NaN/inf pattern differs (overflow).
+            samples = noise() if noise is not None else None
+            if not samples:
+                return None
+            outs = [np.asarray(oracle.without_undetermined(s, undetermined)[i]) for s in samples]
+            if any(not np.array_equal(_classes(y), _classes(np.asarray(truth[i]))) for y in outs):
+                return None
+            return max(oracle.normwise_error(y, truth[i], "f64") for y in outs)
+
+        for kind, o in self._xla_f64(slot, program, sample).items():
+            result.executions += 1
+            result.worker_s += o.busy_s
+            if o.outputs is None:
+                continue
+            verdict, ill = reference_disagreement(truth, oracle.without_undetermined(o.outputs, undetermined),
+                                                  infos, spread)
+            ill_outputs |= ill
+            if verdict is not None:
+                name, output, ev = verdict
+                ev["against"] = Reference.F64_NUMPY.value
+                result.verdicts.append(TargetVerdict(Target(kind, dict(XLA_F64_OPTIONS[kind])), name, ev,
+                                               output, o.outputs))
+        return ill_outputs
+
+    def _infos(self, program: Program) -> list[oracle.OutputInfo]:
+        if program.graph is not None:
+            vals = program.graph["values"]
+            bitwise = not oracle.has_subnormals(program.inputs)
+            return [oracle.OutputInfo(vals[i]["dtype"], vals[i]["tainted"],
+                                      bitwise and vals[i].get("bitwise", False))
+                    for i in program.graph["outputs"]]
+        return [oracle.OutputInfo(d, True) for d in result_dtypes(program.module)]
+
+    def _discrete(self, slot: Slot, program: Program) -> bool:
+        """A generated program is discrete by its graph's ops, a replayed module by the
+        StableHLO ops it holds (rules.py, in the program worker)."""
+        if program.graph is not None:
+            return any(n.get("discrete") for n in program.graph["nodes"])
+        return self.ask(slot.programs, ClassifyModule(program.module)).discrete
+
+    def ask(self, worker: Worker, request: Request[R]) -> R:
+        """A request that must succeed (no verdict rides on it)."""
+        if self.stop.is_set():
+            raise Stopped
+        try:
+            return worker.call(request, self.timeout)
+        except (WorkerDied, WorkerHung):
+            if self.stop.is_set():
+                raise Stopped from None
+            raise
+
+    def _noise(self, slot: Slot, program: Program) -> Outcome:
+        if program.graph is None:
+            return Outcome(skipped="no graph to perturb")
+        return self.call(slot.programs, Noise(program.graph, program.inputs, seed=7))
+
+    def _screen(self, slot: Slot, program: Program, t: Target, first: list[np.ndarray],
+                j: oracle.Judgement, result: Assessment) -> tuple[str, dict[str, Any]]:
+        """Re-run a failing target: if a fresh compile disagrees bitwise, it is nondeterministic."""
+        # The worker compiles twice (repeat), as a bisection check does; the fresh compile
+        # is judged against the first run's outputs.
+        o = self._run(slot, t, program, repeat=True)
+        result.executions += 1
+        result.worker_s += o.busy_s
+        ev = dict(j.evidence)
+        if o.outputs is None:
+            ev["recheck_error"] = o.error
+            return j.verdict, ev
+        if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, o.outputs, strict=True)):
+            ev["judged_as"] = j.verdict
+            return "nondeterministic", ev
+        return j.verdict, ev
+
+    def version_of(self, slot: Slot, t: Target) -> VersionInfo:
+        """What the worker of a target of another jaxlib runs (asked once per slot)."""
+        if t.name not in slot.versions:
+            slot.versions[t.name] = self.ask(slot.targets[t.name], WhichVersions())
+        return slot.versions[t.name]
+
+    def _module(self, slot: Slot, t: Target, program: Program) -> str | bytes | Outcome:
+        """The module as target t takes it: the text, or for a target of another jaxlib a
+        portable artifact at the StableHLO version that jaxlib reads (docs/versions.md),
+        made by the program worker. A module that does not cross is an Outcome skipped
+        there (no verdict); a worker that cannot start under its interpreter, a crash."""
+        if t.python is None:
+            return program.module
+        try:
+            info = self.version_of(slot, t)
+        except (WorkerDied, WorkerHung) as e:
+            return Outcome(verdict="crash", error=f"{t.python}: the worker did not start: {e}")
+        try:
+            return self.ask(slot.programs, ToPortable(program.module, info.stablehlo_current)).data
+        except RequestFailed as e:
+            return Outcome(skipped=e.error, busy_s=e.busy_s)
+
+    def _run(self, slot: Slot, t: Target, program: Program, want_hlo: bool = False,
+             repeat: bool = False) -> Outcome:
+        module = self._module(slot, t, program)
+        if isinstance(module, Outcome):
+            return module
+        # The optimized HLO (coverage, bisection) is the current jaxlib's alone.
+        outcome = self.call(slot.targets[t.name], Run(module, program.inputs, t.options,
+                                                      want_hlo=want_hlo and t.python is None,
+                                                      repeat=repeat, platform=t.platform))
+        if outcome.verdict == "compile_error" and not targets.xla_failure(outcome.error):
+            # Our code raised, not XLA (s31-i61: numpy could not place a shard): no
+            # verdict on XLA; the program is a harness error (scheduling.py).
+            raise HarnessError(f"target {t.name}: {outcome.error}")
+        return outcome
+
+    def _version_peers(self, slot: Slot, t: Target, passed: set[str]) -> list[oracle.VersionPeer]:
+        """The targets of other jaxlibs in t's configuration, and whether each passed."""
+        return [oracle.VersionPeer(u.name, u.jaxlib or self.version_of(slot, u).jaxlib, u.name in passed)
+                for u in self.targets
+                if u.python is not None and u.options == t.options and u.platform == t.platform]
+
+    def assess(self, slot: Slot, program: Program) -> Assessment:
+        outcomes = {t.name: self._run(slot, t, program, want_hlo=i == 0)
+                    for i, t in enumerate(self.targets)}
+        if any(o.verdict == "plugin_error" for o in outcomes.values()):
+            return Assessment("plugin_error", len(outcomes),
+                              worker_s=sum(o.busy_s for o in outcomes.values()))
+        refs = self._references(slot, program)
+        result = Assessment("judged", len(outcomes) + len(refs),
+                            compile_s={n: o.compile_s for n, o in outcomes.items()},
+                            hlo=outcomes[self.targets[0].name].hlo,
+                            worker_s=sum(o.busy_s for o in [*outcomes.values(), *refs.values()]))
+        for t in self.targets:
+            o = outcomes[t.name]
+            if o.verdict is not None:
+                result.verdicts.append(TargetVerdict(t, o.verdict, {"error": o.error}))
+        result.eager_xla_ops = dict(refs["eager"].fallbacks) if "eager" in refs else {}
+        numpy_ref = refs.get(Reference.F64_NUMPY)
+        if numpy_ref is not None:
+            result.reference_fallbacks = dict(numpy_ref.fallbacks)
+            if numpy_ref.outputs is None:
+                # A module numpy cannot take at all: the XLA references are the truth again.
+                result.cross_check = "numpy_failed"
+                del refs[Reference.F64_NUMPY]
+                numpy_ref = None
+                for kind, o in self._xla_f64(slot, program).items():
+                    refs[kind] = o
+                    result.executions += 1
+                    result.worker_s += o.busy_s
+        ref64 = numpy_ref or refs.get("f64_eager") or refs.get("f64_jit") or refs.get("f64_text")
+        infos = self._infos(program)
+        if ref64 is None or any(o.outputs is None for o in refs.values()):
+            result.status = "reference_failed"
+            return result
+        if "f64_eager" in refs and "f64_jit" in refs and not oracle.references_agree(
+                refs["f64_eager"].outputs, refs["f64_jit"].outputs, infos):
+            result.status = "references_disagree"
+            return result
+        result.expected = ref64.outputs
+        results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None}
+        results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
+        discrete = self._discrete(slot, program)
+        noise_cache: list[Outcome] = []
+
+        def noise_outcome() -> Outcome:
+            if not noise_cache:
+                noise_cache.append(self._noise(slot, program))
+                result.executions += 1
+                result.worker_s += noise_cache[0].busy_s
+            return noise_cache[0]
+
+        def noise() -> list[list[np.ndarray]] | None:
+            return noise_outcome().samples or None
+
+        def overflow() -> list[bool] | None:
+            return noise_outcome().overflow
+
+        suspects = []
+        for t in self.targets:
+            if t.name not in results:
+                continue
+            j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides,
+                             overflow_prone=overflow, undetermined=ref64.undetermined)
+            if j.verdict == "pass":
+                result.margins[t.name] = j.evidence.get("margin", 0.0)
+                continue
+            suspects.append((t, j))
+        if numpy_ref is not None and self.deferred:
+            result.cross_check = cross_check_reason(program.id, len(suspects), numpy_ref.fallbacks,
+                                                    self.cross_check_every)
+            ill = self._cross_check(slot, program, numpy_ref.outputs, infos, result, numpy_ref.undetermined,
+                                    noise, sample=result.cross_check == "sample") if result.cross_check else set()
+            if ill:
+                if len(ill) == len(infos):
+                    result.status = "references_disagree"
+                    return result
+                # Only these outputs are left without a truth: the others are still judged.
+                # One output's subnormal inputs (read as zero by f64_eager, kept by numpy)
+                # sent whole programs undecided, with another output's real bug in them.
+                result.undecided_outputs = sorted(ill)
+                undetermined = [np.ones(np.shape(x), bool) if i in ill
+                                else (ref64.undetermined[i] if ref64.undetermined else np.zeros(np.shape(x), bool))
+                                for i, x in enumerate(ref64.outputs)]
+                suspects = [(t, j) for t, _ in suspects
+                            if (j := oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete,
+                                                  self.k_overrides, overflow_prone=overflow,
+                                                  undetermined=undetermined)).verdict != "pass"]
+        flagged = {t.name for t, _ in suspects}
+        passed = {n for n in results if n not in flagged}
+        for t, j in suspects:
+            verdict, ev = self._screen(slot, program, t, results[t.name], j, result)
+            if t.python is None:
+                verdict, ev = oracle.version_regression(verdict, ev, current_jaxlib(),
+                                                        self._version_peers(slot, t, passed))
+            result.verdicts.append(TargetVerdict(t, verdict, ev, j.output, results[t.name]))
+        return result

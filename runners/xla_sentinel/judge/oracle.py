@@ -1,0 +1,359 @@
+"""The oracle: tell a legal floating-point difference from a miscompile.
+
+Floats are judged normwise against a float64 reference (docs/architecture.md): configuration C is
+wrong when e_C > k * max(min over the other configurations of e_L, noise, u), where e is
+||a - ref|| / ||ref|| over finite elements, noise is the error of the float64 program
+with every op perturbed by one rounding, and u the unit roundoff. Using the minimum over
+the others (not the maximum) matters: a real bug is often shared by several
+configurations. An output that IEEE 754 determines bitwise (exact.py: movement, selection,
+compares, conversions, one correctly rounded op per path) must instead equal the literal
+op-by-op evaluation value for value: a conversion that truncates is one ulp off, below
+k*u. Non-finite patterns are compared apart: C is flagged where it is finite
+and the reference is not, or the other way round, and another configuration agrees with
+the reference. Integer outputs computed without floats are compared exactly; those
+that depend on floats must differ from every agreeing configuration and from the noise
+model before they count. Pure numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from xla_sentinel.core.dtypes import (
+    DISCRETE_FACTOR,
+    FLOATS,
+    NP_DTYPES,
+    TOLERANCE_K,
+    UNIT_ROUNDOFF,
+    subnormal,
+)
+
+# Two float64 references that differ by more than this (normwise) mean the program is
+# too ill-conditioned, or a reference is itself hit by a bug: no float verdict then.
+REFERENCE_AGREEMENT = 1e-6
+
+
+@dataclass
+class OutputInfo:
+    dtype: str
+    tainted: bool = True
+    # IEEE 754 fixes it bitwise (exact.py): it must equal the literal op-by-op result.
+    bitwise: bool = False
+
+
+@dataclass
+class Judgement:
+    verdict: str
+    output: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _classes(a: np.ndarray) -> np.ndarray:
+    """0 finite, 1 NaN, 2 +Inf, 3 -Inf, elementwise."""
+    a = np.asarray(a, dtype=np.float64)
+    c = np.zeros(a.shape, np.int8)
+    c[np.isnan(a)] = 1
+    c[np.isposinf(a)] = 2
+    c[np.isneginf(a)] = 3
+    return c
+
+
+def _cast_ref(ref: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(ref).astype(NP_DTYPES[dtype]).astype(np.float64)
+
+
+def normwise_error(a: np.ndarray, ref: np.ndarray, dtype: str) -> float:
+    """||a - ref|| / ||ref|| over elements finite in both (ref taken in float64)."""
+    a64 = np.asarray(a, dtype=np.float64)
+    r64 = np.asarray(ref, dtype=np.float64)
+    mask = np.isfinite(a64) & np.isfinite(_cast_ref(r64, dtype)) & np.isfinite(r64)
+    if not mask.any():
+        return 0.0
+    # Both norms are taken of values divided by the largest magnitude: squaring f64 values
+    # beyond 1e154 overflows, and inf / inf made the error NaN, which no threshold flags.
+    scale = float(max(np.abs(a64[mask]).max(), np.abs(r64[mask]).max()))
+    if scale == 0.0:
+        return 0.0
+    diff = float(np.linalg.norm(a64[mask] / scale - r64[mask] / scale))
+    tiny = float(ml_dtypes.finfo(NP_DTYPES[dtype]).tiny) * np.sqrt(mask.sum())
+    denominator = max(float(np.linalg.norm(r64[mask] / scale)), tiny / scale)
+    # tiny / scale underflows to 0 for a huge output against an all-zero reference.
+    return diff / denominator if denominator > 0.0 else float("inf")
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: str) -> int:
+    """Max distance in units in the last place of `dtype` between finite elements."""
+    dt = NP_DTYPES[dtype]
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[dt.itemsize]
+    x = np.asarray(a).astype(dt)
+    y = np.asarray(b).astype(dt)
+    mask = np.isfinite(x.astype(np.float64)) & np.isfinite(y.astype(np.float64))
+    if not mask.any():
+        return 0
+
+    def ordered(v: np.ndarray) -> np.ndarray:
+        i = v.view(bits).astype(np.int64)
+        return np.where(i < 0, np.iinfo(bits).min - i, i)
+
+    return int(np.max(np.abs(ordered(x[mask]) - ordered(y[mask]))))
+
+
+def error_stats(a: np.ndarray, ref: np.ndarray, dtype: str) -> dict[str, Any]:
+    """Evidence for a report: max abs/rel error, ULPs, and where the worst element is."""
+    a64 = np.asarray(a, dtype=np.float64)
+    r64 = np.asarray(ref, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        absdiff = np.abs(a64 - r64)
+    absdiff = np.where(np.isfinite(absdiff), absdiff, 0.0)
+    stats: dict[str, Any] = {"max_abs": float(absdiff.max()) if absdiff.size else 0.0}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(np.abs(r64) > 0, absdiff / np.abs(r64), 0.0)
+    stats["max_rel"] = float(np.nanmax(rel)) if rel.size else 0.0
+    if absdiff.size:
+        where = np.unravel_index(int(np.argmax(absdiff)), absdiff.shape)
+        stats["where"] = [int(i) for i in where]
+        stats["actual"] = float(a64[where])
+        stats["expected"] = float(r64[where])
+        stats["wrong_elements"] = int(np.count_nonzero(absdiff > 0))
+        stats["elements"] = int(absdiff.size)
+    if dtype in FLOATS:
+        stats["max_ulp"] = ulp_distance(a, _cast_ref(r64, dtype), dtype)
+    return stats
+
+
+def _flushed(a: np.ndarray, dtype: str) -> np.ndarray:
+    x = np.asarray(a).astype(np.float64)
+    return np.where(np.abs(x) < float(ml_dtypes.finfo(NP_DTYPES[dtype]).tiny), 0.0, x)
+
+
+def same_values(a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
+    """Equal element for element as numbers: NaN equals NaN, -0 equals +0, and a subnormal
+    equals zero. XLA:CPU flushes subnormals in some code paths and not in others: a clean-run
+    bf16 broadcast kept 2.9e-39 at O0 and gave 0 op by op."""
+    if dtype not in FLOATS:
+        return np.array_equal(a, b)
+    return np.array_equal(_flushed(a, dtype), _flushed(b, dtype), equal_nan=True)
+
+
+def has_subnormals(arrays: list[np.ndarray]) -> bool:
+    """Does any float array hold a subnormal? Flushed or not, it may then change a normal
+    result further on (x > 0, x * 2^100), so such inputs get no bitwise judgement."""
+    floats = {NP_DTYPES[d] for d in FLOATS}
+    return any(subnormal(a).any() for a in map(np.asarray, arrays) if a.dtype in floats)
+
+
+def references_agree(a: list[np.ndarray], b: list[np.ndarray], infos: list[OutputInfo]) -> bool:
+    for x, y, info in zip(a, b, infos, strict=True):
+        if info.dtype in FLOATS:
+            if not np.array_equal(_classes(x), _classes(y)):
+                return False
+            if normwise_error(x, y, "f64") > REFERENCE_AGREEMENT:
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
+
+
+def without_undetermined(outputs: list[np.ndarray], undetermined: list[np.ndarray] | None) -> list[np.ndarray]:
+    """Outputs with the elements the program leaves open blanked alike in every
+    configuration (floats NaN, integers 0), so that no rule judges them: `undetermined`
+    (npref.Evaluation.undetermined) marks, per output, the elements that depend on the sign
+    of a NaN IEEE 754 does not fix (s24-i827: top_k of tanh(log(|NaN| + 0.5)); XLA:CPU's
+    fused log makes -NaN, which its top_k ranks last, numpy keeps +NaN, ranked first). An
+    output of another shape keeps its values: its shape is judged."""
+    if undetermined is None:
+        return outputs
+    out = []
+    for x, m in zip(outputs, undetermined, strict=True):
+        x = np.asarray(x)
+        if m.any() and x.shape == m.shape:
+            x = x.copy()
+            x[m] = np.nan if x.dtype.kind == "f" or x.dtype in {NP_DTYPES[d] for d in FLOATS} else 0
+        out.append(x)
+    return out
+
+
+def _nan_mismatch(c: np.ndarray, others: list[np.ndarray], ref: np.ndarray, dtype: str,
+                  literal: np.ndarray | None = None) -> dict | None:
+    want = _classes(_cast_ref(ref, dtype))
+    got = _classes(c)
+    # Non-finite against non-finite (NaN against -inf, say) is no verdict: once a value
+    # overflows, whether inf - inf cancels depends legally on accumulation order and FMA
+    # (a clean-run dot: O0 rounds 2.8 * 1.7e38 to +inf and adds -inf; FMA targets do not).
+    bad = (got != want) & ~((got > 0) & (want > 0))
+    if literal is not None:
+        # A NaN or inf where float64 is finite, which the program's own precision makes
+        # op by op too, is what the program says: f16 (1 + 23/1024)^2 rounds up to
+        # 1 + 47/1024, times 62656 is 65532 (inf, so b - b is NaN), where float64 has
+        # 65502 (finite, in range, so no overflow rule applies). Only a configuration with
+        # excess precision stays finite there. A finite result where float64 is not (a
+        # dropped NaN) is never excused this way.
+        bad &= ~((got > 0) & (want == 0) & (_classes(literal) == got))
+    if not bad.any():
+        return None
+    confirmed = np.zeros_like(bad)
+    for o in others:
+        confirmed |= bad & (_classes(o) == want)
+    if not confirmed.any():
+        return None
+    where = tuple(int(i) for i in np.argwhere(confirmed)[0])  # argwhere: 0-d outputs too
+    names = ["finite", "nan", "+inf", "-inf"]
+    return {"elements": int(confirmed.sum()), "where": list(where),
+            "actual_class": names[got[where]], "expected_class": names[want[where]],
+            "actual": float(np.asarray(c, np.float64)[where]),
+            "expected": float(np.asarray(ref, np.float64)[where])}
+
+
+def judge(
+    target: str,
+    results: dict[str, list[np.ndarray]],
+    ref64: list[np.ndarray],
+    infos: list[OutputInfo],
+    noise: Callable[[], list[list[np.ndarray]] | None],
+    discrete: bool = False,
+    k_overrides: dict[str, float] | None = None,
+    literal: str = "eager",
+    overflow_prone: Callable[[], list[bool] | None] | None = None,
+    exact: str | None = None,
+    undetermined: list[np.ndarray] | None = None,
+) -> Judgement:
+    """Judge one configuration's outputs against the reference and the other configurations.
+
+    `results` maps every configuration that produced outputs (targets and own-precision
+    references) to its outputs; `noise` returns the noise model's samples (each a list of
+    outputs) and is called at most once, only when needed. `literal` names the op-by-op
+    evaluation at the program's own precision, if present: a result within k*u of it is
+    what the program literally says, and never a miscompile of the program as a whole.
+    `overflow_prone` returns, per output, whether it depends on a value beyond its dtype's
+    range in float64 (evaluate.overflow_prone); a non-finite result there is no verdict.
+    A `bitwise` output is compared first, value for value (NaN equals NaN, -0 equals +0),
+    with `exact` (default: the literal evaluation); that one is the judge there, so a bug
+    that every target under test shares is still caught. Elements in `undetermined`
+    (the program leaves them open: without_undetermined) are judged in no configuration.
+    """
+    if undetermined is not None:
+        results = {name: without_undetermined(v, undetermined) for name, v in results.items()}
+        ref64 = without_undetermined(ref64, undetermined)
+        noise_all = noise
+
+        def noise() -> list[list[np.ndarray]] | None:
+            samples = noise_all()
+            return None if samples is None else [without_undetermined(s, undetermined) for s in samples]
+    k_overrides = k_overrides or {}
+    exact = exact or literal
+    mine = results[target]
+    others = [v for name, v in results.items() if name != target]
+    noise_cache: list[list[list[np.ndarray]] | None] = []
+
+    def noise_out() -> list[list[np.ndarray]] | None:
+        if not noise_cache:
+            noise_cache.append(noise())
+        return noise_cache[0]
+
+    # Largest error/threshold ratio among passing float outputs: how near a miss was.
+    margin = 0.0
+    for i, info in enumerate(infos):
+        c, ref = mine[i], ref64[i]
+        if np.shape(c) != np.shape(ref):
+            return Judgement("mismatch", i, {"reason": "shape", "actual_shape": list(np.shape(c)),
+                                             "expected_shape": list(np.shape(ref))})
+        if info.bitwise and exact in results and exact != target \
+                and not same_values(c, results[exact][i], info.dtype):
+            ev = error_stats(c, results[exact][i], info.dtype)
+            ev.update(reason="bitwise", dtype=info.dtype, against=exact)
+            return Judgement("mismatch", i, ev)
+        if info.dtype not in FLOATS:
+            if np.array_equal(c, ref):
+                continue
+            if info.tainted:
+                agreeing = [o[i] for o in others if np.array_equal(o[i], ref)]
+                n = noise_out()
+                if len(agreeing) < len(others) or not agreeing or n is None \
+                        or not all(np.array_equal(sample[i], ref) for sample in n):
+                    continue  # a legal flip of a float-dependent integer
+            ev = error_stats(c, ref, info.dtype)
+            ev.update(reason="integer", dtype=info.dtype, tainted=info.tainted)
+            return Judgement("mismatch", i, ev)
+        nan = _nan_mismatch(c, [o[i] for o in others], ref, info.dtype,
+                            results[literal][i] if literal in results and literal != target else None)
+        if nan is not None and overflow_prone is not None and (prone := overflow_prone()) and prone[i]:
+            nan = None  # its finite elements are still judged below
+        if nan is not None:
+            nan["dtype"] = info.dtype
+            return Judgement("nan_mismatch", i, nan)
+        e_c = normwise_error(c, ref, info.dtype)
+        e_others = {name: normwise_error(v[i], ref, info.dtype)
+                    for name, v in results.items() if name != target}
+        best = min(e_others.values(), default=0.0)
+        u = UNIT_ROUNDOFF[info.dtype]
+        k = k_overrides.get(info.dtype, TOLERANCE_K[info.dtype]) * (DISCRETE_FACTOR if discrete else 1.0)
+        if e_c <= k * max(best, u):
+            margin = max(margin, e_c / (k * max(best, u)))
+            continue
+        n = noise_out()
+        e_noise = max((normwise_error(sample[i], ref, "f64") for sample in n), default=0.0) \
+            if n is not None else 0.0
+        threshold = k * max(best, e_noise, u)
+        margin = max(margin, e_c / threshold)
+        if e_c > threshold and literal in results and literal != target \
+                and normwise_error(c, results[literal][i], info.dtype) <= k * u:
+            # Rounding each op to its dtype, as written, is legal even where a configuration
+            # with excess precision lands closer to float64 (a clean-run f16 program: atan2
+            # rounded to f16 hit an e5m2 tie of reduce_precision, 1 ulp became 12%).
+            continue
+        if e_c > threshold:
+            ev = error_stats(c, ref, info.dtype)
+            ev.update(dtype=info.dtype, error=e_c, threshold=threshold, k=k, noise=e_noise,
+                      others={n_: float(e) for n_, e in e_others.items()})
+            return Judgement("mismatch", i, ev)
+    return Judgement("pass", evidence={"margin": margin})
+
+
+# Verdicts a version regression is judged on: wrong numbers. A crash or compile error that
+# an older release does not show keeps its verdict (its error text is its signature);
+# bisecting over releases finds where either began (bisect/versions.py).
+VERSION_JUDGED = ("mismatch", "nan_mismatch")
+
+
+@dataclass(frozen=True)
+class VersionPeer:
+    """A target of another jaxlib in the same configuration as the one judged: its name,
+    its jaxlib, and whether the oracle passed it on this program."""
+
+    target: str
+    jaxlib: str
+    passed: bool
+
+
+def version_regression(verdict: str, evidence: dict[str, Any], current: str,
+                       peers: list[VersionPeer]) -> tuple[str, dict[str, Any]]:
+    """A current-jaxlib target's verdict, seen across versions (docs/versions.md).
+
+    Wrong numbers where an older jaxlib in the same configuration is right against float64
+    are a `version_regression`: the evidence keeps the verdict it was judged as and names
+    the newest older release that was right (`lastGood`). A newer release that is right
+    says the bug is fixed there (`fixed_on`), without changing the verdict."""
+    from xla_sentinel.core.versions import parse_version
+
+    if verdict not in VERSION_JUDGED:
+        return verdict, evidence
+    now = parse_version(current)
+    good = [p for p in peers if p.passed]
+    older = sorted((p for p in good if parse_version(p.jaxlib) < now),
+                   key=lambda p: parse_version(p.jaxlib))
+    newer = sorted((p for p in good if parse_version(p.jaxlib) > now),
+                   key=lambda p: parse_version(p.jaxlib))
+    ev = dict(evidence)
+    if newer:
+        ev["fixed_on"] = {"target": newer[0].target, "jaxlib": newer[0].jaxlib}
+    if not older:
+        return verdict, ev
+    ev.update(judged_as=verdict, jaxlib=current,
+              lastGood={"target": older[-1].target, "jaxlib": older[-1].jaxlib})
+    return "version_regression", ev

@@ -1,0 +1,227 @@
+"""Evaluate a generated program's graph: as one traced function, or op by op.
+
+Op-by-op evaluation is the `eager` reference (each primitive compiled alone, so no
+fusion); with `promote=True` it is the float64 reference, and with a `perturb` generator
+it is the noise model: every float op output moved by u*U(-1, 1) times its rounding scale
+(|output| for an op that rounds once, more for long reductions: `_rounding_scale`), u the
+unit roundoff of the op's own dtype, which measures how much legal rounding can move
+outputs. A `directed` noise sample instead moves every float op output the same way by its
+largest legal rounding: one ulp (2u times its scale) for a transcendental function, which
+XLA may round faithfully rather than correctly, half an ulp (u) for the rest; and the
+systematic drift a random sample almost never reaches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+
+from xla_sentinel.core.dtypes import NARROW_FLOATS, NP_DTYPES, UNIT_ROUNDOFF
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.ops.lax_builders import build
+from xla_sentinel.ops.table import OPS
+from xla_sentinel.references import own_precision
+
+F64 = jnp.float64
+
+
+def _is_float(x: Any) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.floating)
+
+
+def _apply(graph: Graph, args: list[Any], promote: bool,
+           perturb: np.random.Generator | None, sign: float = 1.0,
+           directed: bool = False,
+           observe: Callable[[int, dict[str, Any], Any, list[Any], Any], None] | None = None,
+           ) -> tuple[Any, ...]:
+    """Evaluate op by op; `observe(value, node, op, args, out)` sees each unperturbed result."""
+    vals: list[Any] = []
+    for v, meta in enumerate(graph.values):
+        if "input" in meta:
+            x = args[meta["input"]]
+            vals.append(x.astype(F64) if promote and _is_float(x) else x)
+            continue
+        node = graph.nodes[meta["node"]]
+        op = OPS[node["op"]]
+        xs = [vals[i] for i in node["args"]]
+        if op.own_dtypes:
+            xs = [x.astype(NP_DTYPES[graph.values[i]["dtype"]]) for x, i in zip(xs, node["args"], strict=True)]
+        out = build(op, node["attrs"], *xs)
+        if promote and _is_float(out) and out.dtype != F64:
+            out = out.astype(F64)
+        if observe is not None:
+            observe(v, node, op, xs, out)
+        if (directed or perturb is not None) and _is_float(out):
+            u = UNIT_ROUNDOFF[meta["dtype"]]
+            # Directed: one ulp (2u) for a transcendental function, which may be an ulp
+            # off; half an ulp (u) for the correctly rounded ops (arithmetic, sqrt,
+            # converts), or a one-ulp rounding bug in them would look legal.
+            step = (2.0 if "approx" in op.tags else 1.0) * sign if directed \
+                else sign * perturb.uniform(-1.0, 1.0, size=out.shape)
+            out = out + jnp.asarray(u * step, out.dtype) * _rounding_scale(op, node["attrs"], xs, out)
+        vals.append(out)
+    return tuple(vals[i] for i in graph.outputs)
+
+
+def _rounding_scale(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any) -> Any:
+    """Per element, how far legal rounding can move an op's output, in units of u.
+
+    An op that rounds once: |out|. An op that accumulates n terms: sqrt(n) times the sum of
+    the terms' magnitudes (`sums`: dot, conv, sums) or sqrt(n) |out| (`products`), the
+    probabilistic bound for recursive or blocked evaluation (Higham and Mary, 2019). One
+    rounding of the output alone underestimates a long reduction: clean-run program
+    s6-i2349, an f16 product of 3,264 terms, differed legally by 8% between targets
+    while that noise model allowed 0.2%.
+    """
+    magnitude = _terms_magnitude(op, attrs, xs)
+    if magnitude is not None:
+        n = build(op, attrs, *[jnp.ones_like(x) if _is_float(x) else x for x in xs])
+        return jnp.sqrt(jnp.maximum(n, 1.0)) * magnitude
+    if "products" in op.tags:
+        x = xs[0]
+        n = math.prod(x.shape[a] for a in attrs["axes"]) if "axes" in attrs else x.shape[attrs["axis"]]
+        return math.sqrt(max(n, 1)) * jnp.abs(out)
+    return jnp.abs(out)
+
+
+def _terms_magnitude(op: Any, attrs: dict[str, Any], xs: list[Any]) -> Any | None:
+    """For an op that adds up terms, the sum of their finite terms' magnitudes per output
+    element: with an inf among the terms (f16 [inf, -32750, -32750, -32750]) the finite
+    ones may still add up to -inf in one order, and inf + -inf is NaN there (s25-i256:
+    O0 and no_fusion_emitters NaN, default and float64 inf, then logistic 1.0)."""
+    if "sums" not in op.tags or attrs.get("kind", "add") != "add":
+        return None
+    return build(op, attrs, *[jnp.where(jnp.isfinite(x), jnp.abs(x), 0) if _is_float(x) else x for x in xs])
+
+
+def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
+    """Per output: does it depend on an op that leaves its own dtype's range in float64?
+
+    That is an op whose float64 result is finite but beyond the largest finite value of
+    its dtype, or an op that accumulates (`sums` tag: dot, conv, sums) whose terms' magnitudes
+    add up beyond it. There an overflow is legal in one configuration and not in another:
+    a product rounded to inf before an add, or kept by an FMA (a clean-run f32 dot,
+    1.7e38 * 3 - 2.1e38); a partial sum beyond the range in one order only; an f16 value
+    kept in f32 by excess precision. Such an output may be non-finite where float64 is not.
+    """
+    prone = [False] * len(graph.values)
+
+    def observe(v: int, node: dict[str, Any], op: Any, xs: list[Any], out: Any) -> None:
+        dtype = graph.values[v]["dtype"]
+        prone[v] = any(prone[a] for a in node["args"])
+        if prone[v] or dtype not in UNIT_ROUNDOFF or not _is_float(out):
+            return
+        top = float(ml_dtypes.finfo(NP_DTYPES[dtype]).max)
+        terms = _terms_magnitude(op, node["attrs"], xs)
+        magnitudes = [out] if terms is None else [out, terms]
+        prone[v] = any(bool((np.isfinite(m) & (m > top)).any()) for m in map(np.abs, map(np.asarray, magnitudes)))
+
+    _apply(graph, [jnp.asarray(x) for x in inputs], True, None, observe=observe)
+    return [prone[i] for i in graph.outputs]
+
+
+def traced(graph: Graph, promote: bool = False) -> Callable[..., tuple[Any, ...]]:
+    """The program as one function of its inputs, for jax.jit."""
+    return lambda *args: _apply(graph, list(args), promote, None)
+
+
+def input_structs(graph: Graph, promote: bool = False) -> list[jax.ShapeDtypeStruct]:
+    out = []
+    for v in graph.inputs:
+        dt = NP_DTYPES[v["dtype"]]
+        if promote and v["dtype"] in NARROW_FLOATS:
+            dt = NP_DTYPES["f64"]
+        out.append(jax.ShapeDtypeStruct(tuple(v["shape"]), dt))
+    return out
+
+
+def eager(graph: Graph, inputs: list[np.ndarray], promote: bool = False,
+          perturb: np.random.Generator | None = None, sign: float = 1.0,
+          directed: bool = False) -> list[np.ndarray]:
+    """Op-by-op evaluation; outputs as numpy arrays. `sign` -1 mirrors the perturbation."""
+    outs = _apply(graph, [jnp.asarray(x) for x in inputs], promote, perturb, sign, directed)
+    return [np.asarray(o) for o in outs]
+
+
+def literal(graph: Graph, inputs: list[np.ndarray],
+            xla_ops: Counter[str] | None = None) -> list[np.ndarray]:
+    """The `eager` reference: op by op at the program's own precision, in numpy for the ops
+    whose XLA:CPU result numpy reproduces bit for bit (own_precision.py), each other op
+    alone through XLA as `eager` does; `xla_ops` counts the latter by op name."""
+    vals: list[np.ndarray] = []
+    for meta in graph.values:
+        if "input" in meta:
+            vals.append(np.asarray(inputs[meta["input"]]))
+            continue
+        node = graph.nodes[meta["node"]]
+        op = OPS[node["op"]]
+        xs = [vals[i] for i in node["args"]]
+        out = None
+        if own_precision.reproduces(op, node["attrs"], [graph.values[i]["dtype"] for i in node["args"]],
+                                    meta["dtype"]):
+            out = own_precision.apply(op, node["attrs"], xs, meta["dtype"])
+        if out is None:
+            if xla_ops is not None:
+                xla_ops[op.name] += 1
+            shape = tuple(meta["shape"])
+            if _bucketable(op, node["attrs"], xs, shape):
+                out = _bucketed(op, node["attrs"], xs, shape)
+            else:
+                out = np.asarray(build(op, node["attrs"], *map(jnp.asarray, xs)))
+        vals.append(out)
+    return [vals[i] for i in graph.outputs]
+
+
+# Elementwise ops through XLA on flattened operands padded to a power-of-two length, at
+# least BUCKET_MIN: jax compiles each primitive once per shape, so random shapes cost a
+# compile per op and shape, and buckets turn those into cache hits across programs. Each
+# primitive is still dispatched alone (its builder evaluated eagerly, as `eager` does), and an
+# XLA:CPU elementwise result depends on the element alone, not on where it sits or how
+# long the array is (tests/fuzz/test_own_precision.py, bitwise against the real shape),
+# except for SHAPE_DEPENDENT ops.
+BUCKET_MIN = 16
+# Where an XLA:CPU result does depend on the shape (measured against the same elements in
+# a 2,048-element array, every elementwise transcendental at each dtype and lengths 1 to
+# 100): f32 exp and log on an array whose length, or its tail past a multiple of 8, is 3,
+# 5, 6 or 7 (another code path, an ulp apart on up to a third of the elements); f32 erf on
+# an array whose minor dimension is 1 (1.0 from |x| ~ 3.75 on, where a flat array gives
+# 0.9999999). bf16 and f16 are computed through the same f32 kernels, so they are out too.
+SHAPE_DEPENDENT = frozenset({"exp", "log", "erf"})
+
+
+def _bucketable(op: Any, attrs: dict[str, Any], xs: list[np.ndarray], shape: tuple[int, ...]) -> bool:
+    """An elementwise op whose operands all have its result's shape (no axis of its own:
+    select_extremum reduces along one)."""
+    return (op.category == "elementwise" and op.name not in SHAPE_DEPENDENT and "axis" not in attrs
+            and len(shape) > 0 and all(np.shape(x) == shape for x in xs))
+
+
+def _bucketed(op: Any, attrs: dict[str, Any], xs: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    n = math.prod(shape)
+    size = max(BUCKET_MIN, 1 << (n - 1).bit_length())
+    # Padding with ones: a value every op's domain guard accepts; its results are dropped.
+    flat = [jnp.asarray(np.concatenate([np.ravel(x), np.ones(size - n, np.asarray(x).dtype)])) for x in xs]
+    return np.asarray(build(op, attrs, *flat))[:n].reshape(shape)
+
+
+def output_dtypes(graph: Graph) -> list[str]:
+    return [graph.values[i]["dtype"] for i in graph.outputs]
+
+
+def lower_text(graph: Graph) -> str:
+    """StableHLO text of the program at its own dtypes (what targets under test compile)."""
+    fn = jax.jit(traced(graph), keep_unused=True)
+    return fn.lower(*input_structs(graph)).as_text()
+
+
+def lower_f64_text(graph: Graph) -> str:
+    fn = jax.jit(traced(graph, promote=True), keep_unused=True)
+    return fn.lower(*input_structs(graph, promote=True)).as_text()
+

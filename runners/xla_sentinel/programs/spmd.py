@@ -1,0 +1,262 @@
+"""SPMD programs: decide how a generated program is partitioned, and lower it so.
+
+A sharding plan (JSON, kept in the graph beside its nodes) names a 1-D or 2-D device mesh,
+a PartitionSpec per input and output, and regions applied after chosen values: sharding
+constraints (reshardings) and shard_map regions built from collectives. Every region is
+the identity on its value, so the sharded module means what the graph means and the
+references, which evaluate the graph unsharded, stay its truth. The partitioner (Shardy
+or GSPMD) is a property of the lowered module, not of the compile: XLA refuses a
+Shardy-lowered module compiled with Shardy off (a RET_CHECK on `xla.sdy.*` custom calls),
+so each plan draws its partitioner and the module carries it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from xla_sentinel.core.graph import Graph
+from xla_sentinel.spec.campaign import PARTITIONERS
+
+AXES = ("x", "y")
+# The share of values (inputs and op results) a region is applied after.
+REGION_P = 0.3
+# Regions and what they need of their value: `sum` regions add -0.0 (or integer 0), which
+# is exact for every value (x + -0.0 == x bitwise, -0.0 included); `max` regions take the
+# max with the dtype's lowest value. Neither is defined for bool.
+REGION_KINDS = ("constraint", "all_gather", "psum_scatter", "psum_broadcast",
+                "pmax_broadcast", "ppermute", "all_to_all")
+ARITHMETIC_REGIONS = ("psum_scatter", "psum_broadcast", "pmax_broadcast")
+# GSPMD's form of a shard_map region inside @main (Shardy keeps it in one
+# sdy.manual_computation op): a value enters through an SPMDFullToShardShape custom call,
+# usually after a Sharding custom call that says how it is split, and leaves through
+# SPMDShardToFullShape. In between each device holds its own shard: a per-device value,
+# which no global array stands for, so the bisector can neither feed nor return it.
+_ENTERS = re.compile(r"custom_call @SPMDFullToShardShape\b")
+_LEAVES = re.compile(r"custom_call @SPMDShardToFullShape\b")
+_SHARDING = re.compile(r"custom_call @Sharding\b")
+
+
+def mesh_shapes(devices: int) -> list[tuple[int, ...]]:
+    """The 1-D mesh and every 2-D factorization (both sides > 1) of `devices`."""
+    shapes: list[tuple[int, ...]] = [(devices,)]
+    shapes += [(a, devices // a) for a in range(2, devices) if devices % a == 0]
+    return shapes
+
+
+def _spec(rng: np.random.Generator, shape: list[int], sizes: dict[str, int],
+          p: float = 0.5) -> list[str | None]:
+    """A random PartitionSpec over `shape`: each mesh axis on at most one dimension, and
+    only where it divides the dimension (uneven shards would pad the arguments)."""
+    spec: list[str | None] = [None] * len(shape)
+    free = list(sizes)
+    rng.shuffle(free)
+    for axis in free:
+        dims = [d for d in range(len(shape)) if spec[d] is None and shape[d] % sizes[axis] == 0
+                and shape[d] >= sizes[axis]]
+        if dims and rng.random() < p:
+            spec[int(rng.choice(dims))] = axis
+    return spec
+
+
+def _region(rng: np.random.Generator, value: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any] | None:
+    """A random identity region that fits `value` (shape and dtype), or None."""
+    shape = value["shape"]
+    if not shape:
+        return None
+    kinds = [k for k in REGION_KINDS if not (value["dtype"] == "bool" and k in ARITHMETIC_REGIONS)]
+    kind = str(rng.choice(kinds))
+    axis = str(rng.choice(list(sizes)))
+    n = sizes[axis]
+    divisible = [d for d, s in enumerate(shape) if s % n == 0 and s >= n]
+    if kind == "constraint":
+        return {"kind": kind, "spec": _spec(rng, shape, sizes, 0.7)}
+    if kind in ("psum_broadcast", "pmax_broadcast"):
+        return {"kind": kind, "axis": axis, "source": int(rng.integers(n))}
+    if not divisible:
+        return None
+    dim = int(rng.choice(divisible))
+    if kind == "psum_scatter":
+        return {"kind": kind, "axis": axis, "dim": dim, "source": int(rng.integers(n))}
+    if kind == "ppermute":
+        return {"kind": kind, "axis": axis, "dim": dim, "shift": int(rng.integers(1, n)) if n > 1 else 0}
+    if kind == "all_gather":
+        return {"kind": kind, "axis": axis, "dim": dim}
+    others = [d for d in divisible if d != dim]
+    if not others:
+        return None
+    return {"kind": kind, "axis": axis, "dim": dim, "to": int(rng.choice(others))}
+
+
+def plan(graph: Graph, devices: int, rng: np.random.Generator,
+         partitioners: tuple[str, ...] = PARTITIONERS) -> dict[str, Any]:
+    """A sharding plan for `graph` on `devices` devices (graph.json's `sharding`)."""
+    shapes = mesh_shapes(devices)
+    mesh = shapes[int(rng.integers(len(shapes)))]
+    sizes = dict(zip(AXES, mesh, strict=False))
+    regions = {}
+    for v, value in enumerate(graph.values):
+        if rng.random() < REGION_P:
+            region = _region(rng, value, sizes)
+            if region is not None:
+                regions[str(v)] = region
+    return {"devices": devices, "mesh": list(mesh), "axes": list(AXES[:len(mesh)]),
+            "partitioner": str(rng.choice(list(partitioners))),
+            "inputs": [_spec(rng, v["shape"], sizes) for v in graph.inputs],
+            "outputs": [_spec(rng, graph.values[o]["shape"], sizes) for o in graph.outputs],
+            "regions": regions}
+
+
+def _identity_region(region: dict[str, Any], mesh: Any, rank: int) -> Callable[[Any], Any]:
+    """The region as a function of its value; each returns its argument, value for value."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    kind = region["kind"]
+    if kind == "constraint":
+        sharding = NamedSharding(mesh, P(*region["spec"]))
+        return lambda x: lax.with_sharding_constraint(x, sharding)
+    axis = region["axis"]
+    n = mesh.shape[axis]
+
+    def on(dim: int) -> Any:
+        return P(*[axis if d == dim else None for d in range(rank)])
+
+    def neutral(x: Any, biggest: bool) -> Any:
+        if biggest:
+            low = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+            return jnp.full_like(x, low)
+        return jnp.full_like(x, -0.0 if jnp.issubdtype(x.dtype, jnp.floating) else 0)
+
+    def only_source(x: Any, biggest: bool = False) -> Any:
+        return jnp.where(lax.axis_index(axis) == region["source"], x, neutral(x, biggest))
+
+    if kind == "all_gather":
+        body, ins, outs = (lambda x: lax.all_gather(x, axis, axis=region["dim"], tiled=True)), on(region["dim"]), P()
+    elif kind == "psum_scatter":
+        body = lambda x: lax.psum_scatter(only_source(x), axis,  # noqa: E731
+                                          scatter_dimension=region["dim"], tiled=True)
+        ins, outs = P(), on(region["dim"])
+    elif kind == "psum_broadcast":
+        body, ins, outs = (lambda x: lax.psum(only_source(x), axis)), P(), P()
+    elif kind == "pmax_broadcast":
+        body, ins, outs = (lambda x: lax.pmax(only_source(x, biggest=True), axis)), P(), P()
+    elif kind == "ppermute":
+        there = [(i, (i + region["shift"]) % n) for i in range(n)]
+        back = [(j, i) for i, j in there]
+        body = lambda x: lax.ppermute(lax.ppermute(x, axis, there), axis, back)  # noqa: E731
+        ins = outs = on(region["dim"])
+    elif kind == "all_to_all":
+        body = lambda x: lax.all_to_all(x, axis, split_axis=region["to"],  # noqa: E731
+                                        concat_axis=region["dim"], tiled=True)
+        ins, outs = on(region["dim"]), on(region["to"])
+    else:
+        raise ValueError(f"unknown SPMD region {kind!r}")
+    # check_vma off: the replication a region's out_specs claim holds by construction
+    # (tests/spmd check every region against its value), and jax cannot infer it through
+    # a tiled all_gather.
+    return jax.shard_map(body, mesh=mesh, in_specs=ins, out_specs=outs, check_vma=False)
+
+
+def make_mesh(sharding: dict[str, Any]) -> Any:
+    import jax
+    from jax.sharding import AxisType, Mesh
+
+    devices = jax.devices()
+    if len(devices) < sharding["devices"]:
+        raise RuntimeError(f"the program needs {sharding['devices']} devices, this process has "
+                           f"{len(devices)} (XLA_FLAGS=--xla_force_host_platform_device_count)")
+    grid = np.array(devices[:math.prod(sharding["mesh"])]).reshape(sharding["mesh"])
+    return Mesh(grid, tuple(sharding["axes"]), axis_types=(AxisType.Auto,) * len(sharding["axes"]))
+
+
+def sharded_fn(graph: Graph, sharding: dict[str, Any]) -> tuple[Callable[..., Any], list[Any]]:
+    """The program as a jitted function with its plan, and its inputs' abstract values."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from xla_sentinel.core.dtypes import NP_DTYPES
+    from xla_sentinel.ops.lax_builders import build
+    from xla_sentinel.ops.table import OPS
+
+    mesh = make_mesh(sharding)
+    regions = {int(k): _identity_region(r, mesh, len(graph.values[int(k)]["shape"]))
+               for k, r in sharding["regions"].items()}
+
+    def program(*args: Any) -> tuple[Any, ...]:
+        vals: list[Any] = []
+        for v, meta in enumerate(graph.values):
+            if "input" in meta:
+                out = args[meta["input"]]
+            else:
+                node = graph.nodes[meta["node"]]
+                op = OPS[node["op"]]
+                xs = [vals[i] for i in node["args"]]
+                if op.own_dtypes:
+                    xs = [x.astype(NP_DTYPES[graph.values[i]["dtype"]])
+                          for x, i in zip(xs, node["args"], strict=True)]
+                out = build(op, node["attrs"], *xs)
+            vals.append(regions[v](out) if v in regions else out)
+        return tuple(vals[i] for i in graph.outputs)
+
+    def named(spec: list[str | None]) -> Any:
+        return NamedSharding(mesh, P(*spec))
+
+    structs = [jax.ShapeDtypeStruct(tuple(v["shape"]), NP_DTYPES[v["dtype"]], sharding=named(s))
+               for v, s in zip(graph.inputs, sharding["inputs"], strict=True)]
+    fn = jax.jit(program, keep_unused=True,
+                 out_shardings=tuple(named(s) for s in sharding["outputs"]))
+    return fn, structs
+
+
+def lower_text(graph: Graph) -> str:
+    """StableHLO text of the program: partitioned per its plan if it has one."""
+    from xla_sentinel.programs import evaluate
+
+    sharding = getattr(graph, "sharding", None)
+    if not sharding:
+        return evaluate.lower_text(graph)
+    from jax._src import config
+
+    fn, structs = sharded_fn(graph, sharding)
+    with config.use_shardy_partitioner(sharding["partitioner"] == "shardy"):
+        return fn.lower(*structs).as_text()
+
+
+def per_device_values(info: dict[str, Any]) -> set[str]:
+    """The values of @main (module info: bisect/module.py) that exist only per device:
+    inside a GSPMD manual region, from SPMDFullToShardShape to SPMDShardToFullShape."""
+    manual: set[str] = set()
+    for op in info["ops"]:
+        if _LEAVES.search(op["text"]):
+            continue
+        if _ENTERS.search(op["text"]) or any(v in manual for v in op["operands"]):
+            manual.update(r["vid"] for r in op["results"])
+    return manual
+
+
+def region_ops(info: dict[str, Any], i: int, manual: set[str]) -> list[int]:
+    """Op i with every op it needs back to where its per-device operands enter their
+    region, and the Sharding custom calls that say how they enter: the smallest cut that
+    computes op i's global results from global values."""
+    made_by = {r["vid"]: k for k, op in enumerate(info["ops"]) for r in op["results"]}
+    keep, stack = {i}, [i]
+    while stack:
+        op = info["ops"][stack.pop()]
+        entering = _ENTERS.search(op["text"]) is not None
+        for v in op["operands"]:
+            k = made_by.get(v)
+            if k is None or k in keep:
+                continue
+            if v in manual or (entering and _SHARDING.search(info["ops"][k]["text"])):
+                keep.add(k)
+                stack.append(k)
+    return sorted(keep)

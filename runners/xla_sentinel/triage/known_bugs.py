@@ -1,0 +1,112 @@
+"""Known XLA bugs: findings that match one are counted as known, not new.
+
+Each entry in known_bugs.yaml names the fields a finding must match (`match`: any of
+verdict, target, culprit_op, dtype, signature, fusion_kind; a list there means any one of
+its values), a reproducer, and the evidence that XLA is wrong. Two optional keys narrow an
+entry where the finding's fields cannot (an SPMD bug is found unbisected: no culprit op):
+
+- `error`: substrings the finding's error text (a crash's or compile error's) must all hold;
+- `program`: what the finding's program graph (graph.json) must hold: `sharded: true|false`
+  (a sharding plan or none), and `through`: op names or SPMD region kinds (runners/xla_sentinel/programs/spmd.py),
+  one of which must compute the wrong output (its ancestors in the graph; for a failure
+  with no output, the whole graph), and `nested: [[outer ops], [inner ops]]`: among those
+  ancestors, an outer op applied directly to the result of an inner one (a slice of a
+  slice). An entry with `program` matches only a finding whose graph is given.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from xla_sentinel.core.model import FINDING_FIELDS, Finding
+
+KNOWN_BUGS_FILE = Path(__file__).with_name("known_bugs.yaml")
+# The Finding fields a rule may name: what describes the bug, not the program or the time.
+MATCH_FIELDS = tuple(f for f in FINDING_FIELDS
+                     if f in ("verdict", "target", "culprit_op", "dtype", "signature", "fusion_kind"))
+PROGRAM_KEYS = ("sharded", "through", "nested")
+
+
+@cache
+def entries(path: Path = KNOWN_BUGS_FILE) -> list[dict[str, Any]]:
+    data = yaml.safe_load(path.read_text()) or {}
+    bugs = data.get("bugs", [])
+    for b in bugs:
+        unknown = set(b.get("match", {})) - set(MATCH_FIELDS)
+        if unknown or not b.get("match"):
+            raise ValueError(f"{path}: bug {b.get('id')!r} has a bad match rule {sorted(unknown)}")
+        program = b.get("program", {})
+        if not isinstance(program, dict) or set(program) - set(PROGRAM_KEYS):
+            raise ValueError(f"{path}: bug {b.get('id')!r}: `program` takes only {list(PROGRAM_KEYS)}")
+        nested = program.get("nested", [[], []])
+        if not (isinstance(nested, list) and len(nested) == 2 and all(isinstance(n, list) for n in nested)):
+            raise ValueError(f"{path}: bug {b.get('id')!r}: `nested` is [[outer ops], [inner ops]]")
+        if not all(isinstance(s, str) for s in b.get("error", [])):
+            raise ValueError(f"{path}: bug {b.get('id')!r}: `error` is a list of strings")
+    return bugs
+
+
+def _equal(value: Any, wanted: Any) -> bool:
+    return value in wanted if isinstance(wanted, list) else value == wanted
+
+
+def upstream(graph: dict[str, Any], output: int | None) -> tuple[set[str], set[tuple[str, str]]]:
+    """The op names and SPMD region kinds that compute the graph's output number `output`
+    (every output where None), and the (op, op of an argument) pairs among them."""
+    values, nodes = graph["values"], graph["nodes"]
+    regions = (graph.get("sharding") or {}).get("regions", {})
+    stack = list(graph["outputs"] if output is None else [graph["outputs"][output]])
+    seen: set[int] = set()
+    names: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if str(v) in regions:
+            names.add(regions[str(v)]["kind"])
+        if "node" in values[v]:
+            node = nodes[values[v]["node"]]
+            names.add(node["op"])
+            stack.extend(node["args"])
+            pairs.update((node["op"], nodes[values[a]["node"]]["op"])
+                         for a in node["args"] if "node" in values[a])
+    return names, pairs
+
+
+def _program_matches(rule: dict[str, Any], finding: Finding, graph: dict[str, Any] | None) -> bool:
+    if not rule:
+        return True
+    if graph is None:
+        return False
+    if "sharded" in rule and bool(graph.get("sharding")) != rule["sharded"]:
+        return False
+    output = finding.evidence.get("output")
+    if output is not None and not 0 <= output < len(graph["outputs"]):
+        return False  # the finding is of another program than this graph
+    names, pairs = upstream(graph, output)
+    if "through" in rule and not names & set(rule["through"]):
+        return False
+    if "nested" in rule:
+        outer, inner = (set(ops) for ops in rule["nested"])
+        return any(o in outer and i in inner for o, i in pairs)
+    return True
+
+
+def match(finding: Finding, path: Path = KNOWN_BUGS_FILE, *,
+          graph: dict[str, Any] | None = None) -> str | None:
+    """The id of the known bug this finding is, or None if it is new. `graph` is the
+    finding's program graph, for entries with a `program` rule."""
+    for bug in entries(path):
+        if not all(_equal(getattr(finding, k), v) for k, v in bug["match"].items()):
+            continue
+        if not all(s in (finding.error or "") for s in bug.get("error", [])):
+            continue
+        if _program_matches(bug.get("program", {}), finding, graph):
+            return str(bug["id"])
+    return None

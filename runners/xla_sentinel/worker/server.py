@@ -1,0 +1,122 @@
+"""The worker process: its loop, and the handler table it serves (worker/registry.py).
+
+Runs inside the worker only (imports jax and every handler); the coordinator reaches it
+through client.py, across a process boundary. A worker of the current jaxlib serves the
+whole table; a worker under another jaxlib (client.py's bootstrap, `foreign`) imports and
+serves only the handlers registered for the other release.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xla_sentinel.worker import registry
+from xla_sentinel.worker.protocol import Answer, Failed, Ping, Pong, Reply, Request
+
+# The handler modules of each release; importing one registers its handlers.
+HANDLER_MODULES: dict[registry.Release, tuple[str, ...]] = {
+    "current": ("xla_sentinel.worker.handlers", "xla_sentinel.worker.bisect_handlers",
+                "xla_sentinel.worker.portable_handlers"),
+    "other": ("xla_sentinel.worker.portable_handlers",),
+}
+
+
+@registry.handles(Ping, releases=registry.RELEASES)
+def ping(req: Ping) -> Pong:
+    return Pong()
+
+
+def load_table(release: registry.Release) -> dict[type[Request[Any]], Callable[[Any], Reply]]:
+    """Import the handler modules of `release` and return what it serves."""
+    for name in HANDLER_MODULES[release]:
+        importlib.import_module(name)
+    return registry.table(release)
+
+
+def handle(table: dict[type[Request[Any]], Callable[[Any], Reply]], request: Request[Any]) -> Reply:
+    """Serve one request by its class."""
+    fn = table.get(type(request))
+    if fn is None:
+        raise ValueError(f"this worker does not serve {type(request).__name__}")
+    return fn(request)
+
+
+# A worker that evaluates many programs op by op grows by about 20 MB a program (compiled
+# primitives are never given back, not even by jax.clear_caches()); past this size it
+# finishes its request, says so, and exits, and the next request starts a fresh one.
+RECYCLE_RSS_BYTES = int(os.environ.get("XLA_SENTINEL_RECYCLE_RSS_BYTES", 1_500_000_000))
+# Virtual host devices every worker has, so that any SPMD program (campaign.MAX_DEVICES)
+# runs in any worker; a one-device module still compiles for the first device alone.
+HOST_DEVICES = 8
+
+
+def _host_device_flags(flags: str) -> str:
+    """XLA_FLAGS with HOST_DEVICES virtual CPU devices, unless it already sets a count."""
+    if "--xla_force_host_platform_device_count" in flags:
+        return flags
+    return f"{flags} --xla_force_host_platform_device_count={HOST_DEVICES}".strip()
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool = False,
+          platform: str | None = None) -> None:
+    """The worker's loop: serve requests from `conn` until it closes or sends None, each
+    failure of a handler a `Failed` reply; exit after a reply once grown past
+    RECYCLE_RSS_BYTES (the client starts a fresh worker for the next request)."""
+    # Ctrl-C reaches the whole process group. The coordinator stops and closes its
+    # workers itself; a worker dying of the signal first would be judged a crash.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if log_path:
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # Read once, when jax initializes its CPU client: it must be set before the import.
+    os.environ["XLA_FLAGS"] = _host_device_flags(os.environ.get("XLA_FLAGS", ""))
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    # A target on an accelerator: this process alone sees the devices (every backend this
+    # machine has; engine.validate leaves the target out where its own is missing). Every
+    # other worker, the references' included, stays on the CPU, even in a pod whose
+    # JAX_PLATFORMS names the accelerator (operator/desired.py).
+    jax.config.update("jax_platforms", "" if platform not in (None, "cpu") else "cpu")
+    # Injected transformations are not part of the persistent cache key (docs/architecture.md, "Workers").
+    jax.config.update("jax_enable_compilation_cache", False)
+
+    # A worker under another jaxlib serves the few requests that need no more of jax than
+    # compiling and running a module (portable_handlers.py); the full table imports all of it.
+    handlers = load_table("other" if foreign else "current")
+    from xla_sentinel.xla import plugins as plugin_mod
+
+    if plugins:
+        plugin_mod.register(plugins)
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        started = time.perf_counter()
+        reply: Reply
+        try:
+            reply = handle(handlers, request)
+        except Exception as e:  # every failure of a request is data for the oracle
+            reply = Failed(f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
+        reply.busy_s = time.perf_counter() - started
+        answer = Answer(reply, _rss_bytes() > RECYCLE_RSS_BYTES)
+        conn.send(answer)
+        if answer.recycle:
+            return
+
+
