@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1.7
 # Two images from one file:
 #   docker build --target operator -t xla-sentinel-operator .
 #   docker build --target runner --build-arg FLAVOR=cpu|cuda|tpu -t xla-sentinel-runner .
@@ -7,6 +6,11 @@
 # The operator image never contains jax; the runner image holds the engine and one jax
 # flavour. Both run as the unprivileged user 10001 that the Helm chart's securityContext
 # (runAsUser 10001) expects, and work with a read-only root filesystem.
+# A plain Dockerfile (no syntax line, no heredocs): it builds with BuildKit and with the
+# legacy builder alike, where no registry serves a BuildKit frontend. `make images`
+# (deploy/images/build.sh) builds it on a machine without a registry, on a base made from
+# Debian's packages (PYTHON_IMAGE=...) where the default below cannot be pulled. The legacy
+# builder builds every stage above --target, so the operator's stages come first.
 
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
@@ -20,76 +24,8 @@ RUN groupadd --system --gid 10001 sentinel \
  && useradd --system --uid 10001 --gid 10001 --home-dir /home/sentinel --create-home sentinel \
  && python -m venv /opt/venv \
  && pip install pip==24.3.1 setuptools==75.6.0 wheel==0.45.1
-# Exact versions of everything either image installs (resolved with pip against the
-# versions the test suite runs on), so a rebuild from the same commit holds the same code.
-# The cuda and tpu flavours add jax's own pinned plugin (jax-cuda12-plugin / libtpu).
-COPY <<EOF /opt/constraints.txt
-aiohappyeyeballs==2.7.1
-aiohttp==3.14.5
-aiohttp-retry==2.9.1
-aiosignal==1.4.0
-annotated-types==0.8.0
-attrs==26.1.0
-certifi==2026.10.19.post1
-cffi==2.1.1
-charset-normalizer==3.5.3
-click==8.5.1
-cryptography==50.0.2
-decorator==5.3.1
-durationpy==0.11
-flatbuffers==25.12.19
-frozenlist==1.8.0
-fsspec==2026.9.0
-gcsfs==2026.10.1
-google-api-core==2.44.0
-google-auth==2.63.0
-google-auth-oauthlib==1.5.0
-google-cloud-core==2.8.0
-google-cloud-storage==3.17.1
-google-cloud-storage-control==1.17.0
-google-crc32c==1.9.0
-google-resumable-media==2.11.0
-googleapis-common-protos==1.76.0
-grpc-google-iam-v1==0.14.6
-grpcio==1.85.3
-idna==3.20
-iso8601==2.1.0
-jax==0.10.2
-jaxlib==0.10.2
-jsonpatch==1.48
-jsonpointer==3.12
-kopf==1.45.2
-kubernetes==37.0.2
-ml_dtypes==0.6.0
-multidict==7.2.1
-numpy==2.4.6
-oauthlib==4.0.1
-opentelemetry-api==1.45.2
-opt_einsum==3.4.0
-packaging==26.4
-prometheus_client==0.26.0
-propcache==0.5.4
-proto-plus==1.29.0
-protobuf==7.36.2
-pyasn1==0.6.5
-pyasn1_modules==0.4.2
-pycparser==3.12
-pydantic==2.14.4
-pydantic_core==2.50.5
-python-dateutil==4.0.0
-python-json-logger==4.2.0
-PyYAML==6.0.4
-requests==2.34.2
-requests-oauthlib==2.0.0
-scipy==1.17.1
-structlog==26.1.0
-typing_extensions==4.16.0
-typing-inspection==0.4.5
-tzdata==2026.6
-urllib3==2.8.0
-websocket-client==1.9.2
-yarl==1.25.1
-EOF
+# Exact versions of everything either image installs (deploy/images/constraints.txt).
+COPY deploy/images/constraints.txt /opt/constraints.txt
 
 # Source only: tests, benchmarks and local state stay out (.dockerignore).
 FROM base AS source
@@ -99,8 +35,21 @@ COPY runners ./runners
 COPY operator ./operator
 
 FROM source AS operator-build
+# The build fails where XLA packages got in, or where the operator command cannot start
+# without the engine extra (numpy included).
 RUN pip install -c /opt/constraints.txt '.[operator]' \
- && ! pip show jax jaxlib >/dev/null 2>&1
+ && ! pip show jax jaxlib >/dev/null 2>&1 \
+ && xla-sentinel operator --help >/dev/null
+
+FROM base AS operator
+LABEL org.opencontainers.image.title="xla-sentinel-operator" \
+      org.opencontainers.image.description="kopf operator for FuzzCampaign and BugSignature"
+COPY --from=operator-build /opt/venv /opt/venv
+USER 10001:10001
+WORKDIR /home/sentinel
+EXPOSE 8080
+ENTRYPOINT ["xla-sentinel"]
+CMD ["operator"]
 
 FROM source AS runner-build
 ARG FLAVOR=cpu
@@ -123,16 +72,6 @@ RUN mkdir -p /opt/xla-sentinel/envs \
  && if [ -n "${VERSION_ENVS}" ]; then \
       XLA_SENTINEL_VERSION_ENVS=/opt/xla-sentinel/envs python -m xla_sentinel.core.versions create ${VERSION_ENVS}; \
     fi
-
-FROM base AS operator
-LABEL org.opencontainers.image.title="xla-sentinel-operator" \
-      org.opencontainers.image.description="kopf operator for FuzzCampaign and BugSignature"
-COPY --from=operator-build /opt/venv /opt/venv
-USER 10001:10001
-WORKDIR /home/sentinel
-EXPOSE 8080
-ENTRYPOINT ["xla-sentinel"]
-CMD ["operator"]
 
 FROM base AS runner
 ARG FLAVOR=cpu

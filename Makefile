@@ -19,7 +19,7 @@ install: $(STAMP)
 demo: install
 	$(BIN)/xla-sentinel run examples/smoke.yaml --out $(OUT)
 
-test: install control-plane system-deps test-envs
+test: install control-plane system-deps test-envs images
 	$(BIN)/pytest -n 2 -q
 
 # The engine alone: everything but the operator's suites (tests/k8s runs the real control
@@ -88,12 +88,17 @@ chart: install chart-check
 	  $(HELM) template xs $(CHART) -n xla-sentinel -f $$f --include-crds --kube-version $(KUBE_VERSION) >/dev/null || exit 1; \
 	done
 
+# The container images (deploy/images/build.sh): the operator and the cpu runner
+# (IMAGE_FLAVORS="cpu cuda tpu" adds the accelerator runners), built with the Docker that
+# answers here or else with Debian's dockerd, started with its own folders under
+# ~/.cache/xla-sentinel/docker (installed with apt-get when missing; root). Where the
+# Dockerfile's base cannot be pulled, on one made once from Debian's packages (mmdebstrap).
+# Each image is left as an archive for `docker load` and `ctr images import` under
+# IMAGES_OUT, with images.json; the paths are printed.
+IMAGES_OUT ?= $(HOME)/.cache/xla-sentinel/images
+IMAGE_FLAVORS ?= cpu
 images:
-	@docker info >/dev/null 2>&1 || { echo "make images: no Docker engine answers 'docker info' here; build the images on a machine with Docker (targets operator, runner; FLAVOR=cpu|cuda|tpu)" >&2; exit 1; }
-	docker build --target operator -t $(REGISTRY)/xla-sentinel-operator:$(TAG) .
-	docker build --target runner --build-arg FLAVOR=cpu -t $(REGISTRY)/xla-sentinel-runner:$(TAG) .
-	docker build --target runner --build-arg FLAVOR=cuda -t $(REGISTRY)/xla-sentinel-runner-cuda:$(TAG) .
-	docker build --target runner --build-arg FLAVOR=tpu -t $(REGISTRY)/xla-sentinel-runner-tpu:$(TAG) .
+	@REGISTRY='$(REGISTRY)' TAG='$(TAG)' PYTHON_IMAGE='$(PYTHON_IMAGE)' IMAGES_OUT='$(IMAGES_OUT)' FLAVORS='$(IMAGE_FLAVORS)' deploy/images/build.sh build
 
 # Real workloads (examples/workloads/) recorded into trace folders, values included:
 # $(TRACES)/<workload>/<module>-<hash>/. `xla-sentinel replay $(TRACES)/*/*` replays them.

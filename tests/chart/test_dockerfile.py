@@ -1,5 +1,6 @@
-"""The Dockerfile agrees with the project it packages and the chart that runs it. No Docker
-engine exists here, so these checks read the file; `make images` builds it elsewhere."""
+"""The Dockerfile agrees with the project it packages and the chart that runs it, and stays
+buildable with the legacy builder of Debian's docker 20.10 without a registry. These checks read
+the file; `make images` builds it and tests/chart/test_images.py runs what it built."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tools import REPO_ROOT
 from .render import CI_VALUES, by_kind, render
 
 DOCKERFILE = (REPO_ROOT / "Dockerfile").read_text()
+CONSTRAINTS = REPO_ROOT / "deploy" / "images" / "constraints.txt"
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 
 
@@ -29,9 +31,11 @@ def _stages() -> dict[str, str]:
 
 
 def _constraints() -> dict[str, str]:
-    block = DOCKERFILE.split("COPY <<EOF /opt/constraints.txt\n", 1)[1].split("\nEOF\n", 1)[0]
+    assert "COPY deploy/images/constraints.txt /opt/constraints.txt" in _stages()["base"]
     pins = {}
-    for line in block.splitlines():
+    for line in CONSTRAINTS.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
         name, sep, version = line.partition("==")
         assert sep and version, f"constraint {line!r} is not pinned with =="
         pins[name.lower().replace("_", "-")] = version
@@ -57,6 +61,22 @@ def test_operator_image_installs_the_operator_extra_and_no_jax() -> None:
     build = _stages()["operator-build"]
     assert "'.[operator]'" in build
     assert "jax" not in build.replace("! pip show jax jaxlib", "")
+    # ... and its build fails where the command the image runs cannot start.
+    assert "xla-sentinel operator --help" in build
+
+
+def test_the_legacy_builder_takes_it_without_a_registry() -> None:
+    """Debian's docker 20.10 builds without BuildKit: no `# syntax=` line (BuildKit would pull
+    that frontend image from a registry), no heredocs (the legacy builder rejects them), and
+    the base an argument whose default is the public Python 3.11 slim image."""
+    assert not re.search(r"^#\s*syntax\s*=", DOCKERFILE, flags=re.M | re.I)
+    assert "<<" not in re.sub(r"^#.*$", "", DOCKERFILE, flags=re.M)
+    default = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE, flags=re.M).group(1)
+    assert re.fullmatch(r"python:3\.11(\.\d+)?-slim(-bookworm)?(@sha256:[0-9a-f]{64})?", default)
+    assert DOCKERFILE.index("ARG PYTHON_IMAGE") < DOCKERFILE.index("FROM ${PYTHON_IMAGE} AS base")
+    # The legacy builder builds every stage above --target: the operator's come first.
+    order = list(_stages())
+    assert order.index("operator") < order.index("runner-build")
 
 
 def test_runner_flavours_select_the_pinned_jax() -> None:
@@ -84,5 +104,5 @@ def test_constraints_satisfy_every_dependency_the_project_declares() -> None:
 def test_dockerignore_lets_in_what_the_build_copies() -> None:
     allowed = {line[1:].rstrip("/") for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
                if line.startswith("!")}
-    copied = set(re.findall(r"^COPY (?!--from|<<)(\S+)", DOCKERFILE, flags=re.M))
-    assert copied == allowed == {"pyproject.toml", "runners", "operator"}
+    copied = set(re.findall(r"^COPY (?!--from)(\S+)", DOCKERFILE, flags=re.M))
+    assert copied == allowed == {"pyproject.toml", "runners", "operator", "deploy/images/constraints.txt"}
