@@ -59,12 +59,11 @@ def main() -> int:
         eager_s.append(time.perf_counter() - t0)
         eager_compiles.append(COMPILES["n"] - before)
         t0 = time.perf_counter()
-        reply = dispatch.handle(TABLE, NumpyReference("", inputs, graph.to_json()))
+        reply = dispatch.handle(TABLE, NumpyReference("", inputs, graph))
         numpy_s.append(time.perf_counter() - t0)
         numpy_compiles.append(sum(reply.fallbacks.values()))  # one XLA compile per fallback
         fallbacks.update(reply.fallbacks)
-        values = graph.to_json()["values"]
-        infos = [oracle.OutputInfo(values[i]["dtype"], values[i]["tainted"]) for i in graph.outputs]
+        infos = [oracle.OutputInfo(graph.values[i].dtype, graph.values[i].tainted) for i in graph.outputs]
         disagree += not oracle.references_agree(reply.outputs, expected, infos)
 
     def line(name: str, times: list[float], compiles: list[int]) -> str:

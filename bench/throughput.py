@@ -145,8 +145,8 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
             if kind == "eager (all XLA)":
                 evaluate.eager(g, x)
             else:
-                dispatch.handle(TABLE, NumpyReference(m, x, g.to_json()) if kind == "f64_numpy"
-                                else GraphReference(kind, g.to_json(), x))
+                dispatch.handle(TABLE, NumpyReference(m, x, g) if kind == "f64_numpy"
+                                else GraphReference(kind, g, x))
             if pid in sampled:
                 sampled_compiles += COMPILES["n"] - c0
                 sampled_s += time.perf_counter() - s0

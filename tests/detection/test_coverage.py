@@ -12,7 +12,8 @@ from xla_sentinel.worker import handlers
 from xla_sentinel.worker.protocol import PassEffects
 from xla_sentinel.xla import compiler
 
-# x, y: f32[4, 8] -> add -> exp -> reduce_sum over axis 1 -> f32[4]; and add -> tanh.
+# x, y: f32[4, 8] -> add -> exp -> reduce_sum over axis 1 -> f32[4]; and add -> tanh (as
+# graph.json writes it).
 HAND_BUILT = {
     "values": [
         {"shape": [4, 8], "dtype": "f32", "tainted": False, "input": 0},
@@ -44,7 +45,7 @@ def test_coverage_of_a_hand_built_program_is_exact() -> None:
     graph = Graph.from_json(HAND_BUILT)
     module = evaluate.lower_text(graph)
     ex = compiler.run_module(module, _inputs(), {}, want_hlo=True)
-    cov = coverage.program_coverage(HAND_BUILT, module, _inputs(), ex.optimized_hlo)
+    cov = coverage.program_coverage(graph, module, _inputs(), ex.optimized_hlo)
 
     assert cov["ops"] == {"add": 1, "exp": 1, "reduce_sum": 1, "tanh": 1}
     assert cov["op_pairs"] == {"add>exp": 1, "exp>reduce_sum": 1, "add>tanh": 1}

@@ -23,9 +23,9 @@ def _warm_guide(seed: int, n: int) -> Guide:
     guide = Guide(seed)
     for i in range(n):
         g = generate(seed, i, SPEC)
-        cov = coverage.graph_coverage(g.to_json())
+        cov = coverage.graph_coverage(g)
         cov["fusion_kinds"] = {"kLoop": 1}
-        guide.observe(i, cov, g.to_json(), 0.5 if i == 3 else 0.001)
+        guide.observe(i, cov, g, 0.5 if i == 3 else 0.001)
     return guide
 
 
@@ -40,8 +40,8 @@ def test_guided_programs_compile_and_run(chunk: int) -> None:
         graph = generate(7, index, SPEC, bias)
         inputs = make_inputs({"seed": 7, "index": index, "special": index % 2 == 0}, graph.inputs)
         outs = compiler.run_module(evaluate.lower_text(graph), inputs, {}).outputs
-        assert [list(o.shape) for o in outs] == [graph.values[v]["shape"] for v in graph.outputs]
-        guide.observe(index, coverage.graph_coverage(graph.to_json()), graph.to_json(), 0.0)
+        assert [o.shape for o in outs] == [graph.values[v].shape for v in graph.outputs]
+        guide.observe(index, coverage.graph_coverage(graph), graph, 0.0)
     assert neighbours >= 1, "no neighbour of the near miss was drawn"
 
 
@@ -58,19 +58,19 @@ def test_heavily_exercised_ops_and_dtypes_are_drawn_less() -> None:
         g = generate(9, index, spec, {k: v for k, v in guide.bias(index).items() if k != "prefix"})
         plain.update(p.op_names())
         guided.update(g.op_names())
-        plain_dt.update(v["dtype"] for v in p.inputs)
-        guided_dt.update(v["dtype"] for v in g.inputs)
+        plain_dt.update(v.dtype for v in p.inputs)
+        guided_dt.update(v.dtype for v in g.inputs)
     assert guided["add"] < plain["add"] / 3
     assert guided_dt["f32"] < plain_dt["f32"] / 3
 
 
 def test_neighbour_keeps_the_prefix_of_the_near_miss() -> None:
-    parent = generate(5, 11, SPEC).to_json()
-    keep = max(1, len(parent["nodes"]) - 1)
+    parent = generate(5, 11, SPEC)
+    keep = max(1, len(parent.nodes) - 1)
     child = generate(5, 500, SPEC, {"prefix": parent, "keep": keep})
-    assert child.nodes[:keep] == parent["nodes"][:keep]
+    assert child.nodes[:keep] == parent.nodes[:keep]
     assert len(child.nodes) > keep
-    assert child.nodes[keep:] != parent["nodes"][keep:]  # a fresh tail, not a copy
+    assert child.nodes[keep:] != parent.nodes[keep:]  # a fresh tail, not a copy
 
 
 def test_guide_is_plain_during_warmup_and_deterministic_after() -> None:

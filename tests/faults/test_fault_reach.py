@@ -50,11 +50,11 @@ def test_select_extremum_ties_reach_select_ge_to_gt() -> None:
 
 def _opens_with_state_update(graph) -> bool:
     """Outputs 0 and 1 are x.at[i].set(u) (the first op) and another op reading x."""
-    if not graph.nodes or graph.nodes[0]["op"] != "dynamic_update_slice" or len(graph.outputs) < 2:
+    if not graph.nodes or graph.nodes[0].op != "dynamic_update_slice" or len(graph.outputs) < 2:
         return False
-    first, second = (graph.values[v].get("node") for v in graph.outputs[:2])
+    first, second = (graph.values[v].node for v in graph.outputs[:2])
     return first == 0 and second is not None \
-        and graph.nodes[0]["args"][0] in graph.nodes[second]["args"]
+        and graph.nodes[0].args[0] in graph.nodes[second].args
 
 
 def test_state_update_programs_return_the_update_before_the_old_values_reader() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 from xla_sentinel.campaign.check import check_program
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node, Value
 from xla_sentinel.core.program import Program
 from xla_sentinel.ops import exact
 from xla_sentinel.programs import evaluate
@@ -22,12 +22,12 @@ from xla_sentinel.xla.faults import fault_path
 
 # y = shift_right_arithmetic(convert_s32(x), k): an integer output that depends on floats.
 GRAPH = Graph(
-    values=[{"shape": [8], "dtype": "f32", "tainted": False, "input": 0},
-            {"shape": [8], "dtype": "s32", "tainted": True, "node": 0},
-            {"shape": [8], "dtype": "s32", "tainted": False, "input": 1},
-            {"shape": [8], "dtype": "s32", "tainted": True, "node": 1}],
-    nodes=[{"op": "convert", "args": [0], "attrs": {"dtype": "s32"}, "discrete": True},
-           {"op": "shift_right_arithmetic", "args": [1, 2], "attrs": {}, "discrete": False}],
+    values=[Value([8], "f32", False, input=0),
+            Value([8], "s32", True, node=0),
+            Value([8], "s32", False, input=1),
+            Value([8], "s32", True, node=1)],
+    nodes=[Node("convert", [0], {"dtype": "s32"}, True),
+           Node("shift_right_arithmetic", [1, 2], {})],
     outputs=[3])
 
 
@@ -39,7 +39,7 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     x = np.array([-7.3, -100.6, 5.4, -2.2, 64.5, -1e4 - 0.3, 3.7, -9.9], np.float32)
     k = np.array([1, 2, 3, 1, 2, 3, 1, 2], np.int32)
     Program("hand-s32", evaluate.lower_text(GRAPH), [x, k], ["f32", "s32"],
-            graph=GRAPH.to_json()).save(folder)
+            graph=GRAPH).save(folder)
     return folder
 
 
@@ -68,12 +68,12 @@ def test_the_interpreter_reads_unsigned_inputs() -> None:
     # as a type mismatch, and every program with an unsigned input lost this reference.
     from xla_sentinel.worker import handlers
 
-    graph = Graph(values=[{"shape": [4], "dtype": "u8", "tainted": False, "input": 0},
-                          {"shape": [4], "dtype": "u32", "tainted": False, "input": 1},
-                          {"shape": [4], "dtype": "u32", "tainted": False, "node": 0},
-                          {"shape": [4], "dtype": "u32", "tainted": False, "node": 1}],
-                  nodes=[{"op": "convert", "args": [0], "attrs": {"dtype": "u32"}, "discrete": True},
-                         {"op": "add", "args": [2, 1], "attrs": {}, "discrete": False}],
+    graph = Graph(values=[Value([4], "u8", False, input=0),
+                          Value([4], "u32", False, input=1),
+                          Value([4], "u32", False, node=0),
+                          Value([4], "u32", False, node=1)],
+                  nodes=[Node("convert", [0], {"dtype": "u32"}, True),
+                         Node("add", [2, 1], {})],
                   outputs=[3])
     inputs = [np.array([0, 1, 200, 255], np.uint8), np.array([7, 2**31, 2**32 - 1, 3], np.uint32)]
 
@@ -84,11 +84,11 @@ def test_the_interpreter_reads_unsigned_inputs() -> None:
 
 # rev(convert_bf16(x)): an output IEEE 754 fixes bitwise (exact.py).
 CONVERT = Graph(
-    values=[{"shape": [6], "dtype": "f32", "tainted": False, "input": 0},
-            {"shape": [6], "dtype": "bf16", "tainted": True, "node": 0},
-            {"shape": [6], "dtype": "bf16", "tainted": True, "node": 1}],
-    nodes=[{"op": "convert", "args": [0], "attrs": {"dtype": "bf16"}, "discrete": True},
-           {"op": "rev", "args": [1], "attrs": {"dims": [0]}, "discrete": False}],
+    values=[Value([6], "f32", False, input=0),
+            Value([6], "bf16", True, node=0),
+            Value([6], "bf16", True, node=1)],
+    nodes=[Node("convert", [0], {"dtype": "bf16"}, True),
+           Node("rev", [1], {"dims": [0]})],
     outputs=[2])
 
 
@@ -98,7 +98,7 @@ def test_a_one_ulp_conversion_error_is_flagged_bitwise(tmp_path: Path, campaign:
     # Above the midpoint between two bf16 values: rounding to nearest goes up, truncation
     # down, one bf16 ulp (2u), a quarter of what the normwise tolerance allows.
     x = np.array([1 + 3 * 2**-9, -3 - 5 * 2**-8, 0.1, 7.0, -0.3, 1e5], np.float32)
-    graph = exact.annotate(CONVERT.to_json())
+    graph = exact.annotate(CONVERT)
     Program("hand-bf16", evaluate.lower_text(CONVERT), [x], ["f32"], graph=graph).save(tmp_path)
 
     (result,) = check_program(tmp_path, campaign, [str(fault_path(fault))] if fault else [])

@@ -6,12 +6,13 @@ legally from op-by-op evaluation, and the generated outputs it accepts do not.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
 import numpy as np
 import pytest
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node, Value
 from xla_sentinel.judge import oracle
 from xla_sentinel.ops.exact import bitwise_values
 from xla_sentinel.programs import evaluate
@@ -20,18 +21,17 @@ from xla_sentinel.programs.inputs import make_inputs
 from xla_sentinel.spec.campaign import GeneratorSpec
 
 
-def chain(inputs: list[str], *nodes: tuple[str, list[int], dict[str, Any], str]) -> dict[str, Any]:
-    """A graph JSON: `inputs` dtypes (shape [8]), then nodes (op, args, attrs, result dtype)."""
-    values: list[dict[str, Any]] = [{"shape": [8], "dtype": d, "tainted": False, "input": i}
-                                    for i, d in enumerate(inputs)]
-    graph_nodes = []
+def chain(inputs: list[str], *nodes: tuple[str, list[int], dict[str, Any], str]) -> Graph:
+    """A graph: `inputs` dtypes (shape [8]), then nodes (op, args, attrs, result dtype)."""
+    graph = Graph(values=[Value([8], d, input=i) for i, d in enumerate(inputs)])
     for op, args, attrs, dtype in nodes:
-        graph_nodes.append({"op": op, "args": args, "attrs": attrs, "discrete": False})
-        values.append({"shape": [8], "dtype": dtype, "tainted": True, "node": len(graph_nodes) - 1})
-    return {"values": values, "nodes": graph_nodes, "outputs": [len(values) - 1]}
+        graph.nodes.append(Node(op, args, attrs))
+        graph.values.append(Value([8], dtype, tainted=True, node=len(graph.nodes) - 1))
+    graph.outputs = [len(graph.values) - 1]
+    return graph
 
 
-def last(graph: dict[str, Any]) -> bool:
+def last(graph: Graph) -> bool:
     return bitwise_values(graph)[-1]
 
 
@@ -78,7 +78,7 @@ def test_integer_ops_after_floats_stay_bitwise() -> None:
               ("mul", [3, 1], {}, "s32"), ("add", [4, 3], {}, "s32"))
     assert last(g)
     # ...but not after an inexact float op.
-    g["nodes"][0]["op"] = "exp"
+    g.nodes[0].op = "exp"
     assert not last(g)
 
 
@@ -108,42 +108,39 @@ def test_nan_signed_zero_and_subnormals_compare_as_values() -> None:
 
 # --- against XLA ---------------------------------------------------------------------------
 
-def compiled_and_literal(graph: dict[str, Any], inputs: list[np.ndarray]) -> tuple[list, list]:
-    g = Graph.from_json(graph)
-    compiled = jax.jit(evaluate.traced(g))(*inputs)
-    return [np.asarray(c) for c in compiled], evaluate.eager(g, inputs)
+def compiled_and_literal(graph: Graph, inputs: list[np.ndarray]) -> tuple[list, list]:
+    compiled = jax.jit(evaluate.traced(graph))(*inputs)
+    return [np.asarray(c) for c in compiled], evaluate.eager(graph, inputs)
 
 
 @pytest.mark.parametrize("graph,dtype", [
     (chain(["f32", "f32"], ("mul", [0, 1], {}, "f32"), ("add", [2, 0], {}, "f32")), "f32"),
     (chain(["bf16", "bf16"], ("add", [0, 1], {}, "bf16"), ("convert", [2], {"dtype": "f32"}, "f32")), "bf16"),
 ])
-def test_the_refused_shapes_do_differ_legally(graph: dict[str, Any], dtype: str) -> None:
+def test_the_refused_shapes_do_differ_legally(graph: Graph, dtype: str) -> None:
     # Contraction into a fused multiply-add, and excess precision: if XLA stopped doing
     # either, the rule refusing the shape could be relaxed.
-    for v in graph["values"]:
-        v["shape"] = [4096]
+    graph.values = [dataclasses.replace(v, shape=(4096,)) for v in graph.values]
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal(4096).astype(np.float32).astype(oracle.NP_DTYPES[dtype])
               for _ in range(2)]
     (compiled,), (literal,) = compiled_and_literal(graph, inputs)
     assert not bitwise_values(graph)[-1]
-    assert not oracle.same_values(compiled, literal, graph["values"][-1]["dtype"])
+    assert not oracle.same_values(compiled, literal, graph.values[-1].dtype)
 
 
 def test_generated_bitwise_outputs_agree_bitwise_with_op_by_op(x64: None) -> None:
     spec = GeneratorSpec(maxOps=6)
     judged = 0
     for index in range(40):
-        graph = generate(5, index, spec).to_json()
-        inputs = make_inputs({"seed": 5, "index": index, "special": False},
-                             Graph.from_json(graph).inputs)
+        graph = generate(5, index, spec)
+        inputs = make_inputs({"seed": 5, "index": index, "special": False}, graph.inputs)
         if oracle.has_subnormals(inputs):
             continue
         compiled, literal = compiled_and_literal(graph, inputs)
-        for k, out in enumerate(graph["outputs"]):
-            meta = graph["values"][out]
-            if meta["bitwise"]:
+        for k, out in enumerate(graph.outputs):
+            value = graph.values[out]
+            if value.bitwise:
                 judged += 1
-                assert oracle.same_values(compiled[k], literal[k], meta["dtype"]), (index, k)
+                assert oracle.same_values(compiled[k], literal[k], value.dtype), (index, k)
     assert judged >= 20

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from jax import lax
 from xla_sentinel.campaign.check import check_program
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node, Value
 from xla_sentinel.core.program import Program
 from xla_sentinel.judge import oracle
 from xla_sentinel.ops.numpy_forms import np_top_k
@@ -69,13 +69,13 @@ def test_xla_cpu_fused_f16_log_of_nan_is_negative() -> None:
 
 # log(|x| + 0.5) (the op table's log), tanh, top_k: s24-i827's output 3 on two rows.
 GRAPH = Graph(
-    values=[{"shape": [3, 6], "dtype": "f16", "tainted": False, "input": 0},
-            {"shape": [3, 6], "dtype": "f16", "tainted": True, "node": 0},
-            {"shape": [3, 6], "dtype": "f16", "tainted": True, "node": 1},
-            {"shape": [3, 4], "dtype": "f16", "tainted": True, "node": 2}],
-    nodes=[{"op": "log", "args": [0], "attrs": {}, "discrete": False},
-           {"op": "tanh", "args": [1], "attrs": {}, "discrete": False},
-           {"op": "top_k", "args": [2], "attrs": {"k": 4, "output": 0}, "discrete": True}],
+    values=[Value([3, 6], "f16", False, input=0),
+            Value([3, 6], "f16", True, node=0),
+            Value([3, 6], "f16", True, node=1),
+            Value([3, 4], "f16", True, node=2)],
+    nodes=[Node("log", [0], {}),
+           Node("tanh", [1], {}),
+           Node("top_k", [2], {"k": 4, "output": 0}, True)],
     outputs=[3])
 X = np.array([[1.0, np.nan, -1.0, 0.0, 1.0, 1.0],   # a NaN: its rank is open
               [1.0, 2.0, -1.0, 0.0, 3.0, 0.5],       # none: all determined
@@ -101,13 +101,13 @@ def test_npref_marks_what_the_nan_sign_decides() -> None:
 def test_a_nan_whose_sign_the_program_fixes_stays_judged() -> None:
     """An input NaN through abs and neg (sign-bit ops): -NaN, ranked last everywhere."""
     graph = Graph(
-        values=[{"shape": [2, 6], "dtype": "f32", "tainted": False, "input": 0},
-                {"shape": [2, 6], "dtype": "f32", "tainted": True, "node": 0},
-                {"shape": [2, 6], "dtype": "f32", "tainted": True, "node": 1},
-                {"shape": [2, 3], "dtype": "f32", "tainted": True, "node": 2}],
-        nodes=[{"op": "abs", "args": [0], "attrs": {}, "discrete": False},
-               {"op": "neg", "args": [1], "attrs": {}, "discrete": False},
-               {"op": "top_k", "args": [2], "attrs": {"k": 3, "output": 0}, "discrete": True}],
+        values=[Value([2, 6], "f32", False, input=0),
+                Value([2, 6], "f32", True, node=0),
+                Value([2, 6], "f32", True, node=1),
+                Value([2, 3], "f32", True, node=2)],
+        nodes=[Node("abs", [0], {}),
+               Node("neg", [1], {}),
+               Node("top_k", [2], {"k": 3, "output": 0}, True)],
         outputs=[3])
     x = np.array([[1.0, np.nan, -2.0, 0.5, 3.0, 1.5], [np.nan] * 6], np.float32)
     result = numpy_reference(graph, x)
@@ -155,7 +155,7 @@ def test_without_undetermined_blanks_alike_and_keeps_other_shapes() -> None:
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("program")
-    Program("nan-sign-top-k", evaluate.lower_text(GRAPH), [X], ["f16"], graph=GRAPH.to_json()).save(folder)
+    Program("nan-sign-top-k", evaluate.lower_text(GRAPH), [X], ["f16"], graph=GRAPH).save(folder)
     return folder
 
 

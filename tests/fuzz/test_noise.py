@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node, Value
 from xla_sentinel.judge.oracle import OutputInfo, judge
 from xla_sentinel.programs import evaluate
 from xla_sentinel.worker import handlers
@@ -19,11 +19,11 @@ from xla_sentinel.worker.protocol import Noise
 pytestmark = pytest.mark.usefixtures("x64")
 
 GRAPH = Graph(
-    values=[{"shape": [8], "dtype": "f16", "tainted": False, "input": 0},
-            {"shape": [8], "dtype": "f16", "tainted": True, "node": 0},
-            {"shape": [8], "dtype": "f16", "tainted": True, "node": 1}],
-    nodes=[{"op": "rsqrt", "args": [0], "attrs": {}, "discrete": False},
-           {"op": "floor", "args": [1], "attrs": {}, "discrete": True}],
+    values=[Value([8], "f16", False, input=0),
+            Value([8], "f16", True, node=0),
+            Value([8], "f16", True, node=1)],
+    nodes=[Node("rsqrt", [0], {}),
+           Node("floor", [1], {}, True)],
     outputs=[2])
 # rsqrt's domain guard takes |x| + 0.5; element 0 lands on 1 + 2^-10, the others far
 # from any integer after rsqrt.
@@ -31,7 +31,7 @@ X = np.array([-0.5009765625, 0.1, 3.0, -0.2, 7.0, 0.05, -2.0, 0.3], np.float16)
 
 
 def _noise_samples(x: np.ndarray = X) -> list[list[np.ndarray]]:
-    return handlers.noise(Noise(GRAPH.to_json(), [x], seed=7)).samples
+    return handlers.noise(Noise(GRAPH, [x], seed=7)).samples
 
 
 def test_directed_samples_move_every_op_one_ulp_each_way() -> None:
@@ -86,13 +86,13 @@ def test_a_flip_no_ulp_explains_is_still_flagged() -> None:
 # column [-1.25, 3, 2.47]. The float64 result, 2.97e38, is finite in f32, but the product
 # 1.7e38 * 3 is not: O0 rounds it to inf, a target that fuses the multiply-add does not.
 DOT = Graph(
-    values=[{"shape": [1, 3], "dtype": "f32", "tainted": False, "input": 0},
-            {"shape": [3, 1], "dtype": "f32", "tainted": False, "input": 1},
-            {"shape": [1, 1], "dtype": "f32", "tainted": True, "node": 0},
-            {"shape": [1, 1], "dtype": "f32", "tainted": True, "node": 1}],
-    nodes=[{"op": "dot_general", "args": [0, 1], "discrete": False,
-            "attrs": {"lhs_contract": [1], "rhs_contract": [0], "lhs_batch": [], "rhs_batch": []}},
-           {"op": "neg", "args": [2], "attrs": {}, "discrete": False}],
+    values=[Value([1, 3], "f32", False, input=0),
+            Value([3, 1], "f32", False, input=1),
+            Value([1, 1], "f32", True, node=0),
+            Value([1, 1], "f32", True, node=1)],
+    nodes=[Node("dot_general", [0, 1],
+                {"lhs_contract": [1], "rhs_contract": [0], "lhs_batch": [], "rhs_batch": []}),
+           Node("neg", [2], {})],
     outputs=[2, 3, 1])
 ROW = np.float32([[1.7014117e38, 1.7014117e38, 0.0]])
 COLUMN = np.float32([[-1.254481], [3.0], [2.4702647]])
@@ -107,12 +107,12 @@ def test_overflow_prone_marks_outputs_behind_a_sum_of_huge_terms() -> None:
 def test_overflow_prone_marks_an_intermediate_beyond_its_dtype() -> None:
     # f16: x * x = 90000 > 65504, then * 0.1 brings it back in range; a target that keeps
     # the f16 intermediate in f32 (excess precision) stays finite, the literal one does not.
-    graph = Graph(values=[{"shape": [2], "dtype": "f16", "tainted": False, "input": 0},
-                          {"shape": [2], "dtype": "f16", "tainted": False, "input": 1},
-                          {"shape": [2], "dtype": "f16", "tainted": True, "node": 0},
-                          {"shape": [2], "dtype": "f16", "tainted": True, "node": 1}],
-                  nodes=[{"op": "mul", "args": [0, 0], "attrs": {}, "discrete": False},
-                         {"op": "mul", "args": [2, 1], "attrs": {}, "discrete": False}],
+    graph = Graph(values=[Value([2], "f16", False, input=0),
+                          Value([2], "f16", False, input=1),
+                          Value([2], "f16", True, node=0),
+                          Value([2], "f16", True, node=1)],
+                  nodes=[Node("mul", [0, 0], {}),
+                         Node("mul", [2, 1], {})],
                   outputs=[3])
     tenth = np.float16([0.1, 0.1])
     assert evaluate.overflow_prone(graph, [np.float16([300.0, 1.0]), tenth]) == [True]
@@ -135,15 +135,15 @@ def test_a_non_finite_result_is_no_verdict_only_where_overflow_is_legal() -> Non
 
 
 def _noise_samples_of(graph: Graph, inputs: list[np.ndarray]):
-    reply = handlers.noise(Noise(graph.to_json(), inputs, seed=7))
+    reply = handlers.noise(Noise(graph, inputs, seed=7))
     assert reply.overflow == evaluate.overflow_prone(graph, inputs)
     return lambda: reply.samples
 
 
 def _reduction(op: str, shape: list[int], attrs: dict) -> Graph:
-    return Graph(values=[{"shape": shape, "dtype": "f16", "tainted": False, "input": 0},
-                         {"shape": [1], "dtype": "f16", "tainted": True, "node": 0}],
-                 nodes=[{"op": op, "args": [0], "attrs": attrs, "discrete": False}],
+    return Graph(values=[Value(shape, "f16", False, input=0),
+                         Value([1], "f16", True, node=0)],
+                 nodes=[Node(op, [0], attrs)],
                  outputs=[1])
 
 
@@ -171,11 +171,11 @@ def test_a_long_product_may_move_by_sqrt_n_roundings() -> None:
 def test_overflow_prone_counts_the_finite_terms_of_a_sum_that_holds_an_inf() -> None:
     # s25-i256 (f16): sum([inf, -32750 x 3]) is inf in float64 and where it is accumulated
     # in f32, NaN where the three -32750 meet first (-inf) and then the inf.
-    graph = Graph(values=[{"shape": [4], "dtype": "f16", "tainted": False, "input": 0},
-                          {"shape": [], "dtype": "f16", "tainted": True, "node": 0},
-                          {"shape": [], "dtype": "f16", "tainted": True, "node": 1}],
-                  nodes=[{"op": "reduce_sum", "args": [0], "attrs": {"axes": [0]}, "discrete": False},
-                         {"op": "logistic", "args": [1], "attrs": {}, "discrete": False}],
+    graph = Graph(values=[Value([4], "f16", False, input=0),
+                          Value([], "f16", True, node=0),
+                          Value([], "f16", True, node=1)],
+                  nodes=[Node("reduce_sum", [0], {"axes": [0]}),
+                         Node("logistic", [1], {})],
                   outputs=[2])
     assert evaluate.overflow_prone(graph, [np.float16([np.inf, -32750, -32750, -32750])]) == [True]
     assert evaluate.overflow_prone(graph, [np.float16([np.inf, -3, -3, -3])]) == [False]
@@ -188,14 +188,14 @@ def test_overflow_prone_counts_the_finite_terms_of_a_sum_that_holds_an_inf() -> 
 # NaN); a configuration that keeps excess precision between ops (as XLA's
 # xla_allow_excess_precision permits) stays finite, as float64 does.
 CANCEL = Graph(
-    values=[{"shape": [2], "dtype": "f16", "tainted": False, "input": 0},
-            {"shape": [2], "dtype": "f16", "tainted": False, "input": 1},
-            {"shape": [2], "dtype": "f16", "tainted": True, "node": 0},
-            {"shape": [2], "dtype": "f16", "tainted": True, "node": 1},
-            {"shape": [2], "dtype": "f16", "tainted": True, "node": 2}],
-    nodes=[{"op": "mul", "args": [0, 0], "attrs": {}, "discrete": False},
-           {"op": "mul", "args": [2, 1], "attrs": {}, "discrete": False},
-           {"op": "sub", "args": [3, 3], "attrs": {}, "discrete": False}],
+    values=[Value([2], "f16", False, input=0),
+            Value([2], "f16", False, input=1),
+            Value([2], "f16", True, node=0),
+            Value([2], "f16", True, node=1),
+            Value([2], "f16", True, node=2)],
+    nodes=[Node("mul", [0, 0], {}),
+           Node("mul", [2, 1], {}),
+           Node("sub", [3, 3], {})],
     outputs=[4])
 CANCEL_X = np.float16([1 + 23 / 1024, 1.5])
 CANCEL_Z = np.float16([62656, 3.0])

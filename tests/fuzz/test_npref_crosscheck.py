@@ -83,25 +83,25 @@ def test_an_output_the_references_disagree_on_leaves_the_other_outputs_judged(tm
     other output is the shift-then-reshape bug (bench/repros/shift_set_then_reshape.py):
     it is judged and found wrong, the sign output is judged in no target."""
     from xla_sentinel.campaign.check import check_program
-    from xla_sentinel.core.graph import Graph
+    from xla_sentinel.core.graph import Graph, Node, Value
     from xla_sentinel.core.program import Program
     from xla_sentinel.programs import evaluate
 
-    def value(shape: list[int], dtype: str, tainted: bool = True, **source: int) -> dict:
-        return {"shape": shape, "dtype": dtype, "tainted": tainted, **source}
+    def value(shape: list[int], dtype: str, tainted: bool = True, **source: int) -> Value:
+        return Value(shape, dtype, tainted, **source)
 
     graph = Graph(values=[value([4], "f32", False, input=0), value([7], "s32", False, input=1),
                           value([4], "f32", node=0), value([7], "s32", False, node=1),
                           value([7, 1], "s32", False, node=2)],
-                  nodes=[{"op": "sign", "args": [0], "attrs": {}, "discrete": True},
-                         {"op": "loop_shift", "args": [1], "discrete": False,
-                          "attrs": {"loop": "scan", "body": "neg", "trips": 1, "step": 2, "offset": 0, "axis": 0}},
-                         {"op": "expand_dims", "args": [3], "attrs": {"dims": [1]}, "discrete": False}],
+                  nodes=[Node("sign", [0], {}, True),
+                         Node("loop_shift", [1],
+                              {"loop": "scan", "body": "neg", "trips": 1, "step": 2, "offset": 0, "axis": 0}),
+                         Node("expand_dims", [3], {"dims": [1]})],
                   outputs=[2, 4])
     x = np.array([1e-39, -2e-39, 1.0, 3e-40], np.float32)
     a = np.array([12, -7, -3, -3, 12, 13, 0], np.int32)
     Program("two-outputs", evaluate.lower_text(graph), [x, a], ["f32", "s32"],
-            graph=graph.to_json()).save(tmp_path / "program")
+            graph=graph).save(tmp_path / "program")
     campaign = tmp_path / "campaign.yaml"
     campaign.write_text("targets: [default, O0]\nbisect: {enabled: false}\n")
     verdicts = check_program(tmp_path / "program", campaign, ())

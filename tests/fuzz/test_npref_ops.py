@@ -73,18 +73,18 @@ def test_numpy_column_agrees_with_float64_eager(name: str, dtype: str) -> None:
         inputs = make_inputs({"seed": 3, "index": int(special), "special": special}, graph.inputs)
         # Both sides get the same float64 operands, subnormals flushed as XLA:CPU reads
         # them (flush_subnormals); the column's result is flushed as XLA:CPU writes it.
-        operands = promoted(op, inputs, [v["dtype"] for v in graph.inputs])
+        operands = promoted(op, inputs, [v.dtype for v in graph.inputs])
         (want,) = evaluate.eager(graph, operands, promote=True)
-        by_value = {i: operands[v["input"]] for i, v in enumerate(graph.values) if "input" in v}
-        args = [by_value[i] for i in node["args"]]
-        got = np.asarray(op.numpy(node["attrs"], *args))
-        out_dtype = graph.values[graph.outputs[0]]["dtype"]
+        by_value = {i: operands[v.input] for i, v in enumerate(graph.values) if v.input is not None}
+        args = [by_value[i] for i in node.args]
+        got = np.asarray(op.numpy(node.attrs, *args))
+        out_dtype = graph.values[graph.outputs[0]].dtype
         if not (op.own_dtypes and got.dtype == np.float64):
             got = flush_subnormals(got)  # XLA:CPU writes arithmetic results flushed
         if out_dtype in ("f32", "bf16", "f16"):
             got = got.astype(np.float64)  # what the reference does with every float result
-        assert_agrees(got, want, stated_error(op), f"{name}/{dtype} special={special} attrs={node['attrs']}",
-                      terms_in_range(op, node["attrs"], args))
+        assert_agrees(got, want, stated_error(op), f"{name}/{dtype} special={special} attrs={node.attrs}",
+                      terms_in_range(op, node.attrs, args))
 
 
 def terms_in_range(op: OpDef, attrs: dict, args: list[np.ndarray]) -> np.ndarray | None:

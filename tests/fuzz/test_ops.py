@@ -31,7 +31,7 @@ def test_op_compiles_and_agrees_with_float64(name: str) -> None:
         inputs = make_inputs({"seed": 1, "index": 0}, graph.inputs)
         (out,) = compiler.run_module(evaluate.lower_text(graph), inputs, {}).outputs
         (ref,) = evaluate.eager(graph, inputs, promote=True)
-        out_dtype = graph.values[graph.outputs[0]]["dtype"]
+        out_dtype = graph.values[graph.outputs[0]].dtype
         assert out.shape == ref.shape, f"{name}/{dtype}"
         if out_dtype in FLOATS:
             err = oracle.normwise_error(out, ref, out_dtype) / UNIT_ROUNDOFF[out_dtype]

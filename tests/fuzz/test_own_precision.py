@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node, Value
 from xla_sentinel.ops.lax_builders import build
 from xla_sentinel.ops.numpy_forms import np_reduce
 from xla_sentinel.ops.table import OPS
@@ -44,9 +44,8 @@ def differences(got: np.ndarray, want: np.ndarray) -> str:
 
 def claimed(graph: Graph) -> bool:
     (node,) = graph.nodes
-    return own_precision.reproduces(OPS[node["op"]], node["attrs"],
-                                    [graph.values[i]["dtype"] for i in node["args"]],
-                                    graph.values[graph.outputs[0]]["dtype"])
+    return own_precision.reproduces(OPS[node.op], node.attrs, [graph.values[i].dtype for i in node.args],
+                                    graph.values[graph.outputs[0]].dtype)
 
 
 CASES = [(name, dtype) for name in sorted(OPS) for dtype in OPS[name].dtypes]
@@ -64,7 +63,7 @@ def test_numpy_reproduces_xla_eager_per_op(name: str, dtype: str) -> None:
             xla: Counter[str] = Counter()
             (got,) = evaluate.literal(graph, inputs, xla)
             (want,) = evaluate.eager(graph, inputs)
-            what = f"{name}/{dtype} seed {seed} special {special} attrs {graph.nodes[0]['attrs']}"
+            what = f"{name}/{dtype} seed {seed} special {special} attrs {graph.nodes[0].attrs}"
             assert differences(got, want) == "", what
             judged += not xla
             if not special:
@@ -118,11 +117,8 @@ def test_f64_to_bf16_and_f16_round_through_f32_as_xla_cpu_does() -> None:
 def test_iota_rounds_its_ramp_at_the_dtype() -> None:
     # bf16 holds every integer up to 256 only: the ramp 257, 259, ... is rounded before the
     # add, as XLA's bf16 iota is (the float64 column would add exact integers).
-    graph = Graph.from_json({"inputs": [{"shape": [1, 300], "dtype": "bf16"}],
-                             "nodes": [{"op": "iota", "args": [0], "attrs": {"dim": 1}}],
-                             "values": [{"input": 0, "dtype": "bf16", "shape": [1, 300]},
-                                        {"node": 0, "dtype": "bf16", "shape": [1, 300]}],
-                             "outputs": [1]})
+    graph = Graph(values=[Value((1, 300), "bf16", input=0), Value((1, 300), "bf16", node=0)],
+                  nodes=[Node("iota", [0], {"dim": 1})], outputs=[1])
     x = np.full((1, 300), 0.5, ml_dtypes.bfloat16)
     xla: Counter[str] = Counter()
     (got,) = evaluate.literal(graph, [x], xla)
@@ -168,16 +164,16 @@ def test_a_bucketed_elementwise_op_equals_the_op_on_its_real_shape(name: str, dt
     base = single_op(name, dtype, seed=0)
     assert base is not None
     (node,) = base.nodes
-    arg_dtypes = [base.values[i]["dtype"] for i in node["args"]]
+    arg_dtypes = [base.values[i].dtype for i in node.args]
     rng = np.random.default_rng(5)
     for shape in SHAPES:
         for special in (False, True):
             xs = [make_array(rng, shape, d, special) for d in arg_dtypes]
-            want = np.asarray(build(op, node["attrs"], *map(jnp.asarray, xs)))
+            want = np.asarray(build(op, node.attrs, *map(jnp.asarray, xs)))
             if name in evaluate.SHAPE_DEPENDENT:
                 continue
-            assert evaluate._bucketable(op, node["attrs"], xs, shape)
-            got = evaluate._bucketed(op, node["attrs"], xs, shape)
+            assert evaluate._bucketable(op, node.attrs, xs, shape)
+            got = evaluate._bucketed(op, node.attrs, xs, shape)
             assert differences(got, want) == "", f"{name}/{dtype} {shape} special {special}"
 
 

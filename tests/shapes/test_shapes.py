@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 from xla_sentinel.campaign import coverage
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node, Value
 from xla_sentinel.ops.entries.indices import INDEX_DTYPES
 from xla_sentinel.ops.lax_builders import build
 from xla_sentinel.ops.table import OPS
@@ -27,13 +27,12 @@ CONFIGS = {"default": {}, "O0": {"xla_backend_optimization_level": 0},
 
 def _graph(op: str, shapes: list[tuple[list[int], str]], attrs: dict) -> Graph:
     """One node of `op` on fresh inputs of the given shapes and dtypes."""
-    values = [{"shape": s, "dtype": d, "tainted": False, "input": i} for i, (s, d) in enumerate(shapes)]
+    values = [Value(s, d, input=i) for i, (s, d) in enumerate(shapes)]
     out = OPS[op]
-    graph = Graph(values=values, nodes=[{"op": op, "args": list(range(len(shapes))), "attrs": attrs,
-                                         "discrete": out.discrete}])
+    graph = Graph(values=values, nodes=[Node(op, list(range(len(shapes))), attrs, out.discrete)])
     result = jax.eval_shape(lambda *xs: build(out, attrs, *xs), *evaluate.input_structs(graph))
     graph.outputs = [len(values)]
-    graph.values.append({"shape": list(result.shape), "dtype": "f32", "tainted": True, "node": 0})
+    graph.values.append(Value(result.shape, "f32", tainted=True, node=0))
     return graph
 
 
@@ -92,11 +91,11 @@ def test_shapes_are_drawn_only_where_the_campaign_names_them() -> None:
     plain = GeneratorSpec(dtypes=list(DTYPES), maxOps=12)
     families: set[str] = set()
     for index in range(60):
-        assert not any("family" in n for n in generate(2, index, plain).nodes)
-        families |= {n["family"] for n in generate(2, index, SHAPES).nodes if "family" in n}
+        assert not any(n.family for n in generate(2, index, plain).nodes)
+        families |= {n.family for n in generate(2, index, SHAPES).nodes if n.family}
     assert families == set(SHAPE_FAMILIES) - {"multi_output"}
     only_loops = GeneratorSpec(dtypes=["f32"], maxOps=12, shapes=["loops"])
-    drawn = {n.get("family") for i in range(30) for n in generate(2, i, only_loops).nodes}
+    drawn = {n.family for i in range(30) for n in generate(2, i, only_loops).nodes}
     assert drawn == {None, "loops"}
 
 
@@ -105,16 +104,16 @@ def test_high_ranks_have_size_one_dimensions_and_compile() -> None:
     high = 0
     for index in range(40):
         graph = generate(4, index, spec)
-        ranks = [len(v["shape"]) for v in graph.values]
+        ranks = [len(v.shape) for v in graph.values]
         assert max(ranks) <= 8
         if max(ranks) < 6:
             continue
         high += 1
-        big = [v["shape"] for v in graph.values if len(v["shape"]) >= 6]
+        big = [v.shape for v in graph.values if len(v.shape) >= 6]
         assert all(s.count(1) >= 1 for s in big)
         inputs = make_inputs({"seed": 4, "index": index}, graph.inputs)
         outs = compiler.run_module(evaluate.lower_text(graph), inputs, {}).outputs
-        assert [list(o.shape) for o in outs] == [graph.values[v]["shape"] for v in graph.outputs]
+        assert [o.shape for o in outs] == [graph.values[v].shape for v in graph.outputs]
         if high == 4:
             break
     assert high == 4
@@ -126,7 +125,7 @@ def test_multi_output_opening_returns_a_value_it_also_fuses_into_consumers() -> 
     opened = 0
     for index in range(40):
         graph = generate(3, index, spec)
-        if "multi_output" not in coverage.shape_coverage(graph.to_json()):
+        if "multi_output" not in coverage.shape_coverage(graph):
             continue
         opened += 1
         inputs = make_inputs({"seed": 3, "index": index}, graph.inputs)
@@ -146,7 +145,7 @@ def test_multi_output_opening_returns_a_value_it_also_fuses_into_consumers() -> 
 def test_coverage_counts_each_shape() -> None:
     total = coverage.Coverage()
     for index in range(200):
-        total.add(coverage.graph_coverage(generate(5, index, SHAPES).to_json()))
+        total.add(coverage.graph_coverage(generate(5, index, SHAPES)))
     shapes = total.to_json()["shapes"]
     assert set(SHAPE_FAMILIES) <= set(shapes)
     assert {f"index:{d}" for d in INDEX_DTYPES} <= set(shapes)

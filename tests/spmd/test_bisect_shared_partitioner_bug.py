@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from xla_sentinel.bisect import bisect_finding
+from xla_sentinel.core.graph import Graph, Node, ShardingPlan, Value
 from xla_sentinel.core.program import Program
 from xla_sentinel.triage.signature import signature_id
 from xla_sentinel.worker.protocol import Lower
@@ -28,24 +29,22 @@ from xla_sentinel.worker.protocol import Lower
 TIMEOUT = 120.0
 
 
-def shift_graph(dtype: str, partitioner: str, regions: dict[str, Any] | None = None,
-                spec: str | None = "x") -> dict[str, Any]:
+def shift_graph(dtype: str, partitioner: str, regions: dict[int, dict[str, Any]] | None = None,
+                spec: str | None = "x") -> Graph:
     """One fori trip of the shift and a negated head on x[8] on 2 devices, x and the result
     split over them (`spec` "x") or replicated (None)."""
-    value = {"shape": [8], "dtype": dtype, "tainted": False}
-    return {"values": [{**value, "input": 0}, {**value, "node": 0}],
-            "nodes": [{"op": "loop_shift", "args": [0], "discrete": False,
-                       "attrs": {"loop": "fori", "body": "neg", "trips": 1, "step": 0, "offset": 0,
-                                 "axis": 0}}],
-            "outputs": [1],
-            "sharding": {"devices": 2, "mesh": [2], "axes": ["x"], "partitioner": partitioner,
-                         "inputs": [[spec]], "outputs": [[spec]], "regions": regions or {}}}
+    return Graph(values=[Value([8], dtype, input=0), Value([8], dtype, node=0)],
+                 nodes=[Node("loop_shift", [0], {"loop": "fori", "body": "neg", "trips": 1, "step": 0,
+                                                 "offset": 0, "axis": 0})],
+                 outputs=[1],
+                 sharding=ShardingPlan(devices=2, mesh=(2,), axes=("x",), partitioner=partitioner,
+                                       inputs=[[spec]], outputs=[[spec]], regions=regions or {}))
 
 
-def shift_finding(folder: Path, probe: Any, graph: dict[str, Any], reason: str | None) -> Path:
+def shift_finding(folder: Path, probe: Any, graph: Graph, reason: str | None) -> Path:
     """A finding folder as the campaign writes it for the shift program on the default
     target: no plugin, the wrong numbers are XLA's own."""
-    dtype = graph["values"][0]["dtype"]
+    dtype = graph.values[0].dtype
     inputs = [np.arange(1, 9).astype({"s32": np.int32, "f32": np.float32}[dtype])]
     module = probe.call(Lower(graph), TIMEOUT).module
     Program(folder.name, module, inputs, [dtype], graph=graph).save(folder / "program")
@@ -72,7 +71,7 @@ def repro(bundle: Path, *args: str) -> subprocess.CompletedProcess[str]:
 # call): the loop neither reads an argument of @main nor makes its result, so the float64
 # values of the old bisector, the loop compiled alone on a replicated operand, were right,
 # and only its legal configuration was wrong (as on s31-i124).
-CONSTRAINED = {"0": {"kind": "constraint", "spec": ["x"]}}
+CONSTRAINED = {0: {"kind": "constraint", "spec": ["x"]}}
 
 
 @pytest.mark.parametrize(("dtype", "partitioner", "regions", "spec", "reason"), [
@@ -116,7 +115,7 @@ def test_one_device_strips_the_shardings_and_keeps_a_manual_region(probe) -> Non
     as it is, its shardings and layout ops gone; a shard_map region has no one-device form."""
     from xla_sentinel.xla.cuts import one_device
 
-    constrained = shift_graph("s32", "shardy", {"1": {"kind": "constraint", "spec": [None]}})
+    constrained = shift_graph("s32", "shardy", {1: {"kind": "constraint", "spec": [None]}})
     module = probe.call(Lower(constrained), TIMEOUT).module
     assert "sdy.sharding_constraint" in module and "sdy.mesh" in module
     text = one_device(module)
@@ -129,5 +128,5 @@ def test_one_device_strips_the_shardings_and_keeps_a_manual_region(probe) -> Non
     assert gspmd is not None and "mhlo.sharding" not in gspmd and "@Sharding" not in gspmd
 
     psum = {"kind": "psum_broadcast", "axis": "x", "source": 1}
-    assert one_device(probe.call(Lower(shift_graph("s32", "shardy", {"1": psum})), TIMEOUT).module) is None
-    assert one_device(probe.call(Lower(shift_graph("s32", "gspmd", {"1": psum})), TIMEOUT).module) is None
+    assert one_device(probe.call(Lower(shift_graph("s32", "shardy", {1: psum})), TIMEOUT).module) is None
+    assert one_device(probe.call(Lower(shift_graph("s32", "gspmd", {1: psum})), TIMEOUT).module) is None

@@ -30,7 +30,7 @@ def sharded_finding(folder: Path, probe: Any, partitioner: str, fault: str) -> P
     graph = region_between_ops(partitioner, PSUM)
     inputs = inputs_for(graph)
     module = lower_and_run(probe, graph, inputs)["module"]
-    Program(folder.name, module, inputs, ["f32", "f32"], graph=graph.to_json()).save(folder / "program")
+    Program(folder.name, module, inputs, ["f32", "f32"], graph=graph).save(folder / "program")
     record = {"id": folder.name, "campaign": "test", "program": folder.name, "target": "default",
               "verdict": "mismatch", "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
               "dtype": "f32", "evidence": {"target_options": {}, "plugins": [fault_path(fault)]},

@@ -9,6 +9,7 @@ matches each finding against the list with the program's graph)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from xla_sentinel.campaign.recording import Counters, Recorder
+from xla_sentinel.core.graph import Graph, Node, ShardingPlan, Spec, Value
 from xla_sentinel.core.model import Finding
 from xla_sentinel.core.program import Program
 from xla_sentinel.judge.assess import Assessor, Slot
@@ -33,72 +35,70 @@ SPEC = parse_spec({"targets": ["default"], "references": ["f64_eager", "eager"],
                    "bisect": {"enabled": False}})
 
 
-def _value(shape: list[int], dtype: str, **source: int) -> dict[str, Any]:
-    return {"shape": shape, "dtype": dtype, "tainted": False, "bitwise": True, **source}
+def _value(shape: list[int], dtype: str, **source: int) -> Value:
+    return Value(shape, dtype, bitwise=True, **source)
 
 
-def _plan(inputs: list[list[str | None]], outputs: list[list[str | None]]) -> dict[str, Any]:
-    return {"devices": 2, "mesh": [2], "axes": ["x"], "partitioner": "shardy",
-            "inputs": inputs, "outputs": outputs, "regions": {}}
+def _plan(inputs: list[Spec], outputs: list[Spec]) -> ShardingPlan:
+    return ShardingPlan(devices=2, mesh=(2,), axes=("x",), partitioner="shardy", inputs=inputs,
+                        outputs=outputs)
 
 
 # s32[8] over 2 devices, one trip of x.at[1:].set(x[:-1]).at[0].set(-x[0]): XLA gives
 # [-1, 1, 2, 3, 1, 5, 6, 7] for [-1, 1, ..., 7] (bench/repros/spmd_scatter_after_shift.py).
-SHIFT = {"values": [_value([8], "s32", input=0), _value([8], "s32", node=0)],
-         "nodes": [{"op": "loop_shift", "args": [0], "discrete": False,
-                    "attrs": {"loop": "fori", "body": "neg", "trips": 1, "step": 0, "offset": 0, "axis": 0}}],
-         "outputs": [1], "sharding": _plan([["x"]], [["x"]])}
+SHIFT = Graph(values=[_value([8], "s32", input=0), _value([8], "s32", node=0)],
+              nodes=[Node("loop_shift", [0],
+                          {"loop": "fori", "body": "neg", "trips": 1, "step": 0, "offset": 0, "axis": 0})],
+              outputs=[1], sharding=_plan([["x"]], [["x"]]))
 SHIFT_INPUTS = [np.arange(1, 9, dtype=np.int32)]
 
 # An f32[2, 1] update of f32[2, 4] sharded along dimension 1, at column 9 (clamped to 3):
 # dropped (bench/repros/spmd_dynamic_update_slice_clamp.py).
-DUS = {"values": [_value([2, 4], "f32", input=0), _value([2, 1], "f32", input=1),
-                  _value([], "s32", input=2), _value([], "s32", input=3), _value([2, 4], "f32", node=0)],
-       "nodes": [{"op": "dynamic_update_slice", "args": [0, 1, 2, 3], "attrs": {}, "discrete": False}],
-       "outputs": [4], "sharding": _plan([[None, "x"], [None, None], [], []], [[None, "x"]])}
+DUS = Graph(values=[_value([2, 4], "f32", input=0), _value([2, 1], "f32", input=1),
+                    _value([], "s32", input=2), _value([], "s32", input=3), _value([2, 4], "f32", node=0)],
+            nodes=[Node("dynamic_update_slice", [0, 1, 2, 3])],
+            outputs=[4], sharding=_plan([[None, "x"], [None, None], [], []], [[None, "x"]]))
 DUS_INPUTS = [np.zeros((2, 4), np.float32), np.ones((2, 1), np.float32), np.int32(0), np.int32(9)]
 
 # A psum of one device's copy on a 2x2 mesh, returned sharded: right on XLA, wrong only
 # with an injected fault (tests/spmd/test_spmd_faults.py), which is no XLA bug.
-PSUM = {"values": [_value([4, 6], "f32", input=0), _value([4, 6], "f32", input=1),
-                   {**_value([4, 6], "f32", node=0), "tainted": True, "bitwise": False}],
-        "nodes": [{"op": "add", "args": [0, 1], "attrs": {}, "discrete": False}],
-        "outputs": [2],
-        "sharding": {"devices": 4, "mesh": [2, 2], "axes": ["x", "y"], "partitioner": "shardy",
-                     "inputs": [[None, None], [None, None]], "outputs": [["x", "y"]],
-                     "regions": {"2": {"kind": "psum_broadcast", "axis": "x", "source": 1}}}}
+PSUM = Graph(values=[_value([4, 6], "f32", input=0), _value([4, 6], "f32", input=1),
+                     Value([4, 6], "f32", tainted=True, node=0, bitwise=False)],
+             nodes=[Node("add", [0, 1])],
+             outputs=[2],
+             sharding=ShardingPlan(devices=4, mesh=(2, 2), axes=("x", "y"), partitioner="shardy",
+                                   inputs=[[None, None], [None, None]], outputs=[["x", "y"]],
+                                   regions={2: {"kind": "psum_broadcast", "axis": "x", "source": 1}}))
 PSUM_INPUTS = [np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6),
                np.linspace(1, 3, 24, dtype=np.float32).reshape(4, 6)]
 
 
 # One device, x.at[1:].set(x[:-1]) then [None]: XLA gives x[0] everywhere
 # (bench/repros/shift_set_then_reshape.py, s31-i2080); without the reshape it is right.
-def _shift_then(reshape: bool) -> dict[str, Any]:
-    shift = {"op": "loop_shift", "args": [0], "discrete": False,
-             "attrs": {"loop": "scan", "body": "neg", "trips": 1, "step": 2, "offset": 0, "axis": 0}}
-    nodes = [shift, {"op": "expand_dims", "args": [1], "attrs": {"dims": [1]}, "discrete": False}]
+def _shift_then(reshape: bool) -> Graph:
+    shift = Node("loop_shift", [0], {"loop": "scan", "body": "neg", "trips": 1, "step": 2, "offset": 0, "axis": 0})
+    nodes = [shift, Node("expand_dims", [1], {"dims": [1]})]
     values = [_value([7], "s32", input=0), _value([7], "s32", node=0), _value([7, 1], "s32", node=1)]
     n = 2 if reshape else 1
-    return {"values": values[:n + 1], "nodes": nodes[:n], "outputs": [n]}
+    return Graph(values=values[:n + 1], nodes=nodes[:n], outputs=[n])
 
 
 SHIFT_INPUTS_7 = [np.array([12, -7, -3, -3, 12, 13, 0], np.int32)]
 
 # cummin and cummax of one s32[4] sharded in 2 along the scan: cummax's second shard is
 # INT32_MAX (bench/repros/spmd_cumulative_int_init.py, s31-i2531).
-CUMULATIVE = {"values": [_value([4], "s32", input=0), _value([4], "s32", node=0), _value([4], "s32", node=1)],
-              "nodes": [{"op": "cummin", "args": [0], "attrs": {"axis": 0, "reverse": True}, "discrete": False},
-                        {"op": "cummax", "args": [0], "attrs": {"axis": 0, "reverse": True}, "discrete": False}],
-              "outputs": [1, 2], "sharding": _plan([["x"]], [[None], [None]])}
+CUMULATIVE = Graph(values=[_value([4], "s32", input=0), _value([4], "s32", node=0), _value([4], "s32", node=1)],
+                   nodes=[Node("cummin", [0], {"axis": 0, "reverse": True}),
+                          Node("cummax", [0], {"axis": 0, "reverse": True})],
+                   outputs=[1, 2], sharding=_plan([["x"]], [[None], [None]]))
 CUMULATIVE_INPUTS = [np.array([12, 63, -6, 42], np.int32)]
 
 
-def _recorded(probe, tmp: Path, name: str, graph: dict[str, Any], inputs: list[np.ndarray],
+def _recorded(probe, tmp: Path, name: str, graph: Graph, inputs: list[np.ndarray],
               plugins: list[str] = ()) -> list[Finding]:
     """The findings a campaign records for this program: assessed, then recorded."""
     module = probe.call(Lower(graph), TIMEOUT).module
-    program = Program(name, module, inputs, [v["dtype"] for v in graph["values"] if "input" in v],
-                      graph=graph)
+    program = Program(name, module, inputs, [v.dtype for v in graph.inputs], graph=graph)
     targets = [resolve(t) for t in SPEC.targets]
     slot = Slot(name, targets, list(plugins), None)
     try:
@@ -149,11 +149,10 @@ def test_the_cumulative_init_bug_is_marked_known(probe, out) -> None:
 
 def test_the_convert_and_compiler_crash_is_marked_known(probe, out) -> None:
     """s26-i2316: and(convert(s32 -> s8), s8) kills the compiling worker (SIGSEGV)."""
-    graph = {"values": [_value([4], "s32", input=0), _value([4], "s8", input=1),
-                        _value([4], "s8", node=0), _value([4], "s8", node=1)],
-             "nodes": [{"op": "convert", "args": [0], "attrs": {"dtype": "s8"}, "discrete": False},
-                       {"op": "and", "args": [2, 1], "attrs": {}, "discrete": False}],
-             "outputs": [3]}
+    graph = Graph(values=[_value([4], "s32", input=0), _value([4], "s8", input=1),
+                          _value([4], "s8", node=0), _value([4], "s8", node=1)],
+                  nodes=[Node("convert", [0], {"dtype": "s8"}), Node("and", [2, 1])],
+                  outputs=[3])
     inputs = [np.array([-2, -1, 0, 1], np.int32), np.full(4, 0x5A, np.int8)]
     (finding,) = _recorded(probe, out / "convert-and", "convert-and", graph, inputs)
     assert finding.verdict == "crash" and "SIGSEGV" in finding.error
@@ -178,29 +177,28 @@ def test_a_program_rule_looks_only_at_what_computes_the_wrong_output() -> None:
     """Output 0 of SHIFT plus an output 1 that only negates the input: a mismatch of
     output 1 does not go through loop_shift, so it is not the shift bug; without a graph
     no program rule matches."""
-    graph = {**SHIFT, "values": [*SHIFT["values"], _value([8], "s32", node=1)],
-             "nodes": [*SHIFT["nodes"], {"op": "neg", "args": [0], "attrs": {}, "discrete": False}],
-             "outputs": [1, 2]}
+    graph = Graph(values=[*SHIFT.values, _value([8], "s32", node=1)], nodes=[*SHIFT.nodes, Node("neg", [0])],
+                  outputs=[1, 2], sharding=SHIFT.sharding)
 
     assert known_bugs.match(_finding(output=0), graph=graph) == "xla-spmd-scatter-after-shift"
     assert known_bugs.match(_finding(output=1), graph=graph) is None
     assert known_bugs.match(_finding(output=0)) is None
-    unsharded = {k: v for k, v in graph.items() if k != "sharding"}
+    unsharded = dataclasses.replace(graph, sharding=None)
     assert known_bugs.match(_finding(output=0), graph=unsharded) is None
 
 
 def test_a_slice_of_a_slice_is_told_from_one_slice() -> None:
     """`nested`: the dynamic_slice_of_dynamic_slice entry needs one slice applied to
     another's result; a single sharded slice is the clamp bug's."""
-    def slices(n: int) -> dict[str, Any]:
+    def slices(n: int) -> Graph:
         values = [_value([13], "bool", input=0), _value([], "s32", input=1)]
-        nodes = []
+        nodes: list[Node] = []
         for size in (9, 5)[:n]:
-            nodes.append({"op": "dynamic_slice_idx", "args": [len(values) - 1 if nodes else 0, 1],
-                          "attrs": {"sizes": [size], "index_dtype": "s32"}, "discrete": False})
+            nodes.append(Node("dynamic_slice_idx", [len(values) - 1 if nodes else 0, 1],
+                              {"sizes": [size], "index_dtype": "s32"}))
             values.append(_value([size], "bool", node=len(nodes) - 1))
-        return {"values": values, "nodes": nodes, "outputs": [len(values) - 1],
-                "sharding": _plan([["x"], []], [[None]])}
+        return Graph(values=values, nodes=nodes, outputs=[len(values) - 1],
+                     sharding=_plan([["x"], []], [[None]]))
 
     assert known_bugs.match(_finding(output=0), graph=slices(2)) == "xla-dynamic-slice-of-dynamic-slice"
     assert known_bugs.match(_finding(output=0), graph=slices(1)) == "xla-spmd-dynamic-slice-clamp"
@@ -209,10 +207,9 @@ def test_a_slice_of_a_slice_is_told_from_one_slice() -> None:
 def test_a_crash_is_matched_by_its_error_text() -> None:
     """The partitioner's pad abort and gather abort have the same verdict; the stack in the
     error text tells them apart."""
-    graph = {"values": [_value([48], "bool", input=0), _value([95], "bool", node=0)],
-             "nodes": [{"op": "pad", "args": [0], "attrs": {"config": [[-1, 0, 1]], "value": 0},
-                        "discrete": False}],
-             "outputs": [1], "sharding": _plan([["x"]], [["x"]])}
+    graph = Graph(values=[_value([48], "bool", input=0), _value([95], "bool", node=0)],
+                  nodes=[Node("pad", [0], {"config": [[-1, 0, 1]], "value": 0})],
+                  outputs=[1], sharding=_plan([["x"]], [["x"]]))
     crash = {"id": "f", "campaign": "c", "program": "p", "target": "O0", "verdict": "crash",
              "dir": "findings/f", "time": "t"}
     pad = Finding(**crash, evidence={"error": "worker exited with code -6 (SIGABRT)\n"

@@ -28,7 +28,7 @@ def program(probe, tmp_path_factory) -> Path:
     inputs = inputs_for(graph)
     reply = lower_and_run(probe, graph, inputs)
     folder = tmp_path_factory.mktemp("spmd") / "program"
-    Program("spmd-psum", reply["module"], inputs, ["f32", "f32"], graph=graph.to_json()).save(folder)
+    Program("spmd-psum", reply["module"], inputs, ["f32", "f32"], graph=graph).save(folder)
     (folder.parent / "campaign.yaml").write_text(CAMPAIGN)
     return folder
 

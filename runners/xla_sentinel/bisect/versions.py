@@ -191,8 +191,7 @@ def load_subject(path: Path) -> Subject:
                 raise VersionBisectError(f"{path / 'finding.json'}: no evidence object")
             program = Program.load(path / "program")
             if program.graph is not None:
-                values = program.graph["values"]
-                dtypes = [str(values[i]["dtype"]) for i in program.graph["outputs"]]
+                dtypes = [program.graph.values[i].dtype for i in program.graph.outputs]
             else:
                 dtypes = result_dtypes(program.module)
             verdict = str(record.get("verdict"))

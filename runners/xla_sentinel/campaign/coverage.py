@@ -27,6 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from xla_sentinel.core.dtypes import subnormal
+from xla_sentinel.core.graph import Graph
 from xla_sentinel.xla import hlo
 
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom", "ynn")
@@ -86,27 +87,27 @@ def special_kinds(arrays: Iterable[np.ndarray]) -> set[str]:
     return found
 
 
-def graph_coverage(graph: dict[str, Any]) -> dict[str, Any]:
+def graph_coverage(graph: Graph) -> dict[str, Any]:
     """Ops, producer->consumer pairs, dtypes and ranks of a generated program's graph."""
-    nodes, values = graph["nodes"], graph["values"]
-    producer = {i: nodes[v["node"]]["op"] for i, v in enumerate(values) if "node" in v}
-    pairs = Counter(f"{producer[a]}>{n['op']}" for n in nodes for a in n["args"] if a in producer)
-    return {"ops": dict(Counter(n["op"] for n in nodes)), "op_pairs": dict(pairs),
-            "dtypes": sorted({v["dtype"] for v in values}),
-            "ranks": sorted({len(v["shape"]) for v in values}), "shapes": shape_coverage(graph)}
+    nodes, values = graph.nodes, graph.values
+    producer = {i: nodes[v.node].op for i, v in enumerate(values) if v.node is not None}
+    pairs = Counter(f"{producer[a]}>{n.op}" for n in nodes for a in n.args if a in producer)
+    return {"ops": dict(Counter(n.op for n in nodes)), "op_pairs": dict(pairs),
+            "dtypes": sorted({v.dtype for v in values}),
+            "ranks": sorted({len(v.shape) for v in values}), "shapes": shape_coverage(graph)}
 
 
-def shape_coverage(graph: dict[str, Any]) -> list[str]:
+def shape_coverage(graph: Graph) -> list[str]:
     """The program shapes from real bugs a graph holds: each op family (the generator
     records it per node), `index:<type>` per index width, `multi_output` where a returned
     value is also read inside the program, `high_rank` for a value of rank >= HIGH_RANK."""
-    nodes, values = graph["nodes"], graph["values"]
-    found = {n["family"] for n in nodes if "family" in n}
-    found |= {f"index:{n['attrs']['index_dtype']}" for n in nodes if "index_dtype" in n["attrs"]}
-    read = {a for n in nodes for a in n["args"]}
-    if any(o in read and "node" in values[o] for o in graph["outputs"]):
+    nodes, values = graph.nodes, graph.values
+    found = {n.family for n in nodes if n.family is not None}
+    found |= {f"index:{n.attrs['index_dtype']}" for n in nodes if "index_dtype" in n.attrs}
+    read = {a for n in nodes for a in n.args}
+    if any(o in read and values[o].node is not None for o in graph.outputs):
         found.add("multi_output")
-    if any(len(v["shape"]) >= HIGH_RANK for v in values):
+    if any(len(v.shape) >= HIGH_RANK for v in values):
         found.add("high_rank")
     return sorted(found)
 
@@ -137,7 +138,7 @@ def hlo_coverage(hlo_text: str) -> dict[str, Any]:
     return {"fusion_kinds": kinds, "fused": sorted(fused)}
 
 
-def program_coverage(graph: dict[str, Any] | None, module: str, inputs: Iterable[np.ndarray],
+def program_coverage(graph: Graph | None, module: str, inputs: Iterable[np.ndarray],
                      hlo_text: str | None, passes_changed: list[str] | None = None) -> dict[str, Any]:
     """Everything one program exercised, as stored in programs.stats['coverage']."""
     cov = graph_coverage(graph) if graph is not None else module_coverage(module)

@@ -27,6 +27,7 @@ from xla_sentinel.campaign.recording import Counters, Recorder, Reporter
 from xla_sentinel.campaign.scheduling import Scheduler, shard_indices
 from xla_sentinel.campaign.sources import ProgramSources, Unloadable
 from xla_sentinel.campaign.summary import print_progress, write_summary
+from xla_sentinel.core.graph import Graph
 from xla_sentinel.judge.assess import Assessor, Slot
 from xla_sentinel.judge.targets import release_option_errors, resolve
 from xla_sentinel.spec.campaign import CampaignSpec, SpecError
@@ -77,9 +78,9 @@ class CampaignRun:
         for v in result.verdicts:
             self.recorder.finding(program, v.target, v.verdict, v.evidence, result.expected, v.actual,
                                   v.output)
-        graph = program.graph or {}
-        stats = {"ops": dict(Counter(n["op"] for n in graph.get("nodes", []))),
-                 "dtypes": sorted({v["dtype"] for v in graph.get("values", [])}),
+        graph = program.graph or Graph()
+        stats = {"ops": dict(Counter(graph.op_names())),
+                 "dtypes": sorted({v.dtype for v in graph.values}),
                  "special": bool(program.provenance.get("recipe", {}).get("special")),
                  "compile_s": result.compile_s,
                  "worker_s": result.worker_s + program.provenance.get("generation_s", 0.0)}

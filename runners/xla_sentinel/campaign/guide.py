@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from xla_sentinel.campaign.coverage import Coverage
+from xla_sentinel.core.graph import Graph
 
 NEAR_MISSES = 16
 NEIGHBOUR_SHARE = 0.3
@@ -45,10 +46,10 @@ class Guide:
         self.cov = Coverage()
         # op -> fusion kind -> programs holding the op whose default HLO had that kind.
         self.op_fusion: dict[str, Counter] = defaultdict(Counter)
-        self.near: list[tuple[float, int, dict[str, Any]]] = []
+        self.near: list[tuple[float, int, Graph]] = []
         self.lock = threading.Lock()
 
-    def observe(self, index: int, cov: dict[str, Any], graph: dict[str, Any] | None,
+    def observe(self, index: int, cov: dict[str, Any], graph: Graph | None,
                 margin: float | None) -> None:
         """Record one judged program: its coverage, and its margin if it passed."""
         with self.lock:
@@ -88,7 +89,7 @@ class Guide:
             if self.near and rng.random() < NEIGHBOUR_SHARE:
                 margins = np.array([m for m, _, _ in self.near])
                 margin, parent, graph = self.near[int(rng.choice(len(self.near), p=margins / margins.sum()))]
-                n = len(graph["nodes"])
+                n = len(graph.nodes)
                 bias.update(prefix=graph, keep=int(rng.integers(max(1, n // 2), n + 1)),
                             parent=parent, parent_margin=round(margin, 4))
             return bias

@@ -3,10 +3,10 @@ on-disk formats in one place.
 
 On disk a program is a trace folder (docs/architecture.md, "Programs and trace folders"):
 `module.mlir`, `inputs.npz` (`arg0`, `arg1`, ...; bf16 stored as its uint16 bit pattern),
-`meta.json` (provenance, input recipe, dtypes) and, for generated programs, `graph.json`,
-from which references re-evaluate the program op by op. summary.json is written here too
-(`save_summary`), with numpy values made plain JSON (`json_default`). Pure numpy: no jax
-import here.
+`meta.json` (provenance, input recipe, dtypes) and, for generated programs, `graph.json`
+(the program's `Graph`, core/graph.py), from which references re-evaluate it op by op.
+summary.json is written here too (`save_summary`), with numpy values made plain JSON
+(`json_default`). Pure numpy: no jax import here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from xla_sentinel.core.dtypes import MLIR_NAMES, NP_DTYPES, bit_view
+from xla_sentinel.core.graph import Graph
 
 MLIR_TYPES = {mlir: name for name, mlir in MLIR_NAMES.items()}
 
@@ -36,12 +37,12 @@ class Program:
     inputs: list[np.ndarray]
     input_dtypes: list[str]
     provenance: dict[str, Any] = field(default_factory=dict)
-    graph: dict[str, Any] | None = None
+    graph: Graph | None = None  # a generated program's; None for a replayed module
 
     @property
     def op_count(self) -> int:
         if self.graph is not None:
-            return len(self.graph["nodes"])
+            return len(self.graph.nodes)
         return len(re.findall(r"=\s*\"?(?:stablehlo|chlo)\.", self.module))
 
     def save(self, folder: Path) -> None:
@@ -51,7 +52,7 @@ class Program:
         meta = {"id": self.id, "input_dtypes": self.input_dtypes, "provenance": self.provenance}
         (folder / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         if self.graph is not None:
-            (folder / "graph.json").write_text(json.dumps(self.graph))
+            (folder / "graph.json").write_text(json.dumps(self.graph.to_json()))
 
     @classmethod
     def load(cls, folder: Path) -> Program:
@@ -68,13 +69,21 @@ class Program:
         except ProgramError as e:
             raise ProgramError(f"{module_path}: {e}") from None
         meta = _read_json(folder / "meta.json") if (folder / "meta.json").exists() else {}
-        graph = _read_json(folder / "graph.json") if (folder / "graph.json").exists() else None
+        graph = _read_graph(folder / "graph.json") if (folder / "graph.json").exists() else None
         npz = folder / "inputs.npz"
         if not npz.exists():
             raise ProgramError(f"{npz}: missing (a program needs its inputs)")
         inputs = load_arrays(npz, dtypes)
         return cls(id=str(meta.get("id", folder.name)), module=module, inputs=inputs,
                    input_dtypes=dtypes, provenance=meta.get("provenance", {}), graph=graph)
+
+
+def _read_graph(path: Path) -> Graph:
+    data = _read_json(path)
+    try:
+        return Graph.from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # JSON, but not a graph
+        raise ProgramError(f"{path}: not a program graph ({type(e).__name__}: {e})") from None
 
 
 def _read_json(path: Path) -> Any:

@@ -294,7 +294,7 @@ class Assessor:
         refs = {}
         # An SPMD program is also run unsharded on one device: the pair tells a
         # partitioning bug from one the program shows anyway (runners/xla_sentinel/programs/spmd.py).
-        sharded = program.graph is not None and bool(program.graph.get("sharding"))
+        sharded = program.graph is not None and program.graph.sharding is not None
         for kind in [*self.references, *(["unsharded"] if sharded else [])]:
             if kind == "interpreter":
                 assert slot.interpreter is not None
@@ -376,18 +376,17 @@ class Assessor:
 
     def _infos(self, program: Program) -> list[oracle.OutputInfo]:
         if program.graph is not None:
-            vals = program.graph["values"]
+            vals = program.graph.values
             bitwise = not oracle.has_subnormals(program.inputs)
-            return [oracle.OutputInfo(vals[i]["dtype"], vals[i]["tainted"],
-                                      bitwise and vals[i].get("bitwise", False))
-                    for i in program.graph["outputs"]]
+            return [oracle.OutputInfo(vals[i].dtype, vals[i].tainted, bitwise and bool(vals[i].bitwise))
+                    for i in program.graph.outputs]
         return [oracle.OutputInfo(d, True) for d in result_dtypes(program.module)]
 
     def _discrete(self, slot: Slot, program: Program) -> bool:
         """A generated program is discrete by its graph's ops, a replayed module by the
         StableHLO ops it holds (rules.py, in the program worker)."""
         if program.graph is not None:
-            return any(n.get("discrete") for n in program.graph["nodes"])
+            return any(n.discrete for n in program.graph.nodes)
         return self.ask(slot.programs, ClassifyModule(program.module)).discrete
 
     def ask(self, worker: Worker, request: Request[R]) -> R:

@@ -25,9 +25,9 @@ StableHLO cuts (bisect/context.py); `bitwise_values` applies it to a generated g
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.core.graph import Graph, Node
 
 NARROW = ("bf16", "f16")
 # Sources a convert to bf16 or f16 represents exactly (integers up to 255).
@@ -70,34 +70,30 @@ def node_state(tags: set[str] | frozenset[str], dtype: str, arg_dtypes: list[str
     return State(rounded=rounded, excess=rounds_here)
 
 
-def _graph_node_state(node: dict[str, Any], dtype: str, arg_dtypes: list[str],
-                      args: list[State]) -> State:
+def _graph_node_state(node: Node, dtype: str, arg_dtypes: list[str], args: list[State]) -> State:
     # Here, not at the top: the coordinator imports this module for `node_state` alone
     # (bisect/context.py), and the table would bring every numpy form and scipy with it.
     from xla_sentinel.ops.table import OPS
 
-    tags = set(OPS[node["op"]].tags)
-    if node["attrs"].get("kind") == "add":
+    tags = set(OPS[node.op].tags)
+    if node.attrs.get("kind") == "add":
         tags.discard("selects")  # reduce_window or scatter adding up, not choosing
-    return node_state(tags, dtype, arg_dtypes, args, convert=node["op"] == "convert")
+    return node_state(tags, dtype, arg_dtypes, args, convert=node.op == "convert")
 
 
-def bitwise_values(graph: dict[str, Any]) -> list[bool]:
+def bitwise_values(graph: Graph) -> list[bool]:
     """Per value of the graph: is it determined bitwise by the program's inputs?"""
-    values, nodes = graph["values"], graph["nodes"]
-    states: list[State] = []
-    for meta in values:
-        if "input" in meta:
-            states.append(State())
-            continue
-        node = nodes[meta["node"]]
-        arg_dtypes = [values[a]["dtype"] for a in node["args"]]
-        states.append(_graph_node_state(node, meta["dtype"], arg_dtypes, [states[a] for a in node["args"]]))
+
+    def apply(v: int, node: Node, args: list[State]) -> State:
+        return _graph_node_state(node, graph.values[v].dtype,
+                                 [graph.values[a].dtype for a in node.args], args)
+
+    states = graph.run([State()] * len(graph.inputs), apply, returns=range(len(graph.values)))
     return [s.ok for s in states]
 
 
-def annotate(graph: dict[str, Any]) -> dict[str, Any]:
-    """Mark each value of a graph's JSON with `bitwise` (in place; returns the graph)."""
-    for meta, flag in zip(graph["values"], bitwise_values(graph), strict=True):
-        meta["bitwise"] = flag
+def annotate(graph: Graph) -> Graph:
+    """Set each value's `bitwise` (in place; returns the graph)."""
+    for value, flag in zip(graph.values, bitwise_values(graph), strict=True):
+        value.bitwise = flag
     return graph

@@ -1,4 +1,5 @@
-"""Evaluate a generated program's graph: as one traced function, or op by op.
+"""Evaluate a generated program's graph: as one traced function, or op by op. Each
+evaluation is the graph's one walk (core/graph.py `Graph.run`) with its own `apply`.
 
 Op-by-op evaluation is the `eager` reference (each primitive compiled alone, so no
 fusion); with `promote=True` it is the float64 reference, and with a `perturb` generator
@@ -24,7 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from xla_sentinel.core.dtypes import NARROW_FLOATS, NP_DTYPES, UNIT_ROUNDOFF
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node
 from xla_sentinel.ops.lax_builders import build
 from xla_sentinel.ops.table import OPS
 from xla_sentinel.references import own_precision
@@ -39,35 +40,41 @@ def _is_float(x: Any) -> bool:
 def _apply(graph: Graph, args: list[Any], promote: bool,
            perturb: np.random.Generator | None, sign: float = 1.0,
            directed: bool = False,
-           observe: Callable[[int, dict[str, Any], Any, list[Any], Any], None] | None = None,
+           observe: Callable[[int, Node, Any, list[Any], Any], None] | None = None,
            ) -> tuple[Any, ...]:
     """Evaluate op by op; `observe(value, node, op, args, out)` sees each unperturbed result."""
-    vals: list[Any] = []
-    for v, meta in enumerate(graph.values):
-        if "input" in meta:
-            x = args[meta["input"]]
-            vals.append(x.astype(F64) if promote and _is_float(x) else x)
-            continue
-        node = graph.nodes[meta["node"]]
-        op = OPS[node["op"]]
-        xs = [vals[i] for i in node["args"]]
-        if op.own_dtypes:
-            xs = [x.astype(NP_DTYPES[graph.values[i]["dtype"]]) for x, i in zip(xs, node["args"], strict=True)]
-        out = build(op, node["attrs"], *xs)
+
+    def load(v: int, x: Any) -> Any:
+        return x.astype(F64) if promote and _is_float(x) else x
+
+    def apply(v: int, node: Node, xs: list[Any]) -> Any:
+        op = OPS[node.op]
+        xs = own_operands(graph, node, xs)
+        out = build(op, node.attrs, *xs)
         if promote and _is_float(out) and out.dtype != F64:
             out = out.astype(F64)
         if observe is not None:
             observe(v, node, op, xs, out)
         if (directed or perturb is not None) and _is_float(out):
-            u = UNIT_ROUNDOFF[meta["dtype"]]
+            u = UNIT_ROUNDOFF[graph.values[v].dtype]
             # Directed: one ulp (2u) for a transcendental function, which may be an ulp
             # off; half an ulp (u) for the correctly rounded ops (arithmetic, sqrt,
             # converts), or a one-ulp rounding bug in them would look legal.
             step = (2.0 if "approx" in op.tags else 1.0) * sign if directed \
                 else sign * perturb.uniform(-1.0, 1.0, size=out.shape)
-            out = out + jnp.asarray(u * step, out.dtype) * _rounding_scale(op, node["attrs"], xs, out)
-        vals.append(out)
-    return tuple(vals[i] for i in graph.outputs)
+            out = out + jnp.asarray(u * step, out.dtype) * _rounding_scale(op, node.attrs, xs, out)
+        return out
+
+    return tuple(graph.run(args, apply, load))
+
+
+def own_operands(graph: Graph, node: Node, xs: list[Any]) -> list[Any]:
+    """The operands of `node` as its op reads them: cast back to their own dtypes for an op
+    that computes in them (OpDef.own_dtypes: bit casts, nextafter), which promoted
+    operands would change the meaning of; as they are for every other op."""
+    if not OPS[node.op].own_dtypes:
+        return xs
+    return [x.astype(NP_DTYPES[graph.values[i].dtype]) for x, i in zip(xs, node.args, strict=True)]
 
 
 def _rounding_scale(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any) -> Any:
@@ -113,13 +120,13 @@ def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
     """
     prone = [False] * len(graph.values)
 
-    def observe(v: int, node: dict[str, Any], op: Any, xs: list[Any], out: Any) -> None:
-        dtype = graph.values[v]["dtype"]
-        prone[v] = any(prone[a] for a in node["args"])
+    def observe(v: int, node: Node, op: Any, xs: list[Any], out: Any) -> None:
+        dtype = graph.values[v].dtype
+        prone[v] = any(prone[a] for a in node.args)
         if prone[v] or dtype not in UNIT_ROUNDOFF or not _is_float(out):
             return
         top = float(ml_dtypes.finfo(NP_DTYPES[dtype]).max)
-        terms = _terms_magnitude(op, node["attrs"], xs)
+        terms = _terms_magnitude(op, node.attrs, xs)
         magnitudes = [out] if terms is None else [out, terms]
         prone[v] = any(bool((np.isfinite(m) & (m > top)).any()) for m in map(np.abs, map(np.asarray, magnitudes)))
 
@@ -135,10 +142,10 @@ def traced(graph: Graph, promote: bool = False) -> Callable[..., tuple[Any, ...]
 def input_structs(graph: Graph, promote: bool = False) -> list[jax.ShapeDtypeStruct]:
     out = []
     for v in graph.inputs:
-        dt = NP_DTYPES[v["dtype"]]
-        if promote and v["dtype"] in NARROW_FLOATS:
+        dt = NP_DTYPES[v.dtype]
+        if promote and v.dtype in NARROW_FLOATS:
             dt = NP_DTYPES["f64"]
-        out.append(jax.ShapeDtypeStruct(tuple(v["shape"]), dt))
+        out.append(jax.ShapeDtypeStruct(v.shape, dt))
     return out
 
 
@@ -155,28 +162,21 @@ def literal(graph: Graph, inputs: list[np.ndarray],
     """The `eager` reference: op by op at the program's own precision, in numpy for the ops
     whose XLA:CPU result numpy reproduces bit for bit (own_precision.py), each other op
     alone through XLA as `eager` does; `xla_ops` counts the latter by op name."""
-    vals: list[np.ndarray] = []
-    for meta in graph.values:
-        if "input" in meta:
-            vals.append(np.asarray(inputs[meta["input"]]))
-            continue
-        node = graph.nodes[meta["node"]]
-        op = OPS[node["op"]]
-        xs = [vals[i] for i in node["args"]]
-        out = None
-        if own_precision.reproduces(op, node["attrs"], [graph.values[i]["dtype"] for i in node["args"]],
-                                    meta["dtype"]):
-            out = own_precision.apply(op, node["attrs"], xs, meta["dtype"])
-        if out is None:
-            if xla_ops is not None:
-                xla_ops[op.name] += 1
-            shape = tuple(meta["shape"])
-            if _bucketable(op, node["attrs"], xs, shape):
-                out = _bucketed(op, node["attrs"], xs, shape)
-            else:
-                out = np.asarray(build(op, node["attrs"], *map(jnp.asarray, xs)))
-        vals.append(out)
-    return [vals[i] for i in graph.outputs]
+
+    def apply(v: int, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+        value, op = graph.values[v], OPS[node.op]
+        if own_precision.reproduces(op, node.attrs, [graph.values[i].dtype for i in node.args],
+                                    value.dtype):
+            out = own_precision.apply(op, node.attrs, xs, value.dtype)
+            if out is not None:
+                return out
+        if xla_ops is not None:
+            xla_ops[op.name] += 1
+        if _bucketable(op, node.attrs, xs, value.shape):
+            return _bucketed(op, node.attrs, xs, value.shape)
+        return np.asarray(build(op, node.attrs, *map(jnp.asarray, xs)))
+
+    return graph.run(inputs, apply, load=lambda v, x: np.asarray(x))
 
 
 # Elementwise ops through XLA on flattened operands padded to a power-of-two length, at
@@ -212,7 +212,7 @@ def _bucketed(op: Any, attrs: dict[str, Any], xs: list[np.ndarray], shape: tuple
 
 
 def output_dtypes(graph: Graph) -> list[str]:
-    return [graph.values[i]["dtype"] for i in graph.outputs]
+    return [graph.values[i].dtype for i in graph.outputs]
 
 
 def lower_text(graph: Graph) -> str:

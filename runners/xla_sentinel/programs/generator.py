@@ -1,12 +1,13 @@
 """Random programs over jax.lax, valid by construction and deterministic from (seed, index).
 
-A program is built as a graph (values and op nodes, JSON-serializable) so that it can be
-re-evaluated op by op, promoted to float64, or perturbed for the noise model; the
-portable form that targets compile is its StableHLO text (program.py).
+A program is built as a graph (core/graph.py: Value and Node records, graph.json on disk)
+so that it can be re-evaluated op by op, promoted to float64, or perturbed for the noise
+model; the portable form that targets compile is its StableHLO text (program.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -15,7 +16,7 @@ import jax
 import numpy as np
 
 from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES, name_of
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node, Value
 from xla_sentinel.ops.exact import annotate
 from xla_sentinel.ops.lax_builders import build
 from xla_sentinel.ops.spec import OpDef, Val
@@ -67,8 +68,7 @@ class _Builder:
     def new_input(self, shape: Sequence[int], dtype: str) -> Val:
         v = Val(len(self.vals), tuple(int(d) for d in shape), dtype)
         self.vals.append(v)
-        self.graph.values.append({"shape": list(v.shape), "dtype": dtype, "tainted": False,
-                                  "input": len(self.graph.inputs)})
+        self.graph.values.append(Value(v.shape, dtype, tainted=False, input=len(self.graph.inputs)))
         return v
 
     def operand(self, shape: Sequence[int], dtype: str) -> Val:
@@ -104,12 +104,9 @@ class _Builder:
         tainted = any(a.dtype in FLOATS or a.tainted for a in args)
         v = Val(len(self.vals), tuple(out.shape), name_of(out.dtype), tainted)
         self.vals.append(v)
-        node = {"op": op.name, "args": [a.id for a in args], "attrs": attrs, "discrete": op.discrete}
-        if op.family is not None:
-            node["family"] = op.family  # coverage counts shapes from it (no jax there)
-        self.graph.nodes.append(node)
-        self.graph.values.append({"shape": list(v.shape), "dtype": v.dtype, "tainted": tainted,
-                                  "node": len(self.graph.nodes) - 1})
+        # The family too: coverage counts shapes from it (no jax there).
+        self.graph.nodes.append(Node(op.name, [a.id for a in args], attrs, op.discrete, op.family))
+        self.graph.values.append(Value(v.shape, v.dtype, tainted=tainted, node=len(self.graph.nodes) - 1))
         return True
 
 
@@ -126,7 +123,7 @@ def single_op(op_name: str, dtype: str, seed: int = 0, spec: GeneratorSpec | Non
         primary = b.new_input(shape, dtype)
         if b.try_op(op, primary):
             b.graph.outputs = [b.vals[-1].id]
-            annotate(b.graph.to_json())
+            annotate(b.graph)
             return b.graph
     return None
 
@@ -144,15 +141,15 @@ def _pick(rng: np.random.Generator, n: int, weights: Sequence[float] | None) -> 
     return int(rng.choice(n, p=w / w.sum()))
 
 
-def _resume(b: _Builder, prefix: dict[str, Any], keep: int) -> None:
+def _resume(b: _Builder, prefix: Graph, keep: int) -> None:
     """Start the builder from the first `keep` nodes of another program's graph."""
-    nodes = prefix["nodes"][:keep]
-    last = max((i for i, v in enumerate(prefix["values"]) if v.get("node") == len(nodes) - 1),
-               default=-1)
-    for i, v in enumerate(prefix["values"][:last + 1]):
-        b.vals.append(Val(i, tuple(v["shape"]), v["dtype"], v["tainted"]))
-        b.graph.values.append(dict(v))
-    b.graph.nodes.extend(dict(n) for n in nodes)
+    nodes = prefix.nodes[:keep]
+    last = max((i for i, v in enumerate(prefix.values) if v.node == len(nodes) - 1), default=-1)
+    # Copies: the prefix stays the other program's graph.
+    for i, v in enumerate(prefix.values[:last + 1]):
+        b.vals.append(Val(i, v.shape, v.dtype, v.tainted))
+        b.graph.values.append(dataclasses.replace(v))
+    b.graph.nodes.extend(dataclasses.replace(n) for n in nodes)
 
 
 def _state_update(b: _Builder, spec: GeneratorSpec) -> None:
@@ -241,17 +238,17 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
         candidates = ops_for(primary.dtype, spec.ops, spec.excludeOps, spec.shapes)
         weights = None
         if op_w is not None and candidates:
-            node = b.graph.values[primary.id].get("node")
-            producer = b.graph.nodes[node]["op"] if node is not None else "input"
+            node = b.graph.producer(primary.id)
+            producer = node.op if node is not None else "input"
             weights = [op_w.get(c.name, 1.0) * pair_w.get(f"{producer}>{c.name}", 1.0)
                        for c in candidates]
         if not candidates or not b.try_op(candidates[_pick(rng, len(candidates), weights)], primary):
             failures += 1
-    used = {a for n in b.graph.nodes for a in n["args"]}
-    sinks = [v.id for v in b.vals if "node" in b.graph.values[v.id] and v.id not in used]
+    used = {a for n in b.graph.nodes for a in n.args}
+    sinks = [v.id for v in b.vals if b.graph.values[v.id].node is not None and v.id not in used]
     outputs = sinks[-4:] if sinks else [b.vals[-1].id]
     b.graph.outputs = b.pinned + [v for v in outputs if v not in b.pinned]
-    annotate(b.graph.to_json())
+    annotate(b.graph)
     _partition(b.graph, seed, index, spec)
     return b.graph
 

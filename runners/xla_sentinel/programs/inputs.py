@@ -15,6 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES
+from xla_sentinel.core.graph import Value
 
 
 def _float_special(rng: np.random.Generator, dt: np.dtype, n: int) -> np.ndarray:
@@ -58,11 +59,11 @@ def make_array(rng: np.random.Generator, shape: Sequence[int], dtype: str, speci
     return np.asarray(flat, dtype=dt).reshape(tuple(shape))
 
 
-def make_inputs(recipe: dict[str, Any], specs: Sequence[dict[str, Any]]) -> list[np.ndarray]:
-    """Arrays for the program's parameters, in argument order, from a recipe."""
+def make_inputs(recipe: dict[str, Any], params: Sequence[Value]) -> list[np.ndarray]:
+    """Arrays for the program's parameters (Graph.inputs), in argument order, from a recipe."""
     rng = np.random.default_rng([recipe["seed"], recipe["index"], 0x1A9])
     special = bool(recipe.get("special", False))
-    return [make_array(rng, s["shape"], s["dtype"], special) for s in specs]
+    return [make_array(rng, v.shape, v.dtype, special) for v in params]
 
 
 def matching_array(rng: np.random.Generator, shape: Sequence[int], dtype: str,

@@ -1,6 +1,6 @@
 """SPMD programs: decide how a generated program is partitioned, and lower it so.
 
-A sharding plan (JSON, kept in the graph beside its nodes) names a 1-D or 2-D device mesh,
+A sharding plan (core/graph.py `ShardingPlan`, kept in the graph beside its nodes) names a 1-D or 2-D device mesh,
 a PartitionSpec per input and output, and regions applied after chosen values: sharding
 constraints (reshardings) and shard_map regions built from collectives. Every region is
 the identity on its value, so the sharded module means what the graph means and the
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.graph import Graph, Node, ShardingPlan, Spec, Value
 from xla_sentinel.spec.campaign import PARTITIONERS
 
 AXES = ("x", "y")
@@ -48,11 +48,11 @@ def mesh_shapes(devices: int) -> list[tuple[int, ...]]:
     return shapes
 
 
-def _spec(rng: np.random.Generator, shape: list[int], sizes: dict[str, int],
-          p: float = 0.5) -> list[str | None]:
+def _spec(rng: np.random.Generator, shape: tuple[int, ...], sizes: dict[str, int],
+          p: float = 0.5) -> Spec:
     """A random PartitionSpec over `shape`: each mesh axis on at most one dimension, and
     only where it divides the dimension (uneven shards would pad the arguments)."""
-    spec: list[str | None] = [None] * len(shape)
+    spec: Spec = [None] * len(shape)
     free = list(sizes)
     rng.shuffle(free)
     for axis in free:
@@ -63,12 +63,12 @@ def _spec(rng: np.random.Generator, shape: list[int], sizes: dict[str, int],
     return spec
 
 
-def _region(rng: np.random.Generator, value: dict[str, Any], sizes: dict[str, int]) -> dict[str, Any] | None:
+def _region(rng: np.random.Generator, value: Value, sizes: dict[str, int]) -> dict[str, Any] | None:
     """A random identity region that fits `value` (shape and dtype), or None."""
-    shape = value["shape"]
+    shape = value.shape
     if not shape:
         return None
-    kinds = [k for k in REGION_KINDS if not (value["dtype"] == "bool" and k in ARITHMETIC_REGIONS)]
+    kinds = [k for k in REGION_KINDS if not (value.dtype == "bool" and k in ARITHMETIC_REGIONS)]
     kind = str(rng.choice(kinds))
     axis = str(rng.choice(list(sizes)))
     n = sizes[axis]
@@ -93,7 +93,7 @@ def _region(rng: np.random.Generator, value: dict[str, Any], sizes: dict[str, in
 
 
 def plan(graph: Graph, devices: int, rng: np.random.Generator,
-         partitioners: tuple[str, ...] = PARTITIONERS) -> dict[str, Any]:
+         partitioners: tuple[str, ...] = PARTITIONERS) -> ShardingPlan:
     """A sharding plan for `graph` on `devices` devices (graph.json's `sharding`)."""
     shapes = mesh_shapes(devices)
     mesh = shapes[int(rng.integers(len(shapes)))]
@@ -103,12 +103,13 @@ def plan(graph: Graph, devices: int, rng: np.random.Generator,
         if rng.random() < REGION_P:
             region = _region(rng, value, sizes)
             if region is not None:
-                regions[str(v)] = region
-    return {"devices": devices, "mesh": list(mesh), "axes": list(AXES[:len(mesh)]),
-            "partitioner": str(rng.choice(list(partitioners))),
-            "inputs": [_spec(rng, v["shape"], sizes) for v in graph.inputs],
-            "outputs": [_spec(rng, graph.values[o]["shape"], sizes) for o in graph.outputs],
-            "regions": regions}
+                regions[v] = region
+    # The draws in this order (partitioner, inputs, outputs): the plans of a seed stay.
+    partitioner = str(rng.choice(list(partitioners)))
+    inputs = [_spec(rng, v.shape, sizes) for v in graph.inputs]
+    outputs = [_spec(rng, graph.values[o].shape, sizes) for o in graph.outputs]
+    return ShardingPlan(devices=devices, mesh=mesh, axes=AXES[:len(mesh)], partitioner=partitioner,
+                        inputs=inputs, outputs=outputs, regions=regions)
 
 
 def _identity_region(region: dict[str, Any], mesh: Any, rank: int) -> Callable[[Any], Any]:
@@ -165,19 +166,19 @@ def _identity_region(region: dict[str, Any], mesh: Any, rank: int) -> Callable[[
     return jax.shard_map(body, mesh=mesh, in_specs=ins, out_specs=outs, check_vma=False)
 
 
-def make_mesh(sharding: dict[str, Any]) -> Any:
+def make_mesh(sharding: ShardingPlan) -> Any:
     import jax
     from jax.sharding import AxisType, Mesh
 
     devices = jax.devices()
-    if len(devices) < sharding["devices"]:
-        raise RuntimeError(f"the program needs {sharding['devices']} devices, this process has "
+    if len(devices) < sharding.devices:
+        raise RuntimeError(f"the program needs {sharding.devices} devices, this process has "
                            f"{len(devices)} (XLA_FLAGS=--xla_force_host_platform_device_count)")
-    grid = np.array(devices[:math.prod(sharding["mesh"])]).reshape(sharding["mesh"])
-    return Mesh(grid, tuple(sharding["axes"]), axis_types=(AxisType.Auto,) * len(sharding["axes"]))
+    grid = np.array(devices[:math.prod(sharding.mesh)]).reshape(sharding.mesh)
+    return Mesh(grid, sharding.axes, axis_types=(AxisType.Auto,) * len(sharding.axes))
 
 
-def sharded_fn(graph: Graph, sharding: dict[str, Any]) -> tuple[Callable[..., Any], list[Any]]:
+def sharded_fn(graph: Graph, sharding: ShardingPlan) -> tuple[Callable[..., Any], list[Any]]:
     """The program as a jitted function with its plan, and its inputs' abstract values."""
     import jax
     from jax.sharding import NamedSharding
@@ -186,34 +187,29 @@ def sharded_fn(graph: Graph, sharding: dict[str, Any]) -> tuple[Callable[..., An
     from xla_sentinel.core.dtypes import NP_DTYPES
     from xla_sentinel.ops.lax_builders import build
     from xla_sentinel.ops.table import OPS
+    from xla_sentinel.programs.evaluate import own_operands
 
     mesh = make_mesh(sharding)
-    regions = {int(k): _identity_region(r, mesh, len(graph.values[int(k)]["shape"]))
-               for k, r in sharding["regions"].items()}
+    regions = {v: _identity_region(r, mesh, len(graph.values[v].shape))
+               for v, r in sharding.regions.items()}
 
     def program(*args: Any) -> tuple[Any, ...]:
-        vals: list[Any] = []
-        for v, meta in enumerate(graph.values):
-            if "input" in meta:
-                out = args[meta["input"]]
-            else:
-                node = graph.nodes[meta["node"]]
-                op = OPS[node["op"]]
-                xs = [vals[i] for i in node["args"]]
-                if op.own_dtypes:
-                    xs = [x.astype(NP_DTYPES[graph.values[i]["dtype"]])
-                          for x, i in zip(xs, node["args"], strict=True)]
-                out = build(op, node["attrs"], *xs)
-            vals.append(regions[v](out) if v in regions else out)
-        return tuple(vals[i] for i in graph.outputs)
+        # The graph's one walk, each value (input or op result) passed through its region.
+        def region(v: int, x: Any) -> Any:
+            return regions[v](x) if v in regions else x
 
-    def named(spec: list[str | None]) -> Any:
+        def apply(v: int, node: Node, xs: list[Any]) -> Any:
+            return region(v, build(OPS[node.op], node.attrs, *own_operands(graph, node, xs)))
+
+        return tuple(graph.run(args, apply, load=region))
+
+    def named(spec: Spec) -> Any:
         return NamedSharding(mesh, P(*spec))
 
-    structs = [jax.ShapeDtypeStruct(tuple(v["shape"]), NP_DTYPES[v["dtype"]], sharding=named(s))
-               for v, s in zip(graph.inputs, sharding["inputs"], strict=True)]
+    structs = [jax.ShapeDtypeStruct(v.shape, NP_DTYPES[v.dtype], sharding=named(s))
+               for v, s in zip(graph.inputs, sharding.inputs, strict=True)]
     fn = jax.jit(program, keep_unused=True,
-                 out_shardings=tuple(named(s) for s in sharding["outputs"]))
+                 out_shardings=tuple(named(s) for s in sharding.outputs))
     return fn, structs
 
 
@@ -221,13 +217,13 @@ def lower_text(graph: Graph) -> str:
     """StableHLO text of the program: partitioned per its plan if it has one."""
     from xla_sentinel.programs import evaluate
 
-    sharding = getattr(graph, "sharding", None)
-    if not sharding:
+    sharding = graph.sharding
+    if sharding is None:
         return evaluate.lower_text(graph)
     from jax._src import config
 
     fn, structs = sharded_fn(graph, sharding)
-    with config.use_shardy_partitioner(sharding["partitioner"] == "shardy"):
+    with config.use_shardy_partitioner(sharding.partitioner == "shardy"):
         return fn.lower(*structs).as_text()
 
 

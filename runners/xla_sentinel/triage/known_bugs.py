@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from xla_sentinel.core.graph import Graph
 from xla_sentinel.core.model import FINDING_FIELDS, Finding
 
 KNOWN_BUGS_FILE = Path(__file__).with_name("known_bugs.yaml")
@@ -54,12 +55,11 @@ def _equal(value: Any, wanted: Any) -> bool:
     return value in wanted if isinstance(wanted, list) else value == wanted
 
 
-def upstream(graph: dict[str, Any], output: int | None) -> tuple[set[str], set[tuple[str, str]]]:
+def upstream(graph: Graph, output: int | None) -> tuple[set[str], set[tuple[str, str]]]:
     """The op names and SPMD region kinds that compute the graph's output number `output`
     (every output where None), and the (op, op of an argument) pairs among them."""
-    values, nodes = graph["values"], graph["nodes"]
-    regions = (graph.get("sharding") or {}).get("regions", {})
-    stack = list(graph["outputs"] if output is None else [graph["outputs"][output]])
+    regions = graph.sharding.regions if graph.sharding is not None else {}
+    stack = list(graph.outputs if output is None else [graph.outputs[output]])
     seen: set[int] = set()
     names: set[str] = set()
     pairs: set[tuple[str, str]] = set()
@@ -68,26 +68,25 @@ def upstream(graph: dict[str, Any], output: int | None) -> tuple[set[str], set[t
         if v in seen:
             continue
         seen.add(v)
-        if str(v) in regions:
-            names.add(regions[str(v)]["kind"])
-        if "node" in values[v]:
-            node = nodes[values[v]["node"]]
-            names.add(node["op"])
-            stack.extend(node["args"])
-            pairs.update((node["op"], nodes[values[a]["node"]]["op"])
-                         for a in node["args"] if "node" in values[a])
+        if v in regions:
+            names.add(regions[v]["kind"])
+        node = graph.producer(v)
+        if node is not None:
+            names.add(node.op)
+            stack.extend(node.args)
+            pairs.update((node.op, arg.op) for arg in map(graph.producer, node.args) if arg is not None)
     return names, pairs
 
 
-def _program_matches(rule: dict[str, Any], finding: Finding, graph: dict[str, Any] | None) -> bool:
+def _program_matches(rule: dict[str, Any], finding: Finding, graph: Graph | None) -> bool:
     if not rule:
         return True
     if graph is None:
         return False
-    if "sharded" in rule and bool(graph.get("sharding")) != rule["sharded"]:
+    if "sharded" in rule and (graph.sharding is not None) != rule["sharded"]:
         return False
     output = finding.evidence.get("output")
-    if output is not None and not 0 <= output < len(graph["outputs"]):
+    if output is not None and not 0 <= output < len(graph.outputs):
         return False  # the finding is of another program than this graph
     names, pairs = upstream(graph, output)
     if "through" in rule and not names & set(rule["through"]):
@@ -99,7 +98,7 @@ def _program_matches(rule: dict[str, Any], finding: Finding, graph: dict[str, An
 
 
 def match(finding: Finding, path: Path = KNOWN_BUGS_FILE, *,
-          graph: dict[str, Any] | None = None) -> str | None:
+          graph: Graph | None = None) -> str | None:
     """The id of the known bug this finding is, or None if it is new. `graph` is the
     finding's program graph, for entries with a `program` rule."""
     for bug in entries(path):

@@ -11,7 +11,6 @@ from collections import Counter
 
 import numpy as np
 
-from xla_sentinel.core.graph import Graph
 from xla_sentinel.core.program import promote_floats
 from xla_sentinel.ops.rules import has_discrete_ops
 from xla_sentinel.programs import evaluate, spmd
@@ -59,13 +58,13 @@ def generate_program(req: Generate) -> Generated:
     graph = generate(req.seed, req.index, spec, req.bias)
     recipe = {"seed": req.seed, "index": req.index, "special": req.special}
     inputs = make_inputs(recipe, graph.inputs)
-    return Generated(module=spmd.lower_text(graph), graph=graph.to_json(), inputs=inputs,
-                     input_dtypes=[v["dtype"] for v in graph.inputs], recipe=recipe)
+    return Generated(module=spmd.lower_text(graph), graph=graph, inputs=inputs,
+                     input_dtypes=[v.dtype for v in graph.inputs], recipe=recipe)
 
 
 @handles(Lower)
 def lower(req: Lower) -> ModuleText:
-    return ModuleText(module=spmd.lower_text(Graph.from_json(req.graph)))
+    return ModuleText(module=spmd.lower_text(req.graph))
 
 
 @handles(Run)
@@ -131,7 +130,7 @@ def module_reference(req: ModuleReference) -> Outputs:
 
 @handles(GraphReference)
 def graph_reference(req: GraphReference) -> Outputs:
-    graph = Graph.from_json(req.graph)
+    graph = req.graph
     if req.kind == "eager" and EAGER_ALL_XLA:
         return Outputs(evaluate.eager(graph, req.inputs))
     if req.kind == "eager":
@@ -167,7 +166,7 @@ def numpy_reference(req: NumpyReference) -> Outputs:
 
     inputs = _promote_inputs(req.inputs)
     if req.graph is not None:
-        text = evaluate.lower_f64_text(Graph.from_json(req.graph))
+        text = evaluate.lower_f64_text(req.graph)
     else:
         text = promote_floats(req.module)
         if text is None:
@@ -184,7 +183,7 @@ def noise(req: Noise) -> NoiseSamples:
     # Two directed samples (every op up, then down, by its largest legal rounding): a
     # clean-run f16 floor(rsqrt(1.00098)) = floor(0.99951) flipped to 1 in one
     # configuration whose rsqrt was one ulp high, beyond what U(-u, u) per op reaches.
-    graph = Graph.from_json(req.graph)
+    graph = req.graph
     samples = [evaluate.eager(graph, req.inputs, promote=True,
                               perturb=np.random.default_rng(req.seed), sign=sign)
                for sign in (1.0, -1.0)]

@@ -4,7 +4,8 @@ Campaign workers and bisection workers are the same process serving the same req
 (the handler table (worker/registry.py), one table from request class to handler). The coordinator sends a
 request object and gets the reply class its request names back; a request the worker
 could not serve comes back as `Failed` and is raised as `RequestFailed`. Objects cross
-the pipe pickled. No jax here: the coordinator imports this.
+the pipe pickled, program graphs as `Graph` objects (core/graph.py). No jax here: the
+coordinator imports this.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
+
+from xla_sentinel.core.graph import Graph
 
 Arrays = list[np.ndarray]
 
@@ -70,7 +73,7 @@ class Validated(Reply):
 @dataclass
 class Generated(Reply):
     module: str
-    graph: dict[str, Any]
+    graph: Graph
     inputs: Arrays
     input_dtypes: list[str]
     recipe: dict[str, Any]
@@ -241,7 +244,7 @@ class GraphReference(Request[Outputs]):
     """A reference evaluated from a generated program's op graph."""
 
     kind: Literal["eager", "f64_eager", "f64_jit", "unsharded"]
-    graph: dict[str, Any]
+    graph: Graph
     inputs: Arrays
     cmd: ClassVar[str] = "graph_reference"
 
@@ -263,7 +266,7 @@ class NumpyReference(Request[Outputs]):
 
     module: str
     inputs: Arrays
-    graph: dict[str, Any] | None = None
+    graph: Graph | None = None
     cmd: ClassVar[str] = "numpy_reference"
 
 
@@ -271,7 +274,7 @@ class NumpyReference(Request[Outputs]):
 class Noise(Request[NoiseSamples]):
     """Perturbed float64 evaluations of a graph: the oracle's noise model."""
 
-    graph: dict[str, Any]
+    graph: Graph
     inputs: Arrays
     seed: int = 0
     cmd: ClassVar[str] = "noise"
@@ -301,7 +304,7 @@ class Lower(Request[ModuleText]):
     """A program graph's module as a campaign lowers it: partitioned over its plan's devices
     where the graph has one (runners/xla_sentinel/programs/spmd.py), which needs those devices in the worker."""
 
-    graph: dict[str, Any]
+    graph: Graph
     cmd: ClassVar[str] = "lower"
 
 
@@ -380,7 +383,8 @@ class Answer:
 
 # --- the JSON form ------------------------------------------------------------------------
 # Scripts outside the engine (the file-input fuzzer) speak `{"cmd": ..., fields}` and
-# read `{"ok": ..., fields}`; these turn that form into the classes and back.
+# read `{"ok": ..., fields}`; these turn that form into the classes and back. A program
+# graph is graph.json there (Graph.to_json), a `Graph` in the classes.
 
 def from_wire(message: dict[str, Any]) -> Request[Any]:
     """The request a `{"cmd": name, field: value, ...}` dict stands for."""
@@ -388,11 +392,13 @@ def from_wire(message: dict[str, Any]) -> Request[Any]:
     if cls is None:
         raise ValueError(f"unknown request {message.get('cmd')!r}")
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(**{k: v for k, v in message.items() if k in names})
+    return cls(**{k: Graph.from_json(v) if k == "graph" and isinstance(v, dict) else v
+                  for k, v in message.items() if k in names})
 
 
 def to_wire(reply: Reply) -> dict[str, Any]:
     """`{"ok": True, fields}` for a reply, `{"ok": False, "error": ...}` for a failure."""
     d = {f.name: getattr(reply, f.name) for f in fields(reply)}
+    d = {k: v.to_json() if isinstance(v, Graph) else v for k, v in d.items()}
     return {"ok": not isinstance(reply, Failed), **d}
 
