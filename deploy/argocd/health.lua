@@ -2,7 +2,7 @@
 -- Reads the kstatus-style conditions the operator writes (Ready, Reconciling, Stalled) and
 -- trusts them only once the operator has observed the current generation, so a spec edit
 -- is Progressing until the operator has acted on it. Finding bugs is the campaign's job:
--- a campaign with signatures is still Healthy.
+-- a campaign with signatures is still Healthy. Waiting in a Kueue queue is Suspended.
 local hs = {}
 
 local function condition(status, kind)
@@ -59,6 +59,14 @@ if reconciling ~= nil and reconciling.status == "True" then
 end
 
 local ready = condition(status, "Ready")
+-- Waiting for Kueue to admit the workers (spec.queueName): a steady state that lasts as long
+-- as the quota is taken, not a rollout, so the app does not stay Progressing on it.
+if ready ~= nil and ready.status == "False" and ready.reason == "Queued" then
+  hs.status = "Suspended"
+  hs.message = message_of(ready, "Waiting for Kueue to admit the workers")
+  return hs
+end
+
 if ready ~= nil and ready.status == "True" then
   hs.status = "Healthy"
   hs.message = message_of(ready, "Campaign is " .. tostring(status.phase or "ready"))

@@ -24,7 +24,7 @@ class Delivery(enum.Enum):
     REJECTED = "rejected"
     # Unreachable, 429 or 5xx after every attempt: worth another try later.
     FAILED = "failed"
-    # The receiver's token bucket is empty: not attempted; the retry timer sends it later.
+    # The receiver's token bucket is empty: not attempted; the retry loop sends it later.
     THROTTLED = "throttled"
 
 

@@ -1,5 +1,5 @@
 """FuzzCampaign workflows: converge a campaign's worker Jobs on desired.plan_workers, roll
-its children up into its status (rollup.py), retry failed workers, clean up on delete.
+its children up into its status (rollup.py), retry failed workers, clean up after delete.
 
 The decisions are the pure functions' (desired, rollup); this module reads and writes the
 API and posts the Events they call for.
@@ -16,7 +16,7 @@ from xla_sentinel.cluster.report import REPORT_PLURAL, WorkerReport
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import desired, rollup
-from .kube import path
+from .kube import ApiError, path
 from .runtime import Runtime, campaign_ref, log, now_text
 
 
@@ -78,7 +78,7 @@ async def roll_up(rt: Runtime, body: kopf.Body | dict[str, Any], jobs: list[dict
             log.warning("workers.retry", campaign=c.name, namespace=c.namespace,
                         job=retry.job, attempt=retry.attempts)
     await converge_workers(rt, c, jobs, new["phase"] == "Completed")
-    announce_storage(c, list(previous.get("conditions") or []), new)
+    await announce_storage(rt, c, list(previous.get("conditions") or []), new)
     rt.metrics.programs.labels(c.namespace, c.name).set(new["programs"])
     rt.metrics.findings.labels(c.namespace, c.name).set(new["findingsTotal"])
     changed = {k: v for k, v in new.items() if previous.get(k) != v}
@@ -88,26 +88,45 @@ async def roll_up(rt: Runtime, body: kopf.Body | dict[str, Any], jobs: list[dict
     return changed
 
 
-def announce_storage(c: desired.Campaign, previous: list[dict[str, Any]],
-                     new: dict[str, Any]) -> None:
+async def roll_up_and_write(rt: Runtime, body: kopf.Body | dict[str, Any],
+                            jobs: list[dict[str, Any]], reports: list[WorkerReport]) -> None:
+    """roll_up() and write what changed into the campaign's status (a merge patch of the
+    status subresource; gone in between: nothing to write)."""
+    changed = await roll_up(rt, body, jobs, reports)
+    if not changed:
+        return
+    meta = body["metadata"]
+    try:
+        await rt.api.patch(path(API_VERSION, "fuzzcampaigns", meta["namespace"], meta["name"],
+                                "status"), {"status": changed})
+    except ApiError as e:
+        if e.status != 404:
+            raise
+
+
+async def announce_storage(rt: Runtime, c: desired.Campaign, previous: list[dict[str, Any]],
+                           new: dict[str, Any]) -> None:
     """A Warning Event on the campaign when its workers' artifact store stops answering
     (status.storageErrors, condition StorageAvailable False); once per outage."""
     message = rollup.storage_outage(previous, new["conditions"])
     if message is None:
         return
-    kopf.event(campaign_ref(c), type="Warning", reason="StorageUnavailable", message=message)
+    await rt.event(campaign_ref(c), "Warning", "StorageUnavailable", message)
     log.error("storage.unavailable", campaign=c.name, namespace=c.namespace,
               workers=[e["worker"] for e in new["storageErrors"]])
 
 
-async def delete_children(rt: Runtime, name: str, namespace: str) -> None:
-    """A deleted campaign: remove its Jobs and reports and its gauges; BugSignatures
-    outlive it."""
+async def delete_children(rt: Runtime, name: str, namespace: str, uid: str) -> None:
+    """A deleted campaign: remove its Jobs and reports (those it owns: a new campaign of
+    the same name keeps its own) and its gauges; BugSignatures outlive it. The garbage
+    collector removes the children too (each names the campaign as owner), which is what
+    happens when the operator is down: nothing waits on this."""
     selector = desired.campaign_selector(name)
-    for obj in await rt.api.list(path("batch/v1", "jobs", namespace), selector):
-        await rt.api.delete(path("batch/v1", "jobs", namespace, obj["metadata"]["name"]))
-    for obj in await rt.api.list(path(API_VERSION, REPORT_PLURAL, namespace), selector):
-        await rt.api.delete(path(API_VERSION, REPORT_PLURAL, namespace, obj["metadata"]["name"]))
+    for resource in (path("batch/v1", "jobs", namespace), path(API_VERSION, REPORT_PLURAL, namespace)):
+        for obj in await rt.api.list(resource, selector):
+            owners = obj["metadata"].get("ownerReferences") or []
+            if any(o.get("uid") == uid for o in owners):
+                await rt.api.delete(f"{resource}/{obj['metadata']['name']}")
     for gauge in (rt.metrics.programs, rt.metrics.findings):
         try:
             gauge.remove(namespace, name)

@@ -23,6 +23,10 @@ class AlertingConfig:
     """Delivery of BugSignature alerts to the webhook a campaign names."""
 
     retry_interval: float = 30.0  # seconds between retries of an alert still owed
+    # Seconds between re-sends of every open signature's firing alert (Alertmanager's client
+    # contract: keep sending what still fires). Below Alertmanager's resolve_timeout (5 min
+    # by default); each alert ends RESEND_HOLD intervals later unless sent again.
+    resend_interval: float = 60.0
     attempts: int = 5  # HTTP attempts of one delivery
     backoff: float = 0.5  # seconds before the second attempt, doubling after
     rate: float = 0.2  # alerts per second per receiver, after a burst of `burst`
@@ -43,7 +47,7 @@ class PeeringConfig:
     """kopf peering: which of several replicas acts."""
 
     name: str = "xla-sentinel"
-    priority: int | None = None  # None: random, so replicas never tie
+    priority: int | None = None  # None: by seniority (leadership.seniority_priority)
     standalone: bool = False  # no peering (a single replica)
 
 

@@ -84,9 +84,9 @@ async def mark_fixed(rt: Runtime, namespace: str, name: str, status: dict[str, A
         fixed_in = (sig.get("spec") or {}).get("fixedIn")
         if fixed_in and signatures.version_key(fixed_in) is None:
             # Every later hit then counts as a regression (signatures.at_or_after).
-            kopf.event(object_ref(sig, "BugSignature"), type="Warning", reason="InvalidFixedIn",
-                       message=f"spec.fixedIn {fixed_in!r} is not a version (e.g. 0.10.3): "
-                               "every new hit will count as a regression")
+            await rt.event(object_ref(sig, "BugSignature"), "Warning", "InvalidFixedIn",
+                           f"spec.fixedIn {fixed_in!r} is not a version (e.g. 0.10.3): "
+                           "every new hit will count as a regression")
         # Guarded: a regression recorded in between would otherwise be undone (a 409
         # makes kopf retry this handler with a fresh read).
         sig = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
@@ -164,10 +164,10 @@ async def refine_into(rt: Runtime, c: desired.Campaign, candidate: dict[str, Any
         spec = dict(sig.get("spec") or {})
         if created or reopened:
             reason = "BugSignatureRegressed" if reopened else "NewBugSignature"
-            kopf.event(object_ref(sig, "BugSignature"), type="Warning", reason=reason,
-                       message=f"{'reopened' if reopened else 'new'} bug signature {refined}: "
-                               f"{spec.get('verdict')} in {result.get('culprit_op')}, cured by "
-                               f"{result.get('culprit_pass')} (refined from {result.get('candidate')})")
+            await rt.event(object_ref(sig, "BugSignature"), "Warning", reason,
+                           f"{'reopened' if reopened else 'new'} bug signature {refined}: "
+                           f"{spec.get('verdict')} in {result.get('culprit_op')}, cured by "
+                           f"{result.get('culprit_pass')} (refined from {result.get('candidate')})")
             rt.metrics.signatures.labels(ns, str(spec.get("verdict")),
                                          "regressed" if reopened else "new").inc()
         await maybe_alert(rt, c, sig)
@@ -222,8 +222,8 @@ async def ingest_verification(rt: Runtime, c: desired.Campaign, result: dict[str
         return
     kind, reason = (("Normal", "FixVerified") if outcome == "verified"
                     else ("Warning", "FixNotVerified"))
-    kopf.event(object_ref(sig, "BugSignature"), type=kind, reason=reason,
-               message=f"repro of {signature} on {result.get('image')}: {outcome}")
+    await rt.event(object_ref(sig, "BugSignature"), kind, reason,
+                   f"repro of {signature} on {result.get('image')}: {outcome}")
     log.info("verify.ingested", signature=signature, namespace=ns, result=outcome)
 
 

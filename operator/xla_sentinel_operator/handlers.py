@@ -1,5 +1,10 @@
-"""The kopf registration: which watch events, timers and indexes the operator has, each a
-thin handler that hands its body to a workflow (campaigns, ingest, followups, notify).
+"""The kopf registration: which watch events and indexes the operator has, each a thin
+handler that hands its body to a workflow (campaigns, ingest, followups, notify), and the
+startup that begins the periodic work over the indexes (periodic.py).
+
+No handler here needs kopf's finalizer: no timer or daemon (they would put it on every
+campaign and signature, and deleting them with the operator stopped would hang), no
+mandatory on.delete. Children go with their campaign by owner reference.
 
 `register()` binds them to a registry and a Runtime, so tests can run several operators
 (restart, two replicas) in one process without module-level state. What a handler does is
@@ -10,7 +15,6 @@ control plane.
 from __future__ import annotations
 
 import logging
-import random
 from typing import Any
 
 import kopf
@@ -28,7 +32,7 @@ from xla_sentinel.spec.campaign import API_VERSION
 
 # Aliased: kopf passes the `campaigns` index to handlers by that argument name.
 from . import campaigns as campaign_flows
-from . import desired, followups, ingest, notify
+from . import desired, followups, ingest, periodic
 from .kube import Kube, connection_from_kubeconfig
 from .runtime import Runtime
 
@@ -38,7 +42,9 @@ WATCH_SELECTORS: dict[tuple[str, ...], str] = {
 
 
 def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
-    """kopf's settings: our annotations and finalizer, peering, server-side selectors."""
+    """kopf's settings: our annotations, peering, server-side selectors. The finalizer is
+    the one older versions put on every object: kopf removes it where no handler needs it,
+    which none does now (an upgrade frees the objects of a previous release)."""
     peering = rt.config.peering
     settings.persistence.finalizer = f"{GROUP}/cleanup"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
@@ -48,8 +54,7 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.peering.name = peering.name
     settings.peering.standalone = peering.standalone
     settings.peering.mandatory = not peering.standalone
-    settings.peering.priority = (peering.priority if peering.priority is not None
-                                 else random.randint(1, 2**31))
+    settings.peering.priority = rt.priority  # by seniority unless given (leadership.py)
     settings.watching.server_timeout = 300
     # kopf's `labels=` filters apply after the watch: this selector goes to the API
     # server, so the operator streams worker Jobs, not every Job of the cluster.
@@ -76,15 +81,20 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         return info
 
     @kopf.on.startup(registry=registry)
-    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+    async def startup(settings: kopf.OperatorSettings, worker_jobs: kopf.Index,
+                      reports: kopf.Index, results: kopf.Index, campaigns: kopf.Index,
+                      signatures: kopf.Index, **_: Any) -> None:
         configure(settings, rt)
         await rt.start()
+        # The indexes are live: kopf fills them as its watches run.
+        periodic.start(rt, worker_jobs=worker_jobs, reports=reports, results=results,
+                       campaigns=campaigns, signatures=signatures)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
         await rt.close()
 
-    # Indexes: watch-fed views of the children, so timers need no list calls.
+    # Indexes: watch-fed views of the children, so the periodic work needs no list calls.
     @kopf.index("batch", "v1", "jobs", labels={CAMPAIGN_LABEL: kopf.PRESENT,
                                                desired.ROLE_LABEL: "worker"}, registry=registry,
                 id="worker_jobs")
@@ -117,15 +127,26 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.index(**fc, id="campaigns")
     def campaigns(namespace: str, name: str, body: kopf.Body,
                   **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
-        # Keyed like the children's campaign label, which is all a report event carries.
+        # Keyed like the children's campaign label, which is all a report event carries;
+        # the status is the roll-up's previous one.
         return {(namespace, label_value(name)): {"metadata": dict(body.metadata), "spec": dict(body.spec),
-                                    "apiVersion": API_VERSION, "kind": "FuzzCampaign"}}
+                                                 "status": dict(body.status),
+                                                 "apiVersion": API_VERSION, "kind": "FuzzCampaign"}}
 
-    # FuzzCampaign lifecycle.
+    @kopf.index(**bs, id="signatures")
+    def signatures(namespace: str, name: str, body: kopf.Body,
+                   **_: Any) -> dict[str, dict[str, Any]]:
+        # What alert retries and re-sends read; not the per-worker hits, the big part.
+        status = {k: v for k, v in body.status.items() if k != "hits"}
+        return {namespace: {"metadata": {"name": name, "namespace": namespace},
+                            "spec": dict(body.spec), "status": status}}
+
+    # FuzzCampaign lifecycle. Status roll-ups and re-ingestion are periodic.py's loops.
     @kopf.on.resume(**fc)
     @kopf.on.create(**fc)
     @kopf.on.update(field="spec", **fc)
     async def reconcile_campaign(body: kopf.Body, **_: Any) -> None:
+        rt.reconciled.add(body.metadata.uid)  # kopf's indexes are filled: roll-ups may start
         await campaign_flows.reconcile(rt, body)
 
     @kopf.on.field(field="spec.image", **fc)
@@ -134,27 +155,14 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return  # set at creation, or unchanged: nothing was fixed against it yet
         await followups.verify_on_new_image(rt, rt.campaign(body))
 
-    @kopf.timer(**fc, interval=cfg.rollup_interval, backoff=cfg.rollup_interval, id="roll_up")
-    async def roll_up(body: kopf.Body, patch: kopf.Patch, worker_jobs: kopf.Index,
-                      reports: kopf.Index, **_: Any) -> None:
-        key = (body.metadata.namespace, label_value(body.metadata.name))
-        changed = await campaign_flows.roll_up(rt, body, list(worker_jobs.get(key, [])),
-                                               [r for _, r in reports.get(key, [])])
-        for k, v in changed.items():
-            patch.status[k] = v
-
-    # Reports and results whose event failed to ingest (an API error mid-way); a timer
-    # apart from the roll-up, so a backlog never delays the status.
-    @kopf.timer(**fc, interval=cfg.rollup_interval * 5, backoff=cfg.rollup_interval * 5,
-                id="reingest")
-    async def reingest(body: kopf.Body, reports: kopf.Index, results: kopf.Index, **_: Any) -> None:
-        c = rt.campaign(body)
-        key = (c.namespace, label_value(c.name))
-        await ingest.catch_up(rt, c, list(reports.get(key, [])), list(results.get(key, [])))
-
-    @kopf.on.delete(**fc)
-    async def delete_campaign(name: str, namespace: str, **_: Any) -> None:
-        await campaign_flows.delete_children(rt, name, namespace)
+    # Deleted: the garbage collector removes the Jobs and reports (owner references), with
+    # or without this operator; here only sooner, and the campaign's gauges with them.
+    @kopf.on.event(**fc)
+    async def campaign_event(type: str | None, name: str, namespace: str, uid: str,
+                             **_: Any) -> None:
+        if type == "DELETED":
+            rt.reconciled.discard(uid)
+            await campaign_flows.delete_children(rt, name, namespace, uid)
 
     # Worker reports -> BugSignatures.
     @kopf.on.event(GROUP, VERSION, REPORT_PLURAL, registry=registry)
@@ -166,15 +174,10 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         if found:
             await ingest.report_object(rt, rt.campaign(found[0]), dict(body))
 
-    # BugSignature: people set spec.state; alerts that failed are retried.
+    # BugSignature: people set spec.state (alert retries and re-sends: periodic.py).
     @kopf.on.field(field="spec.state", **bs)
     async def state_changed(new: str | None, name: str, namespace: str, status: kopf.Status,
                             campaigns: kopf.Index, **_: Any) -> None:
         if new == "fixed":
             await followups.mark_fixed(rt, namespace, name, dict(status), campaigns)
 
-    @kopf.timer(**bs, interval=cfg.alerting.retry_interval,
-                backoff=cfg.alerting.retry_interval, id="retry_alert")
-    async def retry_alert(body: kopf.Body, name: str, namespace: str,
-                          campaigns: kopf.Index, **_: Any) -> None:
-        await notify.retry(rt, namespace, name, dict(body.spec), dict(body.status), campaigns)

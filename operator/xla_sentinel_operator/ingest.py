@@ -14,7 +14,6 @@ import hashlib
 import json
 from typing import Any
 
-import kopf
 from xla_sentinel.cluster.report import (
     SignatureEntry,
     WorkerReport,
@@ -41,7 +40,7 @@ async def report_object(rt: Runtime, c: desired.Campaign, obj: dict[str, Any]) -
         return
     problem = report_problem(obj)
     if problem is not None:
-        report_unreadable(rt, c, meta["name"], str(meta.get("resourceVersion")), problem)
+        await report_unreadable(rt, c, meta["name"], str(meta.get("resourceVersion")), problem)
         return
     result = result_from_object(obj)
     if result is not None:
@@ -51,7 +50,7 @@ async def report_object(rt: Runtime, c: desired.Campaign, obj: dict[str, Any]) -
 async def ingest_result_once(rt: Runtime, c: desired.Campaign, name: str, key: str,
                              result: dict[str, Any]) -> None:
     """A result object ingests once per content (`key`); its events and the catch-up
-    timer bring it again."""
+    re-ingestion bring it again."""
     if rt.ingested.get((c.namespace, name)) != key:
         await ingest_result(rt, c, result)
         rt.ingested[(c.namespace, name)] = key
@@ -71,7 +70,7 @@ async def catch_up(rt: Runtime, c: desired.Campaign, reports: list[tuple[str, Wo
 async def ingest_report(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:
     """Every signature of one worker's report, then the report counts as ingested."""
     rt.metrics.reports_ingested.inc()
-    announce_refusal(rt, c, name, report)
+    await announce_refusal(rt, c, name, report)
     for signature, entry in sorted(report.signatures.items()):
         await ingest_signature(rt, c, report.worker, signature, entry, report.versions,
                                report.revision)
@@ -86,7 +85,7 @@ def fingerprint(report: WorkerReport) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def announce_refusal(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:
+async def announce_refusal(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:
     """A Warning Event on the campaign when the API server refused a worker's report (the
     roll-up puts it in status.reportErrors); once per distinct error."""
     key = (c.namespace, name)
@@ -95,14 +94,14 @@ def announce_refusal(rt: Runtime, c: desired.Campaign, name: str, report: Worker
         return
     if rt.announced.get(key) == report.error:
         return
-    kopf.event(campaign_ref(c), type="Warning", reason="ReportRefused",
-               message=f"worker {report.worker}: {report.error}"[:1000])
+    await rt.event(campaign_ref(c), "Warning", "ReportRefused",
+                   f"worker {report.worker}: {report.error}"[:1000])
     log.error("report.refused", campaign=c.name, namespace=c.namespace, report=name,
               error=report.error)
     rt.announced[key] = report.error
 
 
-def report_unreadable(rt: Runtime, c: desired.Campaign, name: str, version: str,
+async def report_unreadable(rt: Runtime, c: desired.Campaign, name: str, version: str,
                       problem: str) -> None:
     """A report this operator cannot read (a worker of another version, or garbage) counts
     for nothing, and says so once per version of the object; the other reports go on."""
@@ -111,8 +110,8 @@ def report_unreadable(rt: Runtime, c: desired.Campaign, name: str, version: str,
     rt.unreadable[(c.namespace, name)] = version
     log.error("report.unreadable", campaign=c.name, namespace=c.namespace, report=name,
               problem=problem)
-    kopf.event(campaign_ref(c), type="Warning", reason="ReportUnreadable",
-               message=f"WorkerReport {name} is not counted: {problem}")
+    await rt.event(campaign_ref(c), "Warning", "ReportUnreadable",
+                   f"WorkerReport {name} is not counted: {problem}")
 
 
 async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signature: str,
@@ -149,7 +148,7 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
                        f" from {c.name}/{worker}")
             reason_text = "BugSignatureRegressed" if regressed else "NewBugSignature"
             for obj in (object_ref(sig, "BugSignature"), campaign_ref(c)):
-                kopf.event(obj, type="Warning", reason=reason_text, message=message)
+                await rt.event(obj, "Warning", reason_text, message)
             log.warning(f"signature.{reason}", campaign=c.name, namespace=ns,
                         signature=signature, verdict=entry.verdict, worker=worker)
         await maybe_alert(rt, c, sig)

@@ -13,6 +13,14 @@ from .config import AlertingConfig, Config, JobsConfig, MetricsConfig, PeeringCo
 from .runtime import Runtime
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds (an interval of 0 would spin)."""
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     d = Config()
     p = argparse.ArgumentParser(prog="xla-sentinel operator",
@@ -27,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="service account of worker and bisector pods")
     p.add_argument("--rollup-interval", type=float, default=d.rollup_interval)
     p.add_argument("--alert-retry-interval", type=float, default=d.alerting.retry_interval)
+    p.add_argument("--alert-resend-interval", type=_seconds, default=d.alerting.resend_interval,
+                   help="seconds between re-sends of open signatures' firing alerts; keep it "
+                        "below Alertmanager's resolve_timeout (default 5m)")
     p.add_argument("--alert-attempts", type=int, default=d.alerting.attempts)
     p.add_argument("--alert-backoff", type=float, default=d.alerting.backoff)
     p.add_argument("--alert-rate", type=float, default=d.alerting.rate,
@@ -41,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--peering", default=d.peering.name,
                    help="peering name shared by replicas; the highest priority one acts")
     p.add_argument("--priority", type=int, default=None,
-                   help="peering priority (default: random, so replicas never tie)")
+                   help="peering priority (default: by seniority, so the replica that started "
+                        "first leads and a restarted one never outranks it)")
     p.add_argument("--standalone", action="store_true", help="no peering (a single replica)")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -52,7 +64,8 @@ def config_from_args(argv: list[str]) -> Config:
     return Config(
         namespaces=a.namespace, kubeconfig=a.kubeconfig, rollup_interval=a.rollup_interval,
         jobs=JobsConfig(runner_image=a.runner_image, service_account=a.service_account),
-        alerting=AlertingConfig(retry_interval=a.alert_retry_interval, attempts=a.alert_attempts,
+        alerting=AlertingConfig(retry_interval=a.alert_retry_interval,
+                                resend_interval=a.alert_resend_interval, attempts=a.alert_attempts,
                                 backoff=a.alert_backoff, rate=a.alert_rate, burst=a.alert_burst,
                                 external_url=a.external_url),
         metrics=MetricsConfig(host=a.metrics_host, port=a.metrics_port),
@@ -71,7 +84,8 @@ async def operate(config: Config, *, stop_flag: Any = None,
         namespaces=config.namespaces,
         standalone=config.peering.standalone,
         peering_name=config.peering.name,
-        priority=config.peering.priority,
+        identity=rt.identity,  # the name the heartbeat looks for in the peering objects
+        priority=rt.priority,
         stop_flag=stop_flag,
         ready_flag=ready_flag,
     )

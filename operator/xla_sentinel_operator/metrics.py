@@ -31,6 +31,10 @@ class Metrics:
         self.alerts_sent = Counter(
             "xlasentinel_alerts_sent_total", "Webhook alerts delivered.",
             ["reason"], registry=self.registry)
+        self.alerts_resent = Counter(
+            "xlasentinel_alerts_resent_total",
+            "Firing alerts of open signatures sent again (Alertmanager's clients re-send "
+            "what still fires).", registry=self.registry)
         self.alert_failures = Counter(
             "xlasentinel_alert_failures_total",
             "Webhook alerts that failed after every retry (retried later).",
@@ -53,20 +57,34 @@ class Liveness:
     last_api_ok: float | None = None  # the last successful API call of the heartbeat
     last_rollup: float | None = None  # the last completed roll-up of any campaign
     campaigns: bool = False  # the heartbeat saw at least one FuzzCampaign
+    acting: bool = False  # this replica leads (peering) or runs alone: it rolls up
+    acting_since: float | None = None  # when it last began to act
+
+    def act(self, acting: bool, now: float) -> bool:
+        """Record whether this replica acts; True when that changed."""
+        if acting and not self.acting:
+            self.acting_since = now
+        changed, self.acting = acting != self.acting, acting
+        return changed
 
     def healthy(self, now: float, interval: float, intervals: int = 5,
                 floor: float = 30.0) -> tuple[bool, str]:
-        """Healthy while the API answered and, where campaigns exist and this replica has
-        been rolling them up, a roll-up finished within `intervals` roll-up intervals (and
-        never less than `floor` seconds: a busy operator on a loaded node is slow, not dead,
-        and a failed liveness probe restarts it). A replica that never rolled up (a paused
-        peer) is judged by the API alone."""
+        """Healthy while the API answered and, where campaigns exist and this replica acts,
+        a roll-up finished within `intervals` roll-up intervals of the later of the last
+        roll-up and the moment it began to act (and never less than `floor` seconds: a busy
+        operator on a loaded node is slow, not dead, and a failed liveness probe restarts
+        it). A standby replica (a paused peer) is judged by the API alone: it is meant to
+        do nothing until the leader goes."""
         limit = max(interval * intervals, floor)
         if not self.started:
             return False, "starting"
         if self.last_api_ok is None or now - self.last_api_ok > limit:
             return False, "no successful API call recently"
-        if self.campaigns and self.last_rollup is not None and now - self.last_rollup > limit:
+        if not self.acting:
+            return True, "standby"
+        last = max((t for t in (self.last_rollup, self.acting_since) if t is not None),
+                   default=None)
+        if self.campaigns and (last is None or now - last > limit):
             return False, "roll-ups stopped"
         return True, "ok"
 

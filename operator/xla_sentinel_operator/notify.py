@@ -1,5 +1,6 @@
 """Alert workflows of a BugSignature: send the alert it is owed (signatures.due_alert,
-due_resolve) to the webhook its campaign names, record it, retry what failed.
+due_resolve) to the webhook its campaign names, record it, retry what failed, and send the
+firing alerts of open signatures again (signatures.resend_key) before they end.
 
 Delivery itself (HTTP, retries, pacing per receiver) is alerting.py's; what an alert says
 is signatures.alerts'.
@@ -7,11 +8,11 @@ is signatures.alerts'.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from datetime import UTC, datetime
+import contextlib
+from collections.abc import Collection, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import kopf
 from xla_sentinel.cluster.report import label_value
 from xla_sentinel.spec.campaign import API_VERSION
 
@@ -33,9 +34,14 @@ def routing_campaign(rt: Runtime, namespace: str, names: list[str],
     return None
 
 
+def hold(rt: Runtime) -> timedelta:
+    """How long a firing alert lasts unless it is sent again."""
+    return timedelta(seconds=rt.config.alerting.resend_interval * signatures.RESEND_HOLD)
+
+
 async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> None:
     """Send the alert this signature is owed (firing, or resolving once it is fixed), once;
-    retryable failures and throttled alerts are left for the retry timer."""
+    retryable failures and throttled alerts are left for the retry loop."""
     spec, status = sig.get("spec") or {}, sig.get("status") or {}
     key = signatures.due_alert(spec, status)
     resolve = signatures.due_resolve(spec, status) if key is None else None
@@ -55,8 +61,11 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
             await webhook_invalid(rt, c, sig, f"webhook URL in Secret {ref.name}, key "
                                               f"{ref.key}: {problem}")
             return
+        if resolve is not None:  # from now on no re-send may fire it again
+            rt.resolved.add((ns, name, resolve))
         body = signatures.alerts(sig, key or str(resolve), now=datetime.now(UTC),
-                                 external_url=cfg.external_url, resolved=key is None)
+                                 external_url=cfg.external_url, resolved=key is None,
+                                 hold=hold(rt))
         outcome = await alerting.post_alerts(url, body, attempts=cfg.attempts,
                                              backoff=cfg.backoff, limiter=rt.limiter)
         if outcome in (alerting.Delivery.FAILED, alerting.Delivery.THROTTLED):
@@ -71,7 +80,9 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
                  signature=spec.get("signature"), key=resolve, outcome=outcome.value)
         return
     sent = now_text()
-    update: dict[str, Any] = {"alertKey": key, "lastAlertTime": sent, "alertError": None}
+    # The labels it was sent with: its re-sends and its resolution carry the same ones.
+    update: dict[str, Any] = {"alertKey": key, "lastAlertTime": sent, "alertError": None,
+                              "alertLabels": signatures.alert_labels(sig, str(key))}
     if outcome is alerting.Delivery.REJECTED:
         # Never retried: the receiver refuses this message; the error is kept for people.
         rt.metrics.alert_failures.inc()
@@ -92,7 +103,7 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
 async def webhook_invalid(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
                           error: str) -> None:
     """A person's Secret holds no usable URL: say so on the signature and, once per
-    distinct error, in a Warning Event; the retry timer tries again after a fix."""
+    distinct error, in a Warning Event; the retry loop tries again after a fix."""
     ns, name = sig["metadata"]["namespace"], sig["metadata"]["name"]
     rt.metrics.alert_failures.inc()
     log.error("alert.webhook_invalid", campaign=c.name, namespace=ns, signature=name, error=error)
@@ -100,13 +111,13 @@ async def webhook_invalid(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
         return
     await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
                        {"status": {"alertError": error}})
-    kopf.event(campaign_ref(c), type="Warning", reason="AlertWebhookInvalid",
-               message=f"{error}; alerts for {name} wait until it is fixed")
+    await rt.event(campaign_ref(c), "Warning", "AlertWebhookInvalid",
+                   f"{error}; alerts for {name} wait until it is fixed")
 
 
 async def retry(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
                 status: dict[str, Any], campaigns: CampaignIndex) -> None:
-    """The retry timer of one BugSignature: send an alert still owed (failed, throttled, or
+    """The alert retry of one BugSignature (periodic.py): send an alert still owed (failed, throttled, or
     waiting on a fixed webhook Secret), routed by a campaign that still exists."""
     if signatures.due_alert(spec, status) is None and signatures.due_resolve(spec, status) is None:
         return
@@ -117,3 +128,61 @@ async def retry(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
         sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
         if sig is not None:
             await maybe_alert(rt, c, sig)
+
+
+async def webhook_url(rt: Runtime, namespace: str, secret_name: str, key: str) -> str | None:
+    """The usable webhook URL in a Secret's key, or None (no Secret, or one that holds
+    none: maybe_alert reports that; a re-send only skips it)."""
+    secret = await rt.api.get(path("v1", "secrets", namespace, secret_name))
+    url = alerting.secret_value(secret, key) if secret else None
+    return url if alerting.url_problem(url) is None else None
+
+
+async def resend(rt: Runtime, sigs: Iterable[dict[str, Any]], campaigns: CampaignIndex) -> int:
+    """Send the firing alert of every open signature (signatures.resend_key) again, one
+    POST per receiver: Alertmanager keeps an alert only until its endsAt, and loses them all
+    in a restart; a re-sent alert has the labels of the first, so Alertmanager merges it and
+    notifies no one again. Not paced by the receivers' token buckets (no one is notified)
+    and not retried (the next round is the retry). Posted under the signatures' locks,
+    skipping what was resolved since `sigs` was read, so a re-send never revives an alert
+    that a fix just resolved. Returns the alerts delivered."""
+    cfg = rt.config.alerting
+    now = datetime.now(UTC)
+    batches: dict[tuple[str, str], list[tuple[str, str, dict[str, Any]]]] = {}
+    urls: dict[tuple[str, str, str], str | None] = {}
+    for sig in sigs:
+        spec, status = sig.get("spec") or {}, sig.get("status") or {}
+        key = signatures.resend_key(spec, status)
+        if key is None:
+            continue
+        ns, name = sig["metadata"]["namespace"], sig["metadata"]["name"]
+        c = routing_campaign(rt, ns, list(status.get("campaigns") or []), campaigns)
+        ref = c.spec.alerts.webhookSecretRef if c is not None else None
+        if ref is None:
+            continue
+        route = (ns, ref.name, ref.key)
+        if route not in urls:
+            urls[route] = await webhook_url(rt, *route)
+        url = urls[route]
+        if url is None:
+            continue
+        for alert in signatures.alerts(sig, key, now=now, external_url=cfg.external_url,
+                                       hold=hold(rt)):
+            batches.setdefault((ns, url), []).append((name, key, alert))
+    sent = 0
+    for (ns, url), items in batches.items():
+        async with contextlib.AsyncExitStack() as held:
+            for name in sorted({name for name, _, _ in items}):
+                await held.enter_async_context(rt.lock(ns, name.removeprefix("sig-")))
+            body = [alert for name, key, alert in items if (ns, name, key) not in rt.resolved]
+            if not body:
+                continue
+            outcome = await alerting.post_alerts(url, body, attempts=1, backoff=cfg.backoff)
+        if outcome is alerting.Delivery.SENT:
+            rt.metrics.alerts_resent.inc(len(body))
+            sent += len(body)
+        else:
+            rt.metrics.alert_failures.inc()
+            log.warning("alert.resend_failed", namespace=ns, alerts=len(body),
+                        outcome=outcome.value)
+    return sent

@@ -15,8 +15,11 @@ from xla_sentinel.cluster.report import REVISION_LABEL, WorkerReport
 from xla_sentinel.spec.campaign import CampaignSpec
 
 from .desired import GROUP_LABEL, job_count, pod_count
+from .timestamps import parse_time
 
 _CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")
+# The reason of a campaign whose worker Jobs wait for Kueue's admission (spec.queueName).
+QUEUED = "Queued"
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,8 @@ def failure_limit(completions: int) -> int:
 # Failures older than this no longer make a campaign Stalled, and only failures of the
 # worker Jobs that exist now count: a recreated Job starts clean.
 FAILURE_WINDOW = timedelta(minutes=10)
-# A report written this recently means its worker runs, even if no pod shows as active
-# (a Job's `active` lags, and workers outside a Job report too).
+# A report written this recently means its worker runs, even if no pod shows as ready
+# (a Job's `ready` lags, and workers outside a Job report too).
 REPORT_FRESH = timedelta(minutes=2)
 # Backoff of recreating a failed worker Job: 30 s, 1 min, 2 min, ... at most 1 hour.
 RETRY_BASE = timedelta(seconds=30)
@@ -65,7 +68,7 @@ def recent_failures(previous: dict[str, Any], jobs: list[dict[str, Any]],
     uids = {_uid(j): int((j.get("status") or {}).get("failed") or 0) for j in jobs}
     seen = dict(previous.get("seen") or {})
     recent = [e for e in previous.get("recent") or []
-              if e.get("uid") in uids and (t := _parse_time(e.get("time"))) is not None
+              if e.get("uid") in uids and (t := parse_time(e.get("time"))) is not None
               and now - t < FAILURE_WINDOW]
     for uid, failed in sorted(uids.items()):
         new = failed - int(seen.get(uid, 0))
@@ -121,7 +124,7 @@ def retries(previous: dict[str, Any], jobs: list[dict[str, Any]], rev: str,
             entry = {"attempts": attempts, "failedUid": _uid(job),
                      "nextRetry": _text(now + retry_delay(attempts))}
         record[group] = entry
-        at = _parse_time(entry.get("nextRetry")) or now
+        at = parse_time(entry.get("nextRetry")) or now
         due.append(Retry(job["metadata"]["name"], group, int(entry["attempts"]), at, now >= at))
     return record, due
 
@@ -140,15 +143,6 @@ def healthy_again(record: dict[str, Any], jobs: list[dict[str, Any]], rev: str,
                 and failures_in_window(failures, job) == 0):
             del out[group]
     return out
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def counters(reports: list[WorkerReport]) -> dict[str, Any]:
@@ -180,14 +174,16 @@ def budget_spent(spec: CampaignSpec, programs: int, start: datetime | None,
 
 
 def _fresh(report: WorkerReport, now: datetime) -> bool:
-    updated = _parse_time(report.updated)
+    updated = parse_time(report.updated)
     return updated is not None and now - updated < REPORT_FRESH
 
 
 def running_workers(jobs: list[dict[str, Any]], reports: list[WorkerReport],
                     now: datetime) -> bool:
-    """Some worker runs: a pod is active, or a worker reported recently."""
-    return (any(int((j.get("status") or {}).get("active") or 0) > 0 for j in jobs)
+    """Some worker runs: a pod is ready, or a worker reported recently. Not `active`: a
+    Job counts its Pending pods (unscheduled, pulling the image) as active, and a Pending
+    pod has done nothing."""
+    return (any(int((j.get("status") or {}).get("ready") or 0) > 0 for j in jobs)
             or any(_fresh(r, now) for r in reports))
 
 
@@ -237,7 +233,7 @@ def health(spec: CampaignSpec, jobs: list[dict[str, Any]], reports: list[WorkerR
     active = sum(int((j.get("status") or {}).get("active") or 0) for j in current)
     if not running_workers(current, reports, now):
         if spec.queueName and any((j.get("spec") or {}).get("suspend") for j in current):
-            return Health("Pending", "Queued", f"waiting for Kueue to admit the workers "
+            return Health("Pending", QUEUED, f"waiting for Kueue to admit the workers "
                                                f"(queue {spec.queueName})")
         return Health("Pending", "WaitingForWorkers", "no worker pod is running")
     return Health("Running", "Running", f"{active} worker pods active")
@@ -246,11 +242,16 @@ def health(spec: CampaignSpec, jobs: list[dict[str, Any]], reports: list[WorkerR
 def conditions(h: Health, generation: int, previous: list[dict[str, Any]],
                now_text: str) -> list[dict[str, Any]]:
     """kstatus conditions: Ready while running or done, Reconciling while converging,
-    Stalled when it cannot make progress. Transition times survive unchanged statuses."""
+    Stalled when it cannot make progress. Waiting for Kueue to admit the workers (reason
+    Queued) is none of them: a steady state that may last as long as the quota is taken,
+    so Ready is False with reason Queued and Reconciling False, and Flux `wait` and Argo
+    CD (deploy/argocd/health.lua: Suspended) do not wait on it as on a rollout. Transition
+    times survive unchanged statuses."""
+    queued = h.reason == QUEUED
     truth = {
         # Ready: workers run (health says Running only then) or the campaign is done.
         "Ready": h.phase in ("Running", "Completed") and h.reason != "RollingWorkers",
-        "Reconciling": h.phase == "Pending" or h.reason == "RollingWorkers",
+        "Reconciling": (h.phase == "Pending" and not queued) or h.reason == "RollingWorkers",
         "Stalled": h.phase == "Stalled",
     }
     old = {c.get("type"): c for c in previous}
@@ -267,28 +268,75 @@ def conditions(h: Health, generation: int, previous: list[dict[str, Any]],
     return out
 
 
-def worker_summary(reports: list[WorkerReport]) -> list[dict[str, Any]]:
+# Bounds of the per-worker lists in a campaign's status: it must stay far below the API
+# server's object limit (etcd's default request limit is 1.5 MiB) whatever the campaign's
+# size and age. Per worker and revision, an entry took ~160 bytes (670 KB per revision at
+# 4,096 workers); the lists keep the entries worth a look, and workerStats / the totals
+# count the rest.
+WORKER_SUMMARY_MAX = 50
+ERRORS_MAX = 10
+ERROR_CHARS = 400
+
+
+def _by_worker(r: WorkerReport) -> tuple[tuple[str, int], str]:
+    return _worker_key(r.worker), r.revision
+
+
+def worker_summary(reports: list[WorkerReport], rev: str = "",
+                   limit: int = WORKER_SUMMARY_MAX) -> list[dict[str, Any]]:
+    """Per worker and revision: programs, findings, attempts, last report; listed by worker.
+    With more than `limit` reports, the ones most worth a look: the current revision's
+    first, then the most restarted, then those whose last report is oldest."""
+    def notable(r: WorkerReport) -> tuple[Any, ...]:
+        return (r.revision not in (rev, ""), -r.attempts, r.updated or "~", r.programs,
+                *_by_worker(r))
+
+    chosen = sorted(reports, key=notable)[:limit] if len(reports) > limit else reports
     return [{"worker": r.worker, "revision": r.revision, "programs": r.programs,
              "executions": r.executions, "findings": r.findings_total(),
              "attempts": r.attempts, "lastReport": r.updated}
-            for r in sorted(reports, key=lambda r: (_worker_key(r.worker), r.revision))]
+            for r in sorted(chosen, key=_by_worker)]
+
+
+def worker_stats(reports: list[WorkerReport], rev: str,
+                 limit: int = WORKER_SUMMARY_MAX) -> dict[str, Any]:
+    """What workerSummary leaves out, counted: reports of every revision (`reports`, of
+    which `listed` are in workerSummary) and over the current revision's workers the
+    least and most programs, the most attempts, how many restarted (attempts > 1), and the
+    oldest and newest last report."""
+    current = [r for r in reports if r.revision in (rev, "")]
+    out: dict[str, Any] = {"reports": len(reports), "listed": min(len(reports), limit),
+                           "revisions": len({r.revision for r in reports}),
+                           "workers": len(current)}
+    if current:
+        out.update(programsMin=min(r.programs for r in current),
+                   programsMax=max(r.programs for r in current),
+                   attemptsMax=max(r.attempts for r in current),
+                   restarted=sum(1 for r in current if r.attempts > 1))
+        updated = [r.updated for r in current if r.updated]
+        if updated:
+            out.update(oldestReport=min(updated), newestReport=max(updated))
+    return out
 
 
 def report_errors(reports: list[WorkerReport]) -> list[dict[str, str]]:
-    """Workers whose last report write the API server refused (their spec.error)."""
-    return [{"worker": r.worker, "revision": r.revision, "error": r.error}
-            for r in sorted(reports, key=lambda r: (_worker_key(r.worker), r.revision))
-            if r.error]
+    """Workers whose last report write the API server refused (their spec.error), by
+    worker; status.reportErrors holds the first ERRORS_MAX."""
+    return [{"worker": r.worker, "revision": r.revision, "error": r.error[:ERROR_CHARS]}
+            for r in sorted(reports, key=_by_worker) if r.error]
 
 
 def storage_errors(reports: list[WorkerReport], rev: str) -> list[dict[str, Any]]:
     """Workers of the current revision whose artifact store does not answer (their report's
     `storage`): they keep fuzzing and keep the findings on the pod's disk until it does.
-    Older revisions' pods are retired, and their last word would otherwise stay forever."""
-    return [{"worker": r.worker, "revision": r.revision, "uri": str(r.storage.get("uri") or ""),
-             "reason": str(r.storage.get("reason") or ""),
+    Older revisions' pods are retired, and their last word would otherwise stay forever.
+    All of them, by worker: the condition sums them up, status.storageErrors holds the first
+    ERRORS_MAX."""
+    return [{"worker": r.worker, "revision": r.revision,
+             "uri": str(r.storage.get("uri") or "")[:ERROR_CHARS],
+             "reason": str(r.storage.get("reason") or "")[:ERROR_CHARS],
              "pending": int(r.storage.get("pending") or 0), "since": str(r.storage.get("since") or "")}
-            for r in sorted(reports, key=lambda r: (_worker_key(r.worker), r.revision))
+            for r in sorted(reports, key=_by_worker)
             if r.revision in (rev, "") and r.storage and not r.storage.get("ok", True)]
 
 
@@ -350,12 +398,13 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
     # time queued (Kueue, no capacity, image pulls) is not spent.
     start_text = previous.get("startTime") or (
         now_text if running_workers(current, reports, now) or reports else None)
-    h = health(spec, jobs, reports, rev, totals["programs"], _parse_time(start_text), now,
+    h = health(spec, jobs, reports, rev, totals["programs"], parse_time(start_text), now,
                failures, due)
     job_status = [j.get("status") or {} for j in current]
     previous_conditions = previous.get("conditions") or []
     conds = conditions(h, generation, previous_conditions, now_text)
     stored = storage_errors(reports, rev)
+    refused = report_errors(reports)
     storage = storage_condition(stored, reports, rev, generation, previous_conditions, now_text)
     if storage is not None:
         conds.append(storage)
@@ -371,9 +420,12 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
             "failed": sum(int(s.get("failed") or 0) for s in job_status),
             "reporting": sum(1 for r in reports if r.revision in (rev, "")),
         },
-        "workerSummary": worker_summary(reports),
-        "reportErrors": report_errors(reports),
-        "storageErrors": stored,
+        "workerSummary": worker_summary(reports, rev),
+        "workerStats": worker_stats(reports, rev),
+        "reportErrors": refused[:ERRORS_MAX],
+        "reportErrorsTotal": len(refused),
+        "storageErrors": stored[:ERRORS_MAX],
+        "storageErrorsTotal": len(stored),
         "failures": failures,
         "retries": record,
         "conditions": conds,

@@ -19,10 +19,11 @@ import kopf
 import structlog
 from xla_sentinel.spec.campaign import API_VERSION, SpecError, parse_spec
 
-from . import alerting, dashboard, desired, tpu
+from . import alerting, dashboard, desired, leadership, tpu
 from .config import Config
 from .kube import ApiError, Kube, path
 from .metrics import Liveness, Metrics, serve
+from .timestamps import rfc3339
 
 # Read-modify-write attempts of one object before the conflict is raised to kopf's retry.
 CONFLICT_ATTEMPTS = 5
@@ -47,16 +48,31 @@ class Runtime:
     # the acting operator writes hits, so an equal count means there is nothing to do; a
     # restart starts empty and reads each signature once.
     hits_seen: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # (namespace, signature name, alert key) of alerts this operator resolved: a re-send
+    # (notify.resend) that read the signature before it was fixed must not fire it again.
+    resolved: set[tuple[str, str, str]] = field(default_factory=set)
     # uid -> (generation, parsed campaign): parse_spec costs milliseconds and report events
     # come by the thousand, while a spec changes only with the generation.
     parsed: dict[str, tuple[int, desired.Campaign]] = field(default_factory=dict)
+    # uids of the campaigns kopf has handed to reconcile() in this operator: kopf calls it
+    # only once its indexes are filled, so a roll-up of these never reads empty indexes.
+    reconciled: set[str] = field(default_factory=set)
     limiter: alerting.Limiter = field(init=False)
+    # Peering: this replica's identity and priority (kopf's, and the periodic work's gate).
+    identity: str = field(default_factory=leadership.own_identity)
+    priority: int = field(init=False)
     _runner: Any = None
     _heartbeat: asyncio.Task[None] | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.limiter = alerting.Limiter(rate=self.config.alerting.rate,
                                         burst=self.config.alerting.burst)
+        given = self.config.peering.priority
+        self.priority = (given if given is not None
+                         else leadership.seniority_priority(time.time(), self.identity))
+        if self.config.peering.standalone:
+            self.liveness.act(True, time.monotonic())
 
     @property
     def api(self) -> Kube:
@@ -75,13 +91,18 @@ class Runtime:
         self._heartbeat = asyncio.create_task(heartbeat(self))
         self.liveness.started = True
 
+    def spawn(self, task: asyncio.Task[None]) -> None:
+        """Keep a background task of this operator, cancelled by close()."""
+        self._tasks.append(task)
+
     async def close(self) -> None:
         """Stop what start() began and close the API client."""
         self.liveness.started = False
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
+        for task in [self._heartbeat, *self._tasks]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._runner is not None:
             await self._runner.cleanup()
         if self.kube is not None:
@@ -89,6 +110,26 @@ class Runtime:
 
     def healthy(self) -> tuple[bool, str]:
         return self.liveness.healthy(time.monotonic(), self.config.rollup_interval)
+
+    async def event(self, ref: dict[str, Any], type: str, reason: str, message: str) -> None:
+        """Post a core/v1 Event about `ref` (object_ref, campaign_ref). Posted directly, not
+        through kopf.event, which works only inside kopf's handlers; the periodic work
+        (periodic.py) runs outside them. A refused Event is logged, never raised."""
+        meta = ref["metadata"]
+        when = now_text()
+        body = {"apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{meta['name'][:200]}.",
+                             "namespace": meta["namespace"]},
+                "involvedObject": {"apiVersion": ref["apiVersion"], "kind": ref["kind"],
+                                   "name": meta["name"], "namespace": meta["namespace"],
+                                   "uid": meta.get("uid", "")},
+                "type": type, "reason": reason, "message": message[:1024],
+                "source": {"component": "xla-sentinel-operator"},
+                "firstTimestamp": when, "lastTimestamp": when, "count": 1}
+        try:
+            await self.api.request("POST", path("v1", "events", meta["namespace"]), body=body)
+        except (TimeoutError, ApiError, OSError, aiohttp.ClientError) as e:
+            log.warning("event.failed", reason=reason, object=meta["name"], error=str(e))
 
     def lock(self, namespace: str, signature: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, signature), asyncio.Lock())
@@ -104,7 +145,7 @@ class Runtime:
 
 
 def now_text() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.now(UTC))
 
 
 def campaign_of(body: kopf.Body | dict[str, Any]) -> desired.Campaign:
@@ -132,9 +173,36 @@ def campaign_ref(c: desired.Campaign) -> dict[str, Any]:
             "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid}}
 
 
+async def peering_status(rt: Runtime) -> list[dict[str, Any]]:
+    """The status (identity -> entry) of every peering object this replica takes part in:
+    the ClusterKopfPeering cluster-wide, else the KopfPeering of each watched namespace."""
+    name = rt.config.peering.name
+    wheres: list[str | None] = list(rt.config.namespaces) or [None]
+    out = []
+    for namespace in wheres:
+        plural = "kopfpeerings" if namespace else "clusterkopfpeerings"
+        obj = await rt.api.get(path("kopf.dev/v1", plural, namespace, name))
+        out.append(dict((obj or {}).get("status") or {}))
+    return out
+
+
+async def refresh_leadership(rt: Runtime) -> None:
+    """Whether this replica acts now, by kopf's rule on the peering objects: the periodic
+    work and /healthz follow it. Standalone, it always acts."""
+    if rt.config.peering.standalone:
+        return
+    now = datetime.now(UTC)
+    statuses = await peering_status(rt)
+    acting = all(leadership.leading(s, rt.identity, rt.priority, now) for s in statuses)
+    if rt.liveness.act(acting, time.monotonic()):
+        log.info("peering.acting" if acting else "peering.standby", identity=rt.identity,
+                 priority=rt.priority)
+
+
 async def heartbeat(rt: Runtime) -> None:
     """Prove the operator works: one cheap API read per roll-up interval (also tells
-    /healthz whether campaigns exist, whose roll-ups must then keep coming)."""
+    /healthz whether campaigns exist, whose roll-ups must then keep coming), and read the
+    peering objects: whether this replica leads."""
     namespace = rt.config.namespaces[0] if rt.config.namespaces else None
     while True:
         if rt.kube is not None:
@@ -143,6 +211,7 @@ async def heartbeat(rt: Runtime) -> None:
                                              params={"limit": "1"})
                 rt.liveness.last_api_ok = time.monotonic()
                 rt.liveness.campaigns = bool(data.get("items"))
+                await refresh_leadership(rt)
             except (TimeoutError, ApiError, OSError, aiohttp.ClientError) as e:
                 log.warning("heartbeat.failed", error=str(e))
         await asyncio.sleep(rt.config.rollup_interval)

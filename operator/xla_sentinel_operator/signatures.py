@@ -2,18 +2,21 @@
 
 Counts are idempotent: a BugSignature keeps, per campaign worker, the cumulative count that
 worker reported (`status.hits`), and `count` is their sum; re-reading a report sets the same
-values again. Alerts are keyed (`new`, `regressed-N`), and one alert is sent per key.
+values again. Alerts are keyed (`new`, `regressed-N`): one alert per key, notified once,
+which is re-sent (same labels) while the bug is open and resolved when it is fixed.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from xla_sentinel.cluster.report import SignatureEntry, label_value
 from xla_sentinel.spec.campaign import API_VERSION
 
+from .config import AlertingConfig
 from .desired import SIGNATURE_LABEL, Campaign, artifact_path
+from .timestamps import parse_time, rfc3339
 
 TEAM_LABEL_PREFIX = "xlasentinel.dev/team-"
 
@@ -196,10 +199,13 @@ def due_alert(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
     return None if status.get("alertKey") == key else key
 
 
-# A firing alert is sent once per key, so it carries its own end: Alertmanager would
-# otherwise resolve it after its resolve_timeout (5 minutes by default). Marking the
-# signature fixed resolves it at once.
-ALERT_HOLD = timedelta(days=7)
+# A firing alert is sent again every `resend_interval` while its bug is open (Alertmanager's
+# client contract: an alert that is not re-sent is resolved at its endsAt, and one that
+# Alertmanager lost in a restart is back at the next re-send). Each send ends it this many
+# intervals later, so a missed re-send or two (an operator restart) does not resolve it,
+# while an operator gone for longer does not leave it firing forever.
+RESEND_HOLD = 4
+DEFAULT_HOLD = timedelta(seconds=AlertingConfig.resend_interval * RESEND_HOLD)
 
 
 def due_resolve(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
@@ -210,26 +216,25 @@ def due_resolve(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
     return str(key)
 
 
-def rfc3339(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(text: Any) -> datetime | None:
-    if not isinstance(text, str) or not text:
+def resend_key(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
+    """The alert key to send again: the last one sent, while the bug is open (new, triaged
+    or regressed: anything but fixed) and that key was not resolved."""
+    key = status.get("alertKey")
+    if not key or spec.get("state") == "fixed" or status.get("resolvedKey") == key:
         return None
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return str(key)
 
 
-def alerts(sig: dict[str, Any], key: str, *, now: datetime, external_url: str = "",
-           resolved: bool = False) -> list[dict[str, Any]]:
-    """The Alertmanager v2 postable alerts (`POST /api/v2/alerts` takes this array) for one
-    signature and alert key. The labels depend on the key only, so the resolving alert of a
-    key (endsAt = now) matches the firing one."""
+
+def alert_labels(sig: dict[str, Any], key: str) -> dict[str, str]:
+    """The labels of a signature's alert for `key`: what Alertmanager identifies it by. The
+    ones first sent (status.alertLabels) are reused while the key is the same, so a culprit
+    op a bisection fills in later, or an edited team list, does not make the re-sent or the
+    resolving alert a different alert."""
     spec, status, meta = sig.get("spec") or {}, sig.get("status") or {}, sig["metadata"]
+    stored = status.get("alertLabels")
+    if isinstance(stored, dict) and stored.get("alert_key") == key:
+        return {str(k): str(v) for k, v in stored.items()}
     reason = "regressed" if key.startswith("regressed") else "new"
     labels = {
         "alertname": "XlaSentinelBugSignature",
@@ -244,6 +249,18 @@ def alerts(sig: dict[str, Any], key: str, *, now: datetime, external_url: str = 
         labels["culprit_op"] = spec["culpritOp"]
     if spec.get("teams"):
         labels["team"] = ",".join(spec["teams"])
+    return labels
+
+
+def alerts(sig: dict[str, Any], key: str, *, now: datetime, external_url: str = "",
+           resolved: bool = False, hold: timedelta = DEFAULT_HOLD) -> list[dict[str, Any]]:
+    """The Alertmanager v2 postable alerts (`POST /api/v2/alerts` takes this array) for one
+    signature and alert key: firing until `now + hold` (sent again before then while the
+    bug is open), or resolved (endsAt = now). The labels are alert_labels(), the same for
+    every send of a key; annotations follow the signature as it is now."""
+    spec, status = sig.get("spec") or {}, sig.get("status") or {}
+    labels = alert_labels(sig, key)
+    reason = labels.get("reason", "new")
     annotations = {
         "summary": f"{reason} XLA bug {spec.get('signature')}: {spec.get('verdict')}"
                    f" in {spec.get('culpritOp') or 'unknown op'}",
@@ -263,10 +280,10 @@ def alerts(sig: dict[str, Any], key: str, *, now: datetime, external_url: str = 
         if value not in (None, ""):
             annotations[name] = str(value)
     seen = status.get("lastSeen") if reason == "regressed" else status.get("firstSeen")
-    starts = min(_parse_time(seen) or now, now)
+    starts = min(parse_time(seen) or now, now)
     alert: dict[str, Any] = {"labels": labels, "annotations": annotations,
                              "startsAt": rfc3339(starts),
-                             "endsAt": rfc3339(now if resolved else now + ALERT_HOLD)}
+                             "endsAt": rfc3339(now if resolved else now + hold)}
     if external_url:
         alert["generatorURL"] = external_url
     return [alert]

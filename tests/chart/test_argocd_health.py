@@ -91,8 +91,20 @@ def test_phase_without_conditions_is_progressing(phase: str) -> None:
     assert health(campaign({"phase": phase})) == ("Progressing", f"Campaign is {phase}")
 
 
+def test_a_campaign_waiting_for_kueue_is_suspended_not_progressing() -> None:
+    # Waiting for quota can last days: the app must not stay Progressing on it.
+    status = {"phase": "Pending", "observedGeneration": 1,
+              "conditions": [cond("Ready", "False", "waiting for Kueue to admit the workers (queue q)"),
+                             cond("Reconciling", "False"), cond("Stalled", "False")]}
+    status["conditions"][0]["reason"] = "Queued"
+    assert health(campaign(status, queueName="q")) == (
+        "Suspended", "waiting for Kueue to admit the workers (queue q)")
+
+
 @pytest.mark.parametrize("phase,reason,suspend,expected", [
     ("Pending", "CreatingWorkers", False, "Progressing"),
+    ("Pending", "Queued", False, "Suspended"),
+    ("Pending", "WaitingForWorkers", False, "Progressing"),
     ("Running", "Running", False, "Healthy"),
     ("Running", "RollingWorkers", False, "Progressing"),
     ("Completed", "BudgetSpent", False, "Healthy"),
@@ -106,5 +118,5 @@ def test_statuses_the_operator_writes_map_to_argo_health(
               "conditions": rollup.conditions(written, 3, [], "2026-11-29T19:00:00Z")}
     state, message = health(campaign(status, generation=3, suspend=suspend))
     assert state == expected
-    if expected != "Suspended":  # the suspended message is the check's own
+    if phase != "Suspended":  # the suspended message is the check's own
         assert message == f"{reason} message"

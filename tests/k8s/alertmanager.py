@@ -1,5 +1,6 @@
 """A real Alertmanager (Debian's prometheus-alertmanager) on loopback, for tests that follow
-an alert from the operator to where people read it."""
+an alert from the operator to where people read it; it can be restarted on the same port
+and data directory (its notification log survives, its alerts do not)."""
 
 from __future__ import annotations
 
@@ -30,18 +31,21 @@ def _free_port() -> int:
 
 
 class Alertmanager:
-    def __init__(self) -> None:
-        binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-        if binary is None:
+    def __init__(self, config: str = CONFIG) -> None:
+        self.binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+        if self.binary is None:
             raise RuntimeError("prometheus-alertmanager is not installed: run `make system-deps`")
         self.root = Path(tempfile.mkdtemp(prefix="xs-alertmanager-"))
-        (self.root / "alertmanager.yml").write_text(CONFIG)
+        (self.root / "alertmanager.yml").write_text(config)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = self.root / "alertmanager.log"
-        with open(self.log, "wb") as out:
+        self._start()
+
+    def _start(self) -> None:
+        with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [binary, f"--config.file={self.root / 'alertmanager.yml'}",
+                [str(self.binary), f"--config.file={self.root / 'alertmanager.yml'}",
                  f"--storage.path={self.root / 'data'}",
                  f"--web.listen-address=127.0.0.1:{self.port}",
                  "--cluster.listen-address="],  # no HA gossip: one instance
@@ -57,6 +61,28 @@ class Alertmanager:
                 time.sleep(0.2)
         raise RuntimeError("alertmanager not ready within 30 s")
 
+    def _terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # SIGTERM: it writes its notification log to disk
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def restart(self) -> None:
+        """Stop it (as a pod is stopped) and start it again on the same port and storage."""
+        self._terminate()
+        self._start()
+
+    def metric(self, name: str) -> float:
+        """The value of one unlabelled metric of its /metrics."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        raise KeyError(name)
+
     @property
     def alerts_url(self) -> str:
         """Where clients post alerts: the v2 API."""
@@ -69,10 +95,5 @@ class Alertmanager:
             return json.loads(r.read())
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        self._terminate()
         shutil.rmtree(self.root, ignore_errors=True)

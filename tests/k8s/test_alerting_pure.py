@@ -4,7 +4,7 @@ answers are retried, and the per-receiver token bucket (a loopback receiver, no 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from aiohttp import web
@@ -114,3 +114,41 @@ async def test_unreachable_receiver_fails_and_throttled_receiver_is_not_called()
     finally:
         await runner.cleanup()
     assert await alerting.post_alerts(url, [], attempts=2, backoff=0.01) is Delivery.FAILED
+
+
+def test_open_signatures_are_resent_until_fixed():
+    # The key sent last, while the bug is open: new, triaged (people know, it still fires)
+    # and regressed.
+    for state in ("new", "triaged", "regressed"):
+        assert signatures.resend_key({"state": state}, {"alertKey": "new"}) == "new"
+    assert signatures.resend_key({"state": "new"}, {}) is None  # never sent: the retry's
+    assert signatures.resend_key({"state": "fixed"}, {"alertKey": "new"}) is None
+    # Fixed, resolved, then regressed: the old key stays resolved until the new one is sent.
+    reopened = {"alertKey": "new", "resolvedKey": "new", "regressions": 1}
+    assert signatures.resend_key({"state": "regressed"}, reopened) is None
+    assert signatures.due_alert({"state": "regressed"}, reopened) == "regressed-1"
+    assert signatures.resend_key({"state": "regressed"}, {**reopened, "alertKey": "regressed-1"}) == "regressed-1"
+
+
+def test_a_firing_alert_ends_a_few_resend_intervals_ahead_not_a_week():
+    hold = signatures.DEFAULT_HOLD
+    assert hold == timedelta(minutes=4)  # 4 x the 60 s default: below a week, above a missed send
+    (alert,) = signatures.alerts(sig(), "new", now=NOW, hold=timedelta(seconds=40))
+    assert alert["endsAt"] == "2026-11-29T12:00:40Z"
+
+
+def test_resent_and_resolving_alerts_keep_the_labels_first_sent():
+    s = sig(firstSeen="2026-11-29T10:00:00Z")
+    (first,) = signatures.alerts(s, "new", now=NOW)
+    assert "culprit_op" not in first["labels"]
+    # Recorded with the key (notify.maybe_alert), then a bisection fills in the culprit and
+    # someone edits the teams: the alert must stay the same alert for Alertmanager.
+    s["status"]["alertLabels"] = signatures.alert_labels(s, "new")
+    s["spec"].update(culpritOp="dot", teams=["xla-gpu"])
+    (again,) = signatures.alerts(s, "new", now=NOW)
+    (resolved,) = signatures.alerts(s, "new", now=NOW, resolved=True)
+    assert again["labels"] == resolved["labels"] == first["labels"]
+    assert again["annotations"]["summary"].endswith("in dot")  # annotations follow the spec
+    # A new key (a regression) is a new alert: labels from the spec as it is now.
+    (regressed,) = signatures.alerts(s, "regressed-1", now=NOW)
+    assert regressed["labels"]["culprit_op"] == "dot" and regressed["labels"]["team"] == "xla-gpu"

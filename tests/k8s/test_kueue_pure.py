@@ -79,5 +79,14 @@ def test_a_queued_campaign_waiting_for_admission_is_pending_queued():
     jobs = existing(c, suspend=True)
     for j in jobs:
         j["status"] = {}
-    h = rollup.health(c.spec, jobs, [], desired.revision(c.spec), 0, None, rollup._parse_time("2026-11-29T12:00:00Z"))
+    h = rollup.health(c.spec, jobs, [], desired.revision(c.spec), 0, None, rollup.parse_time("2026-11-29T12:00:00Z"))
     assert (h.phase, h.reason) == ("Pending", "Queued")
+    # Waiting for quota is a steady state, not a rollout: Flux (kstatus reads Reconciling
+    # and Stalled) and Argo CD must not wait on it as Progressing.
+    conds = {c["type"]: c for c in rollup.conditions(h, 1, [], "2026-11-29T12:00:00Z")}
+    assert {k: (c["status"], c["reason"]) for k, c in conds.items()} == {
+        "Ready": ("False", "Queued"), "Reconciling": ("False", "Queued"),
+        "Stalled": ("False", "Queued")}
+    # Creating the workers is converging: Reconciling.
+    creating = rollup.conditions(rollup.Health("Pending", "CreatingWorkers", "0/1"), 1, [], "t")
+    assert next(c for c in creating if c["type"] == "Reconciling")["status"] == "True"

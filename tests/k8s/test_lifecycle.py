@@ -4,6 +4,8 @@ rolling updates, budget, failures, deletion, restarts."""
 
 from __future__ import annotations
 
+import lupa
+from tools import REPO_ROOT
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, campaign, create, eventually
@@ -143,6 +145,39 @@ async def test_suspend_with_a_queue_leaves_job_suspend_to_kueue(api, ns, client,
     assert again["spec"]["suspend"] is True
 
 
+def argocd_health(obj: dict) -> tuple[str, str]:
+    """deploy/argocd/health.lua on an object, in Argo CD's sandbox (no io, os, require)."""
+    lua = lupa.LuaRuntime(register_eval=False, register_builtins=False)
+    for unsafe in ("io", "os", "require", "dofile", "loadfile", "package", "debug"):
+        lua.globals()[unsafe] = None
+    lua.globals().obj = lua.table_from(obj, recursive=True)
+    result = lua.execute((REPO_ROOT / "deploy" / "argocd" / "health.lua").read_text())
+    return result["status"], result["message"]
+
+
+async def test_a_campaign_waiting_in_kueue_is_steady_not_reconciling(api, ns, client, start_operator,
+                                                                    worker_kubeconfig):
+    await start_operator()
+    fc = await create(client, campaign(ns, workers=1, queueName="cpu-queue"))
+    (job,) = await eventually(lambda: jobs(api, ns))
+    # No Kueue here: its Job stays suspended, as when the queue's quota is taken for days.
+    ready = await eventually(lambda: condition(api, ns, "Ready").get("reason") == "Queued"
+                             and condition(api, ns, "Ready"))
+    assert ready["status"] == "False" and "cpu-queue" in ready["message"]
+    # Not converging (Flux's kstatus: Current, so `wait: true` is done), not stalled.
+    assert condition(api, ns, "Reconciling")["status"] == "False"
+    assert condition(api, ns, "Stalled")["status"] == "False"
+    assert status(api, ns)["phase"] == "Pending"
+    assert argocd_health(api.get(FC, ns, "nightly")) == ("Suspended", ready["message"])
+
+    # Admitted ("Kueue" unsuspends the Job) and running: Ready.
+    api.patch("batch/v1/jobs", ns, job["metadata"]["name"], {"spec": {"suspend": False}})
+    w = await Worker(worker_kubeconfig, fc, "main-0").start()
+    await w.progress(3)
+    await eventually(lambda: condition(api, ns, "Ready").get("status") == "True")
+    assert argocd_health(api.get(FC, ns, "nightly"))[0] == "Healthy"
+
+
 async def test_budget_reached_completes_and_suspends_workers(api, ns, client, start_operator,
                                                              worker_kubeconfig):
     await start_operator()
@@ -176,12 +211,13 @@ async def test_repeatedly_failing_workers_stall_then_the_job_is_recreated(api, n
                                  for j in jobs(api, ns)), timeout=120)
 
 
-async def test_delete_removes_children_through_the_finalizer(api, ns, client, start_operator,
-                                                             worker_kubeconfig):
+async def test_delete_removes_children_without_a_finalizer(api, ns, client, start_operator,
+                                                           worker_kubeconfig):
     await start_operator()
     fc = await create(client, campaign(ns, workers=1))
     await eventually(lambda: jobs(api, ns))
-    assert "xlasentinel.dev/cleanup" in api.get(FC, ns, "nightly")["metadata"]["finalizers"]
+    # Nothing waits on the operator (test_deletion.py: with it stopped).
+    assert not api.get(FC, ns, "nightly")["metadata"].get("finalizers")
     w = await Worker(worker_kubeconfig, fc, "main-0").start()
     await w.progress(3)
 

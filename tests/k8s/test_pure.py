@@ -85,13 +85,14 @@ def test_phase_follows_children():
     spec = parse_spec({"workers": 10, "budget": {"programs": 100}})
     phase = lambda jobs, reports=(): rollup.health(spec, jobs, list(reports), "r1", sum(r.programs for r in reports), NOW, NOW)  # noqa: E731
     assert phase([]).phase == "Pending"
-    assert phase([job("a", "r1", active=3)], [report("main-0", 5)]).phase == "Running"
+    assert phase([job("a", "r1", active=3, ready=3)], [report("main-0", 5)]).phase == "Running"
+    assert phase([job("a", "r1", active=3)]).phase == "Pending"  # Pending pods do not run
     assert phase([job("a", "r1"), job("old", "r0")]).reason == "RollingWorkers"
     assert phase([job("a", "r1", active=1)], [report("main-0", 60), report("main-1", 40)]).phase == "Completed"
     assert phase([job("a", "r1", conditions=[{"type": "Complete", "status": "True"}])]).phase == "Completed"
     failed = phase([job("a", "r1", conditions=[{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}])])
     assert (failed.phase, failed.reason) == ("Stalled", "WorkerJobFailed") and "BackoffLimitExceeded" in failed.message
-    assert phase([job("a", "r1", failed=2, active=8)]).phase == "Running"  # below the limit: preemptions
+    assert phase([job("a", "r1", failed=2, active=8, ready=8)]).phase == "Running"  # below the limit: preemptions
 
 
 def test_seconds_budget_completes_after_the_duration():
@@ -148,7 +149,8 @@ def test_alerts_are_an_alertmanager_v2_array():
     assert set(alert) == {"labels", "annotations", "startsAt", "endsAt", "generatorURL"}
     assert alert["labels"]["alertname"] == "XlaSentinelBugSignature"
     assert alert["labels"]["culprit_op"] == "dot" and alert["startsAt"] == "2026-11-29T10:00:00Z"
-    assert alert["endsAt"] == "2026-12-06T12:00:00Z" and alert["generatorURL"] == "https://dash/x"
+    # Firing for RESEND_HOLD re-send intervals (4 x 60 s by default), sent again before then.
+    assert alert["endsAt"] == "2026-11-29T12:04:00Z" and alert["generatorURL"] == "https://dash/x"
 
 
 def test_new_signature_takes_fields_from_the_first_sample():

@@ -18,7 +18,7 @@ REV = desired.revision(SPEC)
 
 
 def job(uid: str, *, failed: int = 0, active: int = 0, failed_condition: bool = False) -> dict:
-    status: dict = {"failed": failed, "active": active}
+    status: dict = {"failed": failed, "active": active, "ready": active}  # the pods run
     if failed_condition:
         status["conditions"] = [{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]
     return {"metadata": {"name": "nightly-main-r", "uid": uid,
@@ -100,6 +100,15 @@ def test_ready_only_while_workers_run_or_when_done():
     assert ready({"conditions": rollup.conditions(suspended, 1, [], "t")}) == "False"
 
 
+def test_pending_pods_are_not_running_workers():
+    # A Job counts Pending pods (no node, image pulling) as active; they have done nothing.
+    pending = {**job("a"), "status": {"active": 4, "ready": 0}}
+    st = rollup.status(SPEC, 1, [pending], [], REV, {}, T0)
+    assert (st["phase"], ready(st)) == ("Pending", "False") and "startTime" not in st
+    st = rollup.status(SPEC, 1, [{**pending, "status": {"active": 4, "ready": 1}}], [], REV, st, T0)
+    assert (st["phase"], ready(st)) == ("Running", "True")
+
+
 def test_budget_clock_starts_when_a_worker_first_runs():
     spec = parse_spec({"workers": 4, "budget": {"seconds": 60}})
     rev = desired.revision(spec)
@@ -108,10 +117,11 @@ def test_budget_clock_starts_when_a_worker_first_runs():
     st = rollup.status(spec, 1, [queued], [], rev, {}, T0)
     assert "startTime" not in st and st["phase"] == "Pending"
     # An hour queued later, the first pod runs: the clock starts now, not at creation.
-    running = {**queued, "status": {"active": 4}}
+    running = {**queued, "status": {"active": 4, "ready": 4}}
     st = rollup.status(spec, 1, [running], [], rev, st, T0 + timedelta(hours=1))
     assert st["startTime"] == "2026-11-29T13:00:00Z" and st["phase"] == "Running"
-    st = rollup.status(spec, 1, [running], [], rev, st, T0 + timedelta(hours=1, seconds=61))
+    done = {**queued, "status": {"succeeded": 4}}
+    st = rollup.status(spec, 1, [done], [], rev, st, T0 + timedelta(hours=1, seconds=61))
     assert st["phase"] == "Completed"
 
 
@@ -120,10 +130,29 @@ def test_healthz_follows_api_calls_and_rollups():
     live = Liveness(started=True, last_api_ok=95.0)
     assert live.healthy(100.0, 10.0)[0]
     assert not live.healthy(151.0, 10.0)[0]  # no API answer for 5 intervals
-    live = Liveness(started=True, last_api_ok=149.0, last_rollup=90.0, campaigns=True)
+    live = Liveness(started=True, last_api_ok=149.0, last_rollup=90.0, campaigns=True, acting=True)
     assert live.healthy(139.0, 10.0)[0] and not live.healthy(141.0, 10.0)[0]
     # A paused peer never rolled up: judged by its API calls alone.
     assert Liveness(started=True, last_api_ok=149.0, campaigns=True).healthy(150.0, 10.0)[0]
+
+
+def test_a_standby_replica_is_healthy_however_long_ago_it_last_rolled_up():
+    # It led, rolled up, then a peer took over: it does nothing now, by design.
+    live = Liveness(started=True, last_api_ok=1000.0, last_rollup=90.0, campaigns=True)
+    live.act(True, 80.0)
+    assert not live.healthy(1000.0, 10.0)[0]  # while acting, stopped roll-ups are a fault
+    assert live.act(False, 100.0)
+    assert live.healthy(1000.0, 10.0) == (True, "standby")
+
+
+def test_a_replica_that_takes_over_has_the_limit_to_roll_up_from_then():
+    live = Liveness(started=True, last_api_ok=1000.0, last_rollup=90.0, campaigns=True)
+    assert live.act(True, 990.0) and not live.act(True, 995.0)  # a change once
+    live.last_api_ok = 1040.0
+    assert live.healthy(1000.0, 10.0)[0]  # 10 s since it began to lead
+    assert not live.healthy(1041.0, 10.0)[0]  # and still no roll-up 51 s (5 intervals) later
+    live.last_rollup = 1040.0
+    assert live.healthy(1041.0, 10.0)[0]
 
 
 def test_a_spent_budget_waits_for_ready_workers_to_finish_their_shards():
@@ -145,6 +174,6 @@ def test_a_spent_budget_waits_for_ready_workers_to_finish_their_shards():
 
 
 def test_a_short_rollup_interval_still_gives_a_busy_operator_thirty_seconds():
-    live = Liveness(started=True, last_api_ok=100.0, last_rollup=100.0, campaigns=True)
+    live = Liveness(started=True, last_api_ok=100.0, last_rollup=100.0, campaigns=True, acting=True)
     assert live.healthy(129.0, 0.3)[0]
     assert not live.healthy(131.0, 0.3)[0]

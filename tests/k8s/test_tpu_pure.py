@@ -73,7 +73,7 @@ def test_a_multi_host_slice_is_one_indexed_job_of_its_hosts_per_shard():
         assert limits["google.com/tpu"] == "4"
         assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "4x4"
     assert rollup.health(c.spec, [], [], desired.revision(c.spec), 0, None,
-                         rollup._parse_time("2026-11-29T12:00:00Z")).message == "0/2 worker Jobs exist"
+                         rollup.parse_time("2026-11-29T12:00:00Z")).message == "0/2 worker Jobs exist"
 
 
 def test_a_single_host_slice_keeps_one_job_with_a_pod_per_shard():

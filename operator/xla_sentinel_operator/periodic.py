@@ -1,0 +1,107 @@
+"""The operator's periodic work: roll up campaigns, re-ingest what failed, retry owed
+alerts, re-send open signatures' alerts. Plain asyncio loops over kopf's indexes, run only
+while this replica leads (leadership.py, read by the heartbeat).
+
+Why not kopf timers: kopf puts its finalizer on every object a timer or daemon serves, so
+that it can stop the timer before the object goes. With the operator stopped (uninstalled,
+scaled to zero, crashing) deleting a FuzzCampaign, a BugSignature, their namespace or an
+Argo CD app holding them would then hang until someone removes the finalizer by hand.
+These loops look objects up in the indexes at each round instead, so a deleted object is
+simply no longer there, and no object carries a finalizer of this operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import kopf
+from xla_sentinel.cluster.report import label_value
+
+from . import campaigns as campaign_flows
+from . import ingest, notify
+from .runtime import Runtime, log
+
+# Roll-ups of different campaigns at once (each is a few API calls at most).
+CONCURRENCY = 8
+
+Index = Mapping[Any, Any]
+
+
+async def every(rt: Runtime, what: str, interval: float, work: Callable[[], Awaitable[Any]],
+                first: float = 0.0) -> None:
+    """Run `work` every `interval` seconds (after `first`) while this replica acts; an
+    error is logged and the next round tries again."""
+    await asyncio.sleep(first)
+    while True:
+        if rt.liveness.acting:
+            try:
+                await work()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # one bad round must not end the loop
+                log.exception("periodic.failed", work=what, error=str(e))
+        await asyncio.sleep(interval)
+
+
+def campaign_bodies(rt: Runtime, campaigns: Index) -> list[dict[str, Any]]:
+    """The campaigns (index values) this operator has reconciled since it started."""
+    return [body for key in list(campaigns) for body in list(campaigns.get(key, []))
+            if body["metadata"].get("uid") in rt.reconciled]
+
+
+async def _each(what: str, items: list[Any], work: Callable[[Any], Awaitable[Any]]) -> None:
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(item: Any) -> None:
+        async with gate:
+            await work(item)
+
+    for item, outcome in zip(items, await asyncio.gather(*(one(i) for i in items),
+                                                        return_exceptions=True), strict=True):
+        if isinstance(outcome, BaseException) and not isinstance(outcome, kopf.PermanentError):
+            meta = item["metadata"]
+            log.error("periodic.failed", work=what, namespace=meta.get("namespace"),
+                      name=meta.get("name"), error=f"{type(outcome).__name__}: {outcome}")
+
+
+def start(rt: Runtime, *, worker_jobs: Index, reports: Index, results: Index,
+          campaigns: Index, signatures: Index) -> None:
+    """Start the loops over kopf's live indexes (as kopf hands them to the startup handler)."""
+    cfg = rt.config
+
+    def key(body: dict[str, Any]) -> tuple[str, str]:
+        return body["metadata"]["namespace"], label_value(body["metadata"]["name"])
+
+    async def roll_up(body: dict[str, Any]) -> None:
+        await campaign_flows.roll_up_and_write(
+            rt, body, list(worker_jobs.get(key(body), [])),
+            [r for _, r in reports.get(key(body), [])])
+
+    async def reingest(body: dict[str, Any]) -> None:
+        await ingest.catch_up(rt, rt.campaign(body), list(reports.get(key(body), [])),
+                              list(results.get(key(body), [])))
+
+    def sigs() -> list[dict[str, Any]]:
+        return [s for k in list(signatures) for s in list(signatures.get(k, []))]
+
+    async def retry(sig: dict[str, Any]) -> None:
+        meta = sig["metadata"]
+        await notify.retry(rt, meta["namespace"], meta["name"], sig.get("spec") or {},
+                           sig.get("status") or {}, campaigns)
+
+    loops = {
+        "roll_up": (cfg.rollup_interval, 0.0,
+                    lambda: _each("roll_up", campaign_bodies(rt, campaigns), roll_up)),
+        # Reports and results whose event failed to ingest (an API error mid-way); apart
+        # from the roll-up, so a backlog never delays the status.
+        "reingest": (cfg.rollup_interval * 5, cfg.rollup_interval * 5,
+                     lambda: _each("reingest", campaign_bodies(rt, campaigns), reingest)),
+        "retry_alert": (cfg.alerting.retry_interval, cfg.alerting.retry_interval,
+                        lambda: _each("retry_alert", sigs(), retry)),
+        "resend_alerts": (cfg.alerting.resend_interval, cfg.alerting.resend_interval,
+                          lambda: notify.resend(rt, sigs(), campaigns)),
+    }
+    for what, (interval, first, work) in loops.items():
+        rt.spawn(asyncio.create_task(every(rt, what, interval, work, first), name=what))
