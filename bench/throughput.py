@@ -14,6 +14,8 @@ ones above it:
                 XLA op by op for the rest (summary.json eager_xla_ops)
   after         the campaign as it runs now: workers forked from one process that imported
                 jax once (worker/client.py _Zygote)
+  no buffer checks  "after" with the targets' buffer checks off (XLA_SENTINEL_BUFFER_CHECKS=0,
+                xla/buffers.py): ratio_after_over_no_buffer_checks is what they cost
 
 For each it prints programs per wall second, programs per core-second (CPU time of the
 coordinator and its worker processes, which is what a loaded machine does not distort),
@@ -60,7 +62,10 @@ BEFORE = ["f64_eager", "f64_jit", "eager"]
 AFTER = list(DEFAULT_REFERENCES)
 # Each row's references, whether eager goes all through XLA, whether workers fork from the zygote.
 ROWS = {"before": (BEFORE, True, False), "f64 numpy": (AFTER, True, False),
-        "eager numpy": (AFTER, False, False), "after": (AFTER, False, True)}
+        "eager numpy": (AFTER, False, False), "after": (AFTER, False, True),
+        "no buffer checks": (AFTER, False, True)}
+# Environment a row's worker processes start with (they inherit it).
+ROW_ENV = {"no buffer checks": {"XLA_SENTINEL_BUFFER_CHECKS": "0"}}
 COMPILES = Counter()
 
 
@@ -183,7 +188,15 @@ def main() -> int:
         ap.error("--rows: the ratios are against 'after': name it")
     jax.monitoring.register_event_duration_secs_listener(_count_jax)
     _count_module_compiles()
-    result: dict[str, object] = {row: campaign(args.seed, args.programs, *ROWS[row]) for row in ROWS if row in rows}
+    result: dict[str, object] = {}
+    for row in ROWS:
+        if row in rows:
+            os.environ.update(ROW_ENV.get(row, {}))
+            try:
+                result[row] = campaign(args.seed, args.programs, *ROWS[row])
+            finally:
+                for k in ROW_ENV.get(row, {}):
+                    del os.environ[k]
     for base in rows:
         if base != "after":
             result[f"ratio_after_over_{base.replace(' ', '_')}"] = {

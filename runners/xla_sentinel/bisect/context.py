@@ -53,6 +53,11 @@ class Context:
         if self.compiler_failure:
             return self.lab.check_compile(case, self.record["verdict"], options, repeat=repeat,
                                           want_hlo=want_hlo)
+        if self.record.get("evidence", {}).get("reason") == "buffers":
+            # Buffer corruption (xla/buffers.py): "still fails" means the worker's buffer
+            # checks report the same verdict, whatever the numbers.
+            return self.lab.check_buffers(case, self.record["verdict"], options, repeat=repeat,
+                                          want_hlo=want_hlo)
         return self.lab.check(case, options, repeat=repeat, want_hlo=want_hlo)
 
     def __post_init__(self) -> None:

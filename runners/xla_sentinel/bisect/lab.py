@@ -139,6 +139,24 @@ class Lab:
                      first.ran.outputs if first.ran else None, deterministic,
                      first.ran.hlo if first.ran else None)
 
+    def check_buffers(self, case: Case, verdict: str, options: dict[str, Any] | None = None, *,
+                      repeat: bool = False, want_hlo: bool = False) -> Check:
+        """Do the target worker's buffer checks (xla/buffers.py) still report `verdict` on
+        this case? Repeated as a second request, as a crash is."""
+
+        def shows(run: TargetRun) -> list[dict[str, Any]]:
+            return [p for p in run.ran.buffers if p["verdict"] == verdict] if run.ran else []
+
+        first = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo)
+        if first.ran is None:
+            return Check(False, first.verdict, {"error": first.error[:2000]})
+        found = shows(first)
+        deterministic = None
+        if repeat:
+            deterministic = bool(shows(self.run_target(case.module, case.inputs, options))) == bool(found)
+        return Check(bool(found), verdict if found else "pass", {"buffers": found}, first.ran.outputs,
+                     deterministic, first.ran.hlo)
+
     def legal(self, module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The case at its own precision under the float64 jit's legal settings, no plugins;
         an SPMD case unsharded (serve.legal), so a partitioner bug that the target shares

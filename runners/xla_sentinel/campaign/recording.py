@@ -4,6 +4,7 @@ the store (signed, matched to known bugs, refined), and each program's status.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
@@ -19,14 +20,14 @@ import structlog
 
 from xla_sentinel.bisect.refine import refine_finding
 from xla_sentinel.core.dtypes import name_of
-from xla_sentinel.core.model import Finding, Verdict
+from xla_sentinel.core.model import COMPILER_FAILURES, CULPRIT_FIELDS, Finding, Verdict
 from xla_sentinel.core.program import Program, json_default, save_arrays
 from xla_sentinel.judge.targets import Target
 from xla_sentinel.spec.campaign import CampaignSpec, SpecError, parse_spec
 from xla_sentinel.storage.objects import FINDING_FORMAT
 from xla_sentinel.storage.store import Store
 from xla_sentinel.triage import known_bugs
-from xla_sentinel.triage.signature import signature_of
+from xla_sentinel.triage.signature import canonical_error, signature_of
 
 log = structlog.get_logger("xla_sentinel.campaign.engine")
 
@@ -46,6 +47,16 @@ def _changed(value: Any, default: Any) -> Any:
         diff = {k: _changed(v, default.get(k)) for k, v in value.items()}
         return {k: v for k, v in diff.items() if v is not None} or None
     return None if value == default else value
+
+
+def group_key(finding: Finding) -> tuple[Any, ...]:
+    """What findings of one program must share to be one bug shown in several
+    configurations: the verdict, the output it breaks and, for a crash or compile error,
+    the error text without names and numbers (signature.canonical_error). The targets are
+    judged in the campaign's order, so the first of a group is the same configuration in
+    every program that shows the bug (judge/assess.py)."""
+    error = canonical_error(finding.error) if finding.verdict in COMPILER_FAILURES else None
+    return (finding.verdict, finding.evidence.get("output"), error)
 
 
 def spec_fingerprint(spec: CampaignSpec, shard: tuple[int, int]) -> str:
@@ -90,6 +101,9 @@ class Recorder:
         self.lock = lock
         self.reporter = reporter
         self.store: Store | None = None
+        # The first finding of each group of the program in flight (group_key), as
+        # recorded (signed, matched, bisected): the later ones join its signature.
+        self._groups: dict[str, dict[tuple[Any, ...], Finding]] = {}
 
     def open(self) -> set[int]:
         """Open the store, fresh or resumed; the indices already done (empty when fresh)."""
@@ -144,8 +158,21 @@ class Recorder:
             dtype=dtype, evidence={**evidence, "output": output, "target_options": target.options,
                                    "plugins": self.plugins},
             dir=str(folder.relative_to(self.out)), time=now())
-        finding.signature = signature_of(finding)
-        finding.known_bug = known_bugs.match(finding, graph=program.graph)
+        key = group_key(finding)
+        with self.lock:
+            first = self._groups.get(program.id, {}).get(key)
+        if first is None:
+            finding.signature = signature_of(finding)
+            finding.known_bug = known_bugs.match(finding, graph=program.graph,
+                                                 module=program.module if program.graph is None else None)
+        else:
+            # One bug, one signature: the program's first finding of this group was signed,
+            # matched to the known bugs and bisected; this configuration joins it (its own
+            # evidence kept) with no second bisection or reproducer.
+            finding = dataclasses.replace(
+                finding, signature=first.signature, known_bug=first.known_bug,
+                evidence={**finding.evidence, "grouped_with": first.id},
+                **{k: getattr(first, k) for k in CULPRIT_FIELDS})
         # The format version travels with the finding, so a reader of a stored campaign can
         # refuse a layout newer than it knows (storage.read_finding).
         record = {"format": FINDING_FORMAT, **finding.to_json()}
@@ -154,10 +181,14 @@ class Recorder:
             with self.lock:
                 self.counters.findings[verdict] += 1
             log.info("finding", verdict=verdict, target=target.name, program=program.id,
-                     signature=finding.signature, known_bug=finding.known_bug)
-            # Bisection (issue 4): the first findings of a candidate signature get localized.
-            finding = refine_finding(self.store, self.out, finding, self.spec.bisect,
-                                     self.spec.timeouts.programSeconds)
+                     signature=finding.signature, known_bug=finding.known_bug,
+                     grouped_with=first.id if first is not None else None)
+            if first is None:
+                # Bisection (issue 4): the first findings of a candidate signature get localized.
+                finding = refine_finding(self.store, self.out, finding, self.spec.bisect,
+                                         self.spec.timeouts.programSeconds)
+                with self.lock:
+                    self._groups.setdefault(program.id, {})[key] = finding
             if self.reporter:
                 self.reporter.finding(finding.to_json())
 
@@ -167,6 +198,7 @@ class Recorder:
         assert self.store is not None
         self.store.record_program(idx, pid, ops, status, executions, time.monotonic() - t0, stats)
         with self.lock:
+            self._groups.pop(pid, None)
             self.counters.programs += 1
             self.counters.executions += executions
             self.counters.status[status] += 1

@@ -15,6 +15,7 @@ from xla_sentinel.core.versions import package_versions
 from xla_sentinel.judge.targets import Target
 from xla_sentinel.spec.campaign import CampaignSpec
 from xla_sentinel.storage.store import Store
+from xla_sentinel.triage.signature import configurations
 
 
 def print_progress(c: Counters, total: int | None, final: bool = False) -> None:
@@ -44,6 +45,7 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
     findings = store.findings()
     worker_s = counters.worker_s
     known = sum(1 for f in findings if f.known_bug)
+    shown_in = configurations(findings)
     stored = coverage.stored_stats(out / "campaign.sqlite")
     fallbacks: Counter[str] = Counter()
     eager_xla: Counter[str] = Counter()
@@ -68,7 +70,12 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         "findings": totals["findings"],
         "findings_new": len(findings) - known,
         "findings_known": known,
-        "signatures": [s.to_summary() for s in sigs],
+        # One row per bug: the configurations it shows in (each with its own finding and
+        # evidence), and bugs counted as signatures beside the findings.
+        "signatures": [{**s.to_summary(), "configurations": shown_in.get(s.id, [s.target] if s.target else [])}
+                       for s in sigs],
+        "signatures_new": sum(1 for s in sigs if not s.known_bug),
+        "signatures_known": sum(1 for s in sigs if s.known_bug),
         "targets": [{"name": t.name, "options": t.options} for t in targets],
         # Targets left out because this machine lacks their platform (engine.validate).
         "unavailable_targets": dict(unavailable_targets or {}),

@@ -62,6 +62,8 @@ class Limits:
 
     signatures: int = 100  # signatures per report; findings of later ones count in `overflow`
     samples: int = 3  # finding records kept per signature (bisector Jobs start from these)
+    configurations: int = 6  # configurations named per signature (SignatureEntry.configurations)
+    configuration_chars: int = 63  # characters per configuration name
     field_chars: int = 120  # characters per sample field (ids and paths are far shorter)
     cap: int = 512 * 1024  # bytes of report JSON the limits above guarantee
     storage_chars: int = 400  # characters of the artifact store's URI and of its error
@@ -107,6 +109,15 @@ def dns_name(*parts: str, limit: int = SUBDOMAIN_MAX) -> str:
     return f"{name[:limit - 11].rstrip('-.')}-{_digest(name)}"
 
 
+def writer_name(pod: str) -> str:
+    """The one WorkerReport name a pod may write (the chart's ValidatingAdmissionPolicy checks
+    it against the pod-name claim of the pod's token): the pod name without the suffix its
+    Job generated, so `<job>-<index>` for a worker and `<job>` for a bisector or verifier,
+    and a retried pod of the same index or Job writes the same report."""
+    head, sep, _ = pod.rpartition("-")
+    return head if sep and head else pod
+
+
 def report_name(campaign: str, worker: str, revision: str = "") -> str:
     """One report per campaign revision and worker: a new revision counts afresh."""
     return dns_name(campaign, "report", revision, worker)
@@ -140,14 +151,21 @@ class SignatureEntry:
     first_seen: str = ""
     last_seen: str = ""
     samples: list[dict[str, Any]] = field(default_factory=list)
+    # The configurations (targets, XLA float64 references) the bug shows in, first seen
+    # first: one bug that several configurations show is one signature (campaign/recording.py
+    # group_key). Additive: a report written before it has none, and every finding's target
+    # is named here even past the samples' limit.
+    configurations: list[str] = field(default_factory=list)
 
 
-def _merge_entry(a: SignatureEntry, b: SignatureEntry, samples: int) -> SignatureEntry:
+def _merge_entry(a: SignatureEntry, b: SignatureEntry, samples: int,
+                 configurations: int = LIMITS.configurations) -> SignatureEntry:
     by_id = {str(s.get("id")): s for s in [*a.samples, *b.samples]}
     kept = sorted(by_id.values(), key=lambda s: (str(s.get("time") or ""), str(s.get("id"))))
     return SignatureEntry(verdict=a.verdict or b.verdict, count=max(a.count, b.count),
                           first_seen=min(filter(None, [a.first_seen, b.first_seen]), default=""),
-                          last_seen=max(a.last_seen, b.last_seen), samples=kept[:samples])
+                          last_seen=max(a.last_seen, b.last_seen), samples=kept[:samples],
+                          configurations=list(dict.fromkeys([*a.configurations, *b.configurations]))[:configurations])
 
 
 @dataclass
@@ -188,6 +206,10 @@ class WorkerReport:
         else:
             changed = "count"
         entry.count += 1
+        target = str(record.get("target") or "")[:limits.configuration_chars]
+        if target and target not in entry.configurations and len(entry.configurations) < limits.configurations:
+            entry.configurations.append(target)
+            changed = "sample" if changed == "count" else changed
         entry.first_seen = min(entry.first_seen, seen)
         entry.last_seen = max(entry.last_seen, seen)
         if len(entry.samples) < limits.samples:
@@ -233,7 +255,7 @@ class WorkerReport:
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
     "dict[str, int]": (dict,), "dict[str, str]": (dict,), "dict[str, Any]": (dict,),
-    "list[dict[str, Any]]": (list,),
+    "list[dict[str, Any]]": (list,), "list[str]": (list,),
 }
 
 
@@ -251,6 +273,8 @@ def _typed(cls: type, data: Any, where: str, skip: frozenset[str] | set[str] = f
             raise ValueError(f"{where}.{f.name}: {type(value).__name__} is not {f.type}")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ValueError(f"{where}.{f.name}: negative")
+        if str(f.type) == "list[str]" and not all(isinstance(x, str) for x in value):
+            raise ValueError(f"{where}.{f.name}: not a list of strings")
         out[f.name] = value
     return out
 
@@ -261,7 +285,7 @@ def merge(a: WorkerReport, b: WorkerReport, limits: Limits = LIMITS) -> WorkerRe
     and updated are `b`'s (the writer's)."""
     sigs = dict(a.signatures)
     for sig, entry in b.signatures.items():
-        sigs[sig] = _merge_entry(sigs[sig], entry, limits.samples) if sig in sigs else entry
+        sigs[sig] = _merge_entry(sigs[sig], entry, limits.samples, limits.configurations) if sig in sigs else entry
     overflow = {v: max(a.overflow.get(v, 0), b.overflow.get(v, 0))
                 for v in {*a.overflow, *b.overflow}}
     if len(sigs) > limits.signatures:
@@ -335,13 +359,14 @@ class K8sReporter:
                  progress_interval: float = 5.0, retries: int = 6,
                  versions: dict[str, str] | None = None, limits: Limits = LIMITS,
                  local: WorkerReport | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, name: str | None = None) -> None:
         self.api = api
         self.namespace = namespace
         self.campaign = campaign
         self.campaign_uid = campaign_uid
         self.revision = revision
-        self.name = report_name(campaign, worker, revision)
+        # In a pod, its writer_name(); elsewhere (tests, local runs) derived from the worker.
+        self.name = name or report_name(campaign, worker, revision)
         self.limits = dataclasses.replace(limits, samples=max(1, min(samples, limits.samples)))
         self.progress_interval = progress_interval
         self.retries = retries
@@ -565,7 +590,7 @@ def result_name(campaign: str, kind: str, key: str) -> str:
 
 
 def result_object(*, namespace: str, campaign: str, campaign_uid: str, kind: str, key: str,
-                  result: dict[str, Any]) -> dict[str, Any]:
+                  result: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     """The WorkerReport object carrying one Job's `result` ({"type": kind, ...})."""
     text = json.dumps({**result, "type": kind}, sort_keys=True, default=str)
     if len(text) > RESULT_MAX:
@@ -575,7 +600,7 @@ def result_object(*, namespace: str, campaign: str, campaign_uid: str, kind: str
              "uid": campaign_uid, "blockOwnerDeletion": False, "controller": False}
     return {
         "apiVersion": API_VERSION, "kind": "WorkerReport",
-        "metadata": {"name": result_name(campaign, kind, key), "namespace": namespace,
+        "metadata": {"name": name or result_name(campaign, kind, key), "namespace": namespace,
                      "labels": {CAMPAIGN_LABEL: label_value(campaign),
                                 REPORT_LABEL: RESULT_LABEL_VALUE},
                      "ownerReferences": [owner] if campaign_uid else []},

@@ -133,6 +133,9 @@ class Graph:
     nodes: list[Node] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     sharding: ShardingPlan | None = None
+    # Parameter numbers the program donates (jax donate_argnums; the "buffers" shape
+    # family draws them, docs/detection.md "Buffer corruption"); none by default.
+    donated: list[int] = field(default_factory=list)
 
     @property
     def inputs(self) -> list[Value]:
@@ -169,12 +172,15 @@ class Graph:
         return [vals[i] for i in (self.outputs if returns is None else returns)]
 
     def to_json(self) -> dict[str, Any]:
-        """graph.json: `values`, `nodes`, `outputs`, and `sharding` for a partitioned program."""
+        """graph.json: `values`, `nodes`, `outputs`, `sharding` for a partitioned program
+        and `donated` for one that donates inputs."""
         d: dict[str, Any] = {"values": [v.to_json() for v in self.values],
                              "nodes": [n.to_json() for n in self.nodes],
                              "outputs": list(self.outputs)}
         if self.sharding is not None:
             d["sharding"] = self.sharding.to_json()
+        if self.donated:
+            d["donated"] = list(self.donated)
         return d
 
     @classmethod
@@ -183,4 +189,5 @@ class Graph:
         return cls(values=[Value.from_json(v) for v in d["values"]],
                    nodes=[Node.from_json(n) for n in d["nodes"]],
                    outputs=[int(o) for o in d["outputs"]],
-                   sharding=ShardingPlan.from_json(sharding) if sharding else None)
+                   sharding=ShardingPlan.from_json(sharding) if sharding else None,
+                   donated=[int(i) for i in d.get("donated", [])])

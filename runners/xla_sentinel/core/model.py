@@ -27,6 +27,14 @@ class Verdict(StrEnum):
     # An older jaxlib target right against float64 where the current one is wrong
     # (docs/versions.md): judged across Target.jaxlib versions, bisected over releases.
     VERSION_REGRESSION = "version_regression"
+    # Buffer corruption (docs/detection.md, "Buffer corruption"), seen by the target's worker
+    # around the execution itself (xla/buffers.py), whatever the numbers: a non-donated
+    # input that is not bit-identical after the run, a live result of an earlier execution
+    # in the same process that changed, donated inputs that give other outputs than the
+    # same module without donation or that were not consumed.
+    INPUT_CLOBBERED = "input_clobbered"
+    RESULT_CLOBBERED = "result_clobbered"
+    DONATION_MISMATCH = "donation_mismatch"
 
 
 class Reference(StrEnum):
@@ -46,6 +54,11 @@ XLA_F64_REFERENCES = (Reference.F64_EAGER, Reference.F64_JIT)
 # The target never produced numbers: "still fails" means the same verdict, and the error
 # text (canonicalized) is part of the signature.
 COMPILER_FAILURES = frozenset({Verdict.CRASH, Verdict.HANG, Verdict.COMPILE_ERROR})
+# The verdicts the worker's buffer checks give (xla/buffers.py), in the order one is chosen
+# when a run shows several; NONDETERMINISTIC there is a rerun of the same executable (or a
+# run beside another one) that gave other bits.
+BUFFER_VERDICTS = (Verdict.INPUT_CLOBBERED, Verdict.RESULT_CLOBBERED, Verdict.DONATION_MISMATCH,
+                   Verdict.NONDETERMINISTIC)
 # Hangs are bisected too, each probe with a short timeout of its own (bisect/pipeline.py).
 BISECTABLE = frozenset(Verdict) - {Verdict.PASS}
 # What bisection fills in; None until then (the candidate signature).

@@ -17,17 +17,22 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from xla_sentinel.core import stablehlo
 from xla_sentinel.core.dtypes import FLOATS
-from xla_sentinel.core.model import XLA_F64_REFERENCES, Reference
+from xla_sentinel.core.model import BUFFER_VERDICTS, XLA_F64_REFERENCES, Reference
 from xla_sentinel.core.program import Program, result_dtypes
 from xla_sentinel.core.versions import current_jaxlib
 from xla_sentinel.judge import oracle, targets
 from xla_sentinel.judge.targets import Target
+from xla_sentinel.ops import exact
+from xla_sentinel.spec.campaign import SpecError
 from xla_sentinel.spec.options import REFERENCE_OPTIONS
-from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
+from xla_sentinel.worker import devices
+from xla_sentinel.worker.client import DeviceOwner, Worker, WorkerDied, WorkerHung, distinct
 from xla_sentinel.worker.protocol import (
     ClassifyModule,
     GraphReference,
+    Info,
     ModuleReference,
     Noise,
     NoiseSamples,
@@ -137,6 +142,34 @@ def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
     return None, frozenset(ill)
 
 
+def module_output_infos(info: dict[str, Any], floats_inside: bool, bitwise: bool = True) -> list[oracle.OutputInfo]:
+    """Per output of a module without a graph (module info with op tags: the program
+    worker's Info reply), what the generator's graph says of a generated one: its dtype,
+    whether it depends on a float (core/stablehlo.float_dependent), and whether IEEE 754
+    fixes it bitwise (ops/exact.node_state over @main's ops, as the bisector applies it to
+    a cut). An op with regions or a call is bitwise only in a module that holds no float:
+    its body is not in the info. `bitwise` False (subnormal inputs) marks none bitwise."""
+    tainted = stablehlo.float_dependent(info, floats_inside)
+    dtypes = {a["vid"]: a["dtype"] for a in info["args"]}
+    states: dict[str, exact.State] = {}
+    for op in info["ops"]:
+        tags = frozenset(op.get("tags", ()))
+        args = [states.get(v, exact.State()) for v in op["operands"]]
+        arg_dtypes = [str(dtypes.get(v)) for v in op["operands"]]
+        opaque = bool(op.get("regions")) or op["name"] in stablehlo.OPAQUE
+        # Of the ops with several results only those that select (a barrier) pass their
+        # operands through one to one.
+        several = len(op["results"]) > 1 and tags != frozenset({"selects"})
+        for r in op["results"]:
+            dtypes[r["vid"]] = r["dtype"]
+            unknown = r["dtype"] is None or (opaque and floats_inside) or several
+            states[r["vid"]] = exact.NOT_BITWISE if unknown else exact.node_state(
+                tags, str(r["dtype"]), arg_dtypes, args, convert=op["name"] == "stablehlo.convert")
+    return [oracle.OutputInfo(str(dtypes[v]), tainted.get(v, True),
+                              bitwise and dtypes[v] is not None and states.get(v, exact.State()).ok)
+            for v in info["returns"]]
+
+
 def _xla_f64_request(kind: str, program: Program) -> Request[Outputs]:
     """The request for a deferred XLA float64 reference (f64_text for a replayed module)."""
     if kind == "f64_text":
@@ -159,7 +192,7 @@ def _outcome(reply: Reply) -> Outcome:
     match reply:
         case Ran():
             return Outcome(outputs=reply.outputs, compile_s=reply.compile_s, hlo=reply.hlo,
-                           busy_s=reply.busy_s)
+                           busy_s=reply.busy_s, buffers=reply.buffers)
         case NoiseSamples():
             return Outcome(outputs=reply.outputs, samples=reply.samples, overflow=reply.overflow,
                            busy_s=reply.busy_s)
@@ -167,6 +200,16 @@ def _outcome(reply: Reply) -> Outcome:
             return Outcome(outputs=reply.outputs, skipped=reply.skipped, busy_s=reply.busy_s,
                            fallbacks=reply.fallbacks, undetermined=reply.undetermined)
     raise TypeError(f"no outcome in a {type(reply).__name__} reply")
+
+
+def buffer_verdict(t: Target, o: Outcome) -> TargetVerdict:
+    """The verdict of a run whose buffer checks found problems: the first of
+    model.BUFFER_VERDICTS among them, with every problem as evidence."""
+    found = {p["verdict"] for p in o.buffers}
+    verdict = next(v for v in BUFFER_VERDICTS if v.value in found)
+    first = next(p for p in o.buffers if p["verdict"] == verdict.value)
+    return TargetVerdict(t, verdict.value, {"reason": "buffers", "buffer": first.get("buffer"),
+                                            "buffers": o.buffers}, actual=o.outputs)
 
 
 class HarnessError(RuntimeError):
@@ -192,6 +235,7 @@ class Outcome:
     overflow: list[bool] | None = None  # per output: may overflow legally (noise request)
     fallbacks: dict[str, int] = field(default_factory=dict)  # f64_numpy: ops evaluated by XLA
     undetermined: list[np.ndarray] | None = None  # f64_numpy: elements no rule judges (oracle.without_undetermined)
+    buffers: list[dict[str, Any]] = field(default_factory=list)  # a target's buffer problems (xla/buffers.py)
 
 
 @dataclass
@@ -227,25 +271,58 @@ class Assessment:
     undecided_outputs: list[int] = field(default_factory=list)
 
 
+def device_owners(targets: Sequence[Target], plugins: Sequence[str], logs: Path | None,
+                  exclusive: frozenset[str] | None = None) -> dict[str, DeviceOwner]:
+    """One worker per accelerator platform of `targets`, to be shared by every slot
+    (worker/devices.py: one process per host owns each accelerator); none for the CPU.
+    SpecError when two targets of one platform need different interpreters: both would
+    have to open the device."""
+    owners: dict[str, DeviceOwner] = {}
+    pythons: dict[str, Target] = {}
+    for t in targets:
+        if devices.process_kind(t.platform, exclusive) != "device_owner":
+            continue
+        first = pythons.setdefault(t.platform, t)
+        if first.python != t.python:
+            raise SpecError(f"targets {first.name!r} and {t.name!r}: one process per host owns the "
+                            f"{t.platform} devices, and they need different interpreters "
+                            f"({first.python or 'this one'}, {t.python or 'this one'}); run them in "
+                            "separate campaigns")
+        if t.platform not in owners:
+            owners[t.platform] = DeviceOwner(f"owner-{t.platform}", tuple(plugins),
+                                             logs / f"owner-{t.platform}.log" if logs else None,
+                                             t.python, t.platform)
+    return owners
+
+
 class Slot:
+    """One lane of the campaign: a program worker (generation and references), the
+    interpreter's if asked, and each target's worker: its own for a CPU target, the
+    platform's shared DeviceOwner for an accelerator's (`owners`, device_owners; a slot
+    given none makes its own, as `check` does with its one slot)."""
+
     def __init__(self, n: int | str, targets: Sequence[Target], plugins: Sequence[str],
-                 logs: Path | None, interpreter: bool = False) -> None:
+                 logs: Path | None, interpreter: bool = False,
+                 owners: dict[str, DeviceOwner] | None = None) -> None:
         def log(name: str) -> Path | None:
             return logs / f"slot{n}-{name}.log" if logs else None
         self.programs = Worker(f"slot{n}-programs", (), log("programs"))
         # The reference interpreter can abort its process: it gets one of its own.
         self.interpreter = Worker(f"slot{n}-interpreter", (), log("interpreter")) if interpreter else None
+        self.owners = device_owners(targets, plugins, logs) if owners is None else owners
         # A target of another jaxlib runs under its environment's interpreter.
-        self.targets = {t.name: Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name), t.python,
-                                       t.platform)
-                        for t in targets}
+        self.targets: dict[str, Worker] = {
+            t.name: self.owners[t.platform] if t.platform in self.owners
+            else Worker(f"slot{n}-{t.name}", tuple(plugins), log(t.name), t.python, t.platform)
+            for t in targets}
         # What each such worker runs (WhichVersions), asked once: the StableHLO version its
         # programs are serialized at, the jaxlib its verdicts are judged across.
         self.versions: dict[str, VersionInfo] = {}
 
     def workers(self) -> list[Worker]:
-        return [self.programs, *([self.interpreter] if self.interpreter else []),
-                *self.targets.values()]
+        """This slot's workers, each once (a device owner serves several targets)."""
+        return distinct([self.programs, *([self.interpreter] if self.interpreter else []),
+                         *self.targets.values()])
 
     def close(self) -> None:
         for w in self.workers():
@@ -374,19 +451,41 @@ class Assessor:
                                                output, o.outputs))
         return ill_outputs
 
-    def _infos(self, program: Program) -> list[oracle.OutputInfo]:
+    def _module_info(self, slot: Slot, program: Program) -> dict[str, Any] | None:
+        """A replayed module's info (@main's ops with their tags, parsed by MLIR in the
+        program worker), None for a generated program or a module MLIR cannot take."""
+        if program.graph is not None:
+            return None
+        try:
+            return self.ask(slot.programs, Info(program.module)).info
+        except RequestFailed:
+            return None
+
+    def _infos(self, program: Program, info: dict[str, Any] | None) -> list[oracle.OutputInfo]:
+        bitwise = not oracle.has_subnormals(program.inputs)
         if program.graph is not None:
             vals = program.graph.values
-            bitwise = not oracle.has_subnormals(program.inputs)
             return [oracle.OutputInfo(vals[i].dtype, vals[i].tainted, bitwise and bool(vals[i].bitwise))
                     for i in program.graph.outputs]
-        return [oracle.OutputInfo(d, True) for d in result_dtypes(program.module)]
+        # A replayed module has no graph: its own dataflow (StableHLO) says which outputs
+        # depend on a float. Taken as all tainted, a wrong integer that every configuration
+        # shares passed (an all-s32 dynamic_slice of a dynamic_slice, judged pass, margin 0).
+        if info is None:
+            return [oracle.OutputInfo(d, True) for d in result_dtypes(program.module)]
+        return module_output_infos(info, stablehlo.holds_floats(program.module), bitwise)
 
-    def _discrete(self, slot: Slot, program: Program) -> bool:
+    def _discrete(self, slot: Slot, program: Program, info: dict[str, Any] | None) -> bool:
         """A generated program is discrete by its graph's ops, a replayed module by the
-        StableHLO ops it holds (rules.py, in the program worker)."""
+        StableHLO ops it holds (rules.py, in the program worker): by those of @main that
+        read a float-dependent value where its info has no region or call (an integer
+        compare flips no tie; the clamps of a dynamic_slice's start are such compares),
+        else by any op anywhere in its text."""
         if program.graph is not None:
             return any(n.discrete for n in program.graph.nodes)
+        if info is not None and not any(op.get("regions") or op["name"] in stablehlo.OPAQUE for op in info["ops"]):
+            tainted = stablehlo.float_dependent(info, stablehlo.holds_floats(program.module))
+            return any(op.get("discrete") and any(tainted.get(v, True) for v in op["operands"])
+                       for op in info["ops"])
         return self.ask(slot.programs, ClassifyModule(program.module)).discrete
 
     def ask(self, worker: Worker, request: Request[R]) -> R:
@@ -480,6 +579,10 @@ class Assessor:
             o = outcomes[t.name]
             if o.verdict is not None:
                 result.verdicts.append(TargetVerdict(t, o.verdict, {"error": o.error}))
+            elif o.buffers:
+                # Buffer corruption is a verdict whatever the numbers (docs/detection.md,
+                # "Buffer corruption"); the outputs of such a run are judged no further.
+                result.verdicts.append(buffer_verdict(t, o))
         result.eager_xla_ops = dict(refs["eager"].fallbacks) if "eager" in refs else {}
         numpy_ref = refs.get(Reference.F64_NUMPY)
         if numpy_ref is not None:
@@ -494,7 +597,8 @@ class Assessor:
                     result.executions += 1
                     result.worker_s += o.busy_s
         ref64 = numpy_ref or refs.get("f64_eager") or refs.get("f64_jit") or refs.get("f64_text")
-        infos = self._infos(program)
+        info = self._module_info(slot, program)
+        infos = self._infos(program, info)
         if ref64 is None or any(o.outputs is None for o in refs.values()):
             result.status = "reference_failed"
             return result
@@ -503,9 +607,12 @@ class Assessor:
             result.status = "references_disagree"
             return result
         result.expected = ref64.outputs
-        results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None}
+        results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None and not o.buffers}
         results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
-        discrete = self._discrete(slot, program)
+        discrete = self._discrete(slot, program, info)
+        # The op-by-op evaluation at the program's own precision: a replayed module's is
+        # its ops each compiled alone.
+        literal = "eager" if program.graph is not None else "eager_module"
         noise_cache: list[Outcome] = []
 
         def noise_outcome() -> Outcome:
@@ -526,7 +633,7 @@ class Assessor:
             if t.name not in results:
                 continue
             j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides,
-                             overflow_prone=overflow, undetermined=ref64.undetermined)
+                             literal=literal, overflow_prone=overflow, undetermined=ref64.undetermined)
             if j.verdict == "pass":
                 result.margins[t.name] = j.evidence.get("margin", 0.0)
                 continue
@@ -549,7 +656,7 @@ class Assessor:
                                 for i, x in enumerate(ref64.outputs)]
                 suspects = [(t, j) for t, _ in suspects
                             if (j := oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete,
-                                                  self.k_overrides, overflow_prone=overflow,
+                                                  self.k_overrides, literal=literal, overflow_prone=overflow,
                                                   undetermined=undetermined)).verdict != "pass"]
         flagged = {t.name for t, _ in suspects}
         passed = {n for n in results if n not in flagged}
@@ -559,4 +666,9 @@ class Assessor:
                 verdict, ev = oracle.version_regression(verdict, ev, current_jaxlib(),
                                                         self._version_peers(slot, t, passed))
             result.verdicts.append(TargetVerdict(t, verdict, ev, j.output, results[t.name]))
+        # The targets first, in the campaign's order, then the XLA float64 references: one
+        # bug that several configurations show is recorded as one signature, signed by the
+        # first of them (campaign/recording.py), the same one in every program.
+        order = {t.name: n for n, t in enumerate(self.targets)}
+        result.verdicts.sort(key=lambda v: order.get(v.target.name, len(order)))
         return result

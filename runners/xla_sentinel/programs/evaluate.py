@@ -216,8 +216,9 @@ def output_dtypes(graph: Graph) -> list[str]:
 
 
 def lower_text(graph: Graph) -> str:
-    """StableHLO text of the program at its own dtypes (what targets under test compile)."""
-    fn = jax.jit(traced(graph), keep_unused=True)
+    """StableHLO text of the program at its own dtypes (what targets under test compile),
+    with the inputs it donates marked so (the float64 lowering donates none)."""
+    fn = jax.jit(traced(graph), keep_unused=True, donate_argnums=tuple(graph.donated))
     return fn.lower(*input_structs(graph)).as_text()
 
 

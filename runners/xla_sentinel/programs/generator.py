@@ -32,6 +32,14 @@ STATE_UPDATE_P = 0.08
 # With the `multi_output` shape: share of programs that open with one producer feeding
 # several outputs and inner consumers (see _multi_output).
 MULTI_OUTPUT_P = 0.3
+# With the `buffers` shape: share of programs that open with a chain of in-place updates
+# (see _buffers), and the chance that each of their inputs is donated.
+BUFFERS_P = 0.5
+DONATE_P = 0.5
+# In-place ops the buffers opening chains: updates in place, scatter in place, loop state
+# carried in place (the loop family's bodies update their carried buffer).
+BUFFER_OPS = ("dynamic_update_slice", "scatter", "loop_dus", "loop_scatter_add", "loop_shift",
+              "while_loop", "scan")
 # Ranks the op table was written for; above it (maxRank up to 8) dimensions are mostly 1.
 BASE_RANK = 5
 
@@ -201,6 +209,45 @@ def _multi_output(b: _Builder, spec: GeneratorSpec) -> None:
         b.pinned += [produced.id, read[0]]
 
 
+def _buffers(b: _Builder, spec: GeneratorSpec) -> bool:
+    """Open with two or three in-place ops chained on the first input (an update of an
+    update, a scatter into a loop's carried state), every link pinned as an output: each
+    result is read again after the next update, so buffer assignment must keep it or copy
+    it, and an output of the input's shape lets a donated input be aliased to it. True when
+    at least one op was placed."""
+    ranked = [v for v in b.vals if v.rank]
+    if not ranked:
+        return False
+    source = ranked[0]
+    allowed = [OPS[n] for n in BUFFER_OPS
+               if OPS[n] in ops_for(source.dtype, spec.ops, spec.excludeOps, (*spec.shapes, "loops"))]
+    placed = 0
+    for _ in range(int(b.rng.integers(2, 4))):
+        for _ in range(MAX_TRIES):
+            if allowed and b.try_op(allowed[int(b.rng.integers(len(allowed)))], source):
+                # Coverage counts the shape from its nodes (campaign/coverage.py).
+                b.graph.nodes[-1].family = "buffers"
+                source = b.vals[-1]
+                b.pinned.append(source.id)
+                placed += 1
+                break
+    return placed > 0
+
+
+def _donate(graph: Graph, seed: int, index: int) -> None:
+    """Draw donation per input (jax donate_argnums) for a program on one device, among
+    the inputs an output of the same shape and dtype can take over (jax aliases each
+    donated input to one such output; another would be dropped with a warning)."""
+    if graph.sharding is not None:
+        return
+    rng = np.random.default_rng([seed, index, 0xD0A])
+    free = [(graph.values[o].shape, graph.values[o].dtype) for o in graph.outputs]
+    for i, v in enumerate(graph.inputs):
+        if rng.random() < DONATE_P and (v.shape, v.dtype) in free:
+            free.remove((v.shape, v.dtype))
+            graph.donated.append(i)
+
+
 def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | None = None) -> Graph:
     """The program number `index` of the campaign with `seed`: same inputs, same graph.
 
@@ -214,6 +261,7 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
     rng = np.random.default_rng([seed, index, 0x5E17])
     b = _Builder(rng, spec)
     dtype_w = [bias["dtypes"].get(d, 1.0) for d in spec.dtypes] if "dtypes" in bias else None
+    in_place = False
     if "prefix" in bias:
         _resume(b, bias["prefix"], bias["keep"])
     else:
@@ -228,6 +276,11 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
         elif "multi_output" in spec.shapes and \
                 np.random.default_rng([seed, index, 0x3F0]).random() < MULTI_OUTPUT_P:
             _multi_output(b, spec)
+        # After the other openings' draws, from its own stream: campaigns without the
+        # buffers shape keep their programs.
+        if "buffers" in spec.shapes and not b.graph.nodes and \
+                np.random.default_rng([seed, index, 0xB0F]).random() < BUFFERS_P:
+            in_place = _buffers(b, spec)
     target = max(_n_ops(rng, spec), min(len(b.graph.nodes) + 1, spec.maxOps))
     op_w, pair_w = bias.get("ops"), bias.get("pairs", {})
     failures = 0
@@ -250,6 +303,8 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
     b.graph.outputs = b.pinned + [v for v in outputs if v not in b.pinned]
     annotate(b.graph)
     _partition(b.graph, seed, index, spec)
+    if in_place:
+        _donate(b.graph, seed, index)
     return b.graph
 
 

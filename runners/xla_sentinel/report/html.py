@@ -41,6 +41,8 @@ class SignatureRow:
     issue_href: str | None = None
     # Where the bug began and a fix verification (docs/versions.md): versions_note().
     versions: str | None = None
+    # The configurations the bug shows in (one signature for one bug: campaign/recording.py).
+    configurations: tuple[str, ...] = ()
 
 
 def versions_note(introduced_in: str | None, last_good: str | None, verification: str | None,
@@ -225,7 +227,9 @@ def _signature_row(s: SignatureRow) -> str:
             repro += f' (<a class="issue" href="{_e(s.issue_href)}">issue text</a>)'
     else:
         repro = f"<code>{_e(s.repro)}</code>" if s.repro else "—"
-    detail = " ".join(filter(None, [f"target {s.target}" if s.target else "",
+    shown_in = s.configurations if len(s.configurations) > 1 else ()
+    detail = " ".join(filter(None, [f"configurations {', '.join(shown_in)}" if shown_in
+                                    else f"target {s.target}" if s.target else "",
                                     f"fusion {s.fusion_kind}" if s.fusion_kind else "",
                                     f"({s.versions})" if s.versions else ""]))
     cells = [f'<td><code>{_e(s.id)}</code></td>',

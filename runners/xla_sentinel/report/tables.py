@@ -145,11 +145,14 @@ def _href(target: Path, page_dir: Path) -> str:
 
 
 def signature_rows(folder: Path, signatures: list[Signature], page_dir: Path,
-                   store_uri: str | None = None) -> list[SignatureRow]:
+                   store_uri: str | None = None,
+                   configurations: dict[str, list[str]] | None = None) -> list[SignatureRow]:
     """The page's rows: a signature's repro links to its bundle (or, not yet bisected, its
     first finding's folder) when that exists on disk, and to the bundle's issue text. For a
     campaign read from `store_uri` the repro is the stored bundle's URI, a link only where a
-    browser can open it (http[s]); a gs:// or s3:// URI is shown as text."""
+    browser can open it (http[s]); a gs:// or s3:// URI is shown as text. `configurations`:
+    per signature, the configurations its findings show in."""
+    configurations = configurations or {}
     rows = []
     for s in signatures:
         repro, href, issue_href = s.repro, None, None
@@ -168,7 +171,8 @@ def signature_rows(folder: Path, signatures: list[Signature], page_dir: Path,
             target=s.target, culprit_op=s.culprit_op, culprit_pass=s.culprit_pass,
             fusion_kind=s.fusion_kind, dtype=s.dtype, repro=repro, repro_href=href,
             issue_href=issue_href, versions=versions_note(s.introduced_in, s.last_good,
-                                                          s.verification, s.verification_jaxlib)))
+                                                          s.verification, s.verification_jaxlib),
+            configurations=tuple(configurations.get(s.id, ()))))
     return rows
 
 
@@ -204,6 +208,9 @@ def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None 
     try:
         sigs = read_signatures(con)  # a store of an older schema too (read-only here)
         events = [Event(t, v) for t, v in con.execute("SELECT time, verdict FROM findings ORDER BY time")]
+        shown_in: dict[str, dict[str, None]] = {}
+        for sig, target in con.execute("SELECT signature, target FROM findings ORDER BY time, rowid"):
+            shown_in.setdefault(sig, {})[target] = None
         seconds = [s for (s,) in con.execute("SELECT seconds FROM programs")]
         programs, executions = con.execute(
             "SELECT COUNT(*), COALESCE(SUM(executions), 0) FROM programs").fetchone()
@@ -217,7 +224,8 @@ def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None 
     return Page(
         title=f"xla-sentinel: campaign {name}", source=store_uri or str(folder.resolve()),
         generated=datetime.now(UTC).isoformat(timespec="seconds"),
-        signatures=signature_rows(folder, sigs, page_dir, store_uri), events=events,
+        signatures=signature_rows(folder, sigs, page_dir, store_uri,
+                                  {sig: list(t) for sig, t in shown_in.items()}), events=events,
         throughput=_throughput(folder, programs, executions, sum(seconds)), program_seconds=seconds,
         tables=tables, lists=lists,
         coverage={SECTION_TITLES[k]: cov[k] for k in SECTION_TITLES if cov.get(k)})

@@ -69,8 +69,9 @@ OP_NAMES = (
     "loop_shift", "mlp_block", "scatter_add_idx", "softmax", "topk_routing",
 )
 # Program shapes where real XLA bugs live (issue 13): op families of runners/xla_sentinel/ops/entries
-# (`OpDef.family`) and the multi-output opening of runners/xla_sentinel/programs/generator.py.
-SHAPE_FAMILIES = ("loops", "indices", "mixed_precision", "templates", "multi_output")
+# (`OpDef.family`), and the multi-output and buffers (in-place updates, donation) openings of
+# runners/xla_sentinel/programs/generator.py.
+SHAPE_FAMILIES = ("loops", "indices", "mixed_precision", "templates", "multi_output", "buffers")
 MAX_RANK = 8
 # Seeds and counts travel as int64 (the FuzzCampaign resource, SQLite).
 INT64_MAX = 2**63 - 1

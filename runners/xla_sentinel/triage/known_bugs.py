@@ -11,7 +11,8 @@ entry where the finding's fields cannot (an SPMD bug is found unbisected: no cul
   one of which must compute the wrong output (its ancestors in the graph; for a failure
   with no output, the whole graph), and `nested: [[outer ops], [inner ops]]`: among those
   ancestors, an outer op applied directly to the result of an inner one (a slice of a
-  slice). An entry with `program` matches only a finding whose graph is given.
+  slice). An entry with `program` matches only a finding whose graph is given, or for a
+  replayed module (no graph) its StableHLO text, whose op names are StableHLO's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from xla_sentinel.core import stablehlo
 from xla_sentinel.core.graph import Graph
 from xla_sentinel.core.model import FINDING_FIELDS, Finding
 
@@ -78,17 +80,50 @@ def upstream(graph: Graph, output: int | None) -> tuple[set[str], set[tuple[str,
     return names, pairs
 
 
-def _program_matches(rule: dict[str, Any], finding: Finding, graph: Graph | None) -> bool:
+def module_upstream(module: str, output: int | None) -> tuple[set[str], set[tuple[str, str]]] | None:
+    """upstream() of a module without a graph (a replayed trace), read from its StableHLO
+    (core/stablehlo.main_dataflow): op names as StableHLO spells them without the dialect
+    (`dynamic_slice`), which the rules name where a generator op lowers to one op. None
+    when the module does not have that output."""
+    defs, returns = stablehlo.main_dataflow(module)
+    if output is not None and not 0 <= output < len(returns):
+        return None
+    stack = list(returns if output is None else [returns[output]])
+    seen: set[str] = set()
+    names: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    while stack:
+        v = stack.pop()
+        if v in seen or v not in defs:
+            continue
+        seen.add(v)
+        op, reads = defs[v]
+        names.add(op)
+        stack.extend(reads)
+        pairs.update((op, defs[r][0]) for r in reads if r in defs)
+    return names, pairs
+
+
+def _program_matches(rule: dict[str, Any], finding: Finding, graph: Graph | None,
+                     module: str | None = None) -> bool:
     if not rule:
         return True
-    if graph is None:
-        return False
-    if "sharded" in rule and (graph.sharding is not None) != rule["sharded"]:
-        return False
     output = finding.evidence.get("output")
-    if output is not None and not 0 <= output < len(graph.outputs):
-        return False  # the finding is of another program than this graph
-    names, pairs = upstream(graph, output)
+    if graph is None:
+        if module is None:
+            return False
+        if "sharded" in rule and (stablehlo.partitions(module) > 1) != rule["sharded"]:
+            return False
+        found = module_upstream(module, output)
+        if found is None:
+            return False
+        names, pairs = found
+    else:
+        if "sharded" in rule and (graph.sharding is not None) != rule["sharded"]:
+            return False
+        if output is not None and not 0 <= output < len(graph.outputs):
+            return False  # the finding is of another program than this graph
+        names, pairs = upstream(graph, output)
     if "through" in rule and not names & set(rule["through"]):
         return False
     if "nested" in rule:
@@ -98,14 +133,15 @@ def _program_matches(rule: dict[str, Any], finding: Finding, graph: Graph | None
 
 
 def match(finding: Finding, path: Path = KNOWN_BUGS_FILE, *,
-          graph: Graph | None = None) -> str | None:
+          graph: Graph | None = None, module: str | None = None) -> str | None:
     """The id of the known bug this finding is, or None if it is new. `graph` is the
-    finding's program graph, for entries with a `program` rule."""
+    finding's program graph, for entries with a `program` rule; a replayed module, which
+    has none, is read from its StableHLO text `module` instead."""
     for bug in entries(path):
         if not all(_equal(getattr(finding, k), v) for k, v in bug["match"].items()):
             continue
         if not all(s in (finding.error or "") for s in bug.get("error", [])):
             continue
-        if _program_matches(bug.get("program", {}), finding, graph):
+        if _program_matches(bug.get("program", {}), finding, graph, module):
             return str(bug["id"])
     return None

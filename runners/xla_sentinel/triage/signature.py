@@ -46,3 +46,13 @@ def signature_of(finding: Finding) -> str:
     """The finding's signature from its current fields: the candidate signature until
     bisection fills in the culprit, the refined one after."""
     return signature_id({**finding.to_json(), "error": finding.error})
+
+
+def configurations(findings: list[Finding]) -> dict[str, list[str]]:
+    """Per signature, the configurations (targets, XLA float64 references) its findings
+    show in, in the order the findings were stored: one bug that several configurations
+    show is one signature (campaign/recording.py group_key), and this names them."""
+    out: dict[str, dict[str, None]] = {}
+    for f in findings:
+        out.setdefault(f.signature, {})[f.target] = None
+    return {sig: list(targets) for sig, targets in out.items()}

@@ -42,7 +42,7 @@ from xla_sentinel.worker.protocol import (
     Validated,
 )
 from xla_sentinel.worker.registry import handles
-from xla_sentinel.xla import compiler
+from xla_sentinel.xla import buffers, compiler
 from xla_sentinel.xla.portable import CHECK_MODULE
 
 # The float64 jit reference runs under a setting other than default jit.
@@ -69,14 +69,26 @@ def lower(req: Lower) -> ModuleText:
 
 @handles(Run)
 def run(req: Run) -> Ran:
-    ex = compiler.run_module(req.module, req.inputs, req.options, req.platform, want_hlo=req.want_hlo)
+    checked = buffers.enabled()
+    ex = compiler.run_module(req.module, req.inputs, req.options, req.platform, want_hlo=req.want_hlo,
+                             checked=checked)
+    problems = ex.buffers
+    text = compiler.text_or_empty(req.module) if checked else ""
+    if checked and buffers.donated_args(text):
+        # Donation must not change a bit: the module without it, compiled and run under
+        # the same options (docs/detection.md, "Buffer corruption").
+        plain = compiler.run_module(buffers.without_donation(text), req.inputs, req.options,
+                                    req.platform).outputs
+        problems = problems + buffers.compare(ex.outputs, plain, "donation_mismatch",
+                                              "outputs with donation differ from the module without it",
+                                              nan_equal=True)
     again = None
     if req.repeat:
         # A fresh compile and run of the same module must agree bitwise with the first
         # (CPU results are deterministic across runs, docs/architecture.md "Oracle").
         again = compiler.run_module(req.module, req.inputs, req.options, req.platform).outputs
     return Ran(outputs=ex.outputs, compile_s=ex.compile_s, run_s=ex.run_s, hlo=ex.optimized_hlo,
-               again=again)
+               again=again, buffers=problems)
 
 
 def _promote_inputs(inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -105,6 +105,9 @@ class Ran(Reply):
     run_s: float = 0.0
     hlo: str | None = None  # the optimized HLO, when asked for
     again: Arrays | None = None  # a second, fresh compile and run, when asked for
+    # Problems the buffer checks found around the run (xla/buffers.py), each a dict whose
+    # `verdict` is a model.BUFFER_VERDICTS value; the rest is that verdict's evidence.
+    buffers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -10,11 +10,11 @@ together as its shardings say.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xla_sentinel.core.stablehlo import partitions as text_partitions
-from xla_sentinel.xla import hlo_proto, plugins
+from xla_sentinel.xla import buffers, hlo_proto, plugins
 
 
 def backend(platform: str) -> Any:
@@ -31,6 +31,15 @@ def module_text(module: str | bytes) -> str:
     from jaxlib.mlir import ir
     with mlir.make_ir_context():
         return str(ir.Module.parse(module))
+
+
+def text_or_empty(module: str | bytes) -> str:
+    """Module text for reading attributes (the buffer checks' donation), "" for bytes MLIR
+    cannot parse here (a portable artifact of another StableHLO version)."""
+    try:
+        return module_text(module)
+    except Exception:  # MLIR raises its own error types; nothing to read then
+        return ""
 
 
 def verify_module(module: str) -> None:
@@ -202,15 +211,27 @@ class Execution:
     compile_s: float
     run_s: float
     optimized_hlo: str | None = None
+    # What the buffer checks found (xla/buffers.py), when asked for: one dict per problem.
+    buffers: list[dict[str, Any]] = field(default_factory=list)
 
 
-def run_module(module: str, inputs: list[Any], options: dict[str, Any], platform: str = "cpu",
-               want_hlo: bool = False) -> Execution:
+def run_module(module: str | bytes, inputs: list[Any], options: dict[str, Any], platform: str = "cpu",
+               want_hlo: bool = False, checked: bool = False) -> Execution:
+    """Compile and run a module; `checked`: with the buffer checks of xla/buffers.py (a
+    target's run; run_s then includes them)."""
     t0 = time.perf_counter()
     exe = compile_module(module, options, platform)
     t1 = time.perf_counter()
-    outs = execute(exe, inputs)
+    problems: list[dict[str, Any]] = []
+    if checked and not isinstance(exe, Partitioned):
+        # As text: donation is read from @main's argument attributes.
+        outs, problems = buffers.execute_checked(exe, inputs, text_or_empty(module))
+    else:
+        outs = execute(exe, inputs)
+        if checked:  # an SPMD executable: the rerun check only (buffers.py)
+            problems = buffers.compare(outs, execute(exe, inputs), "nondeterministic",
+                                       "rerun of the same executable")
     t2 = time.perf_counter()
     # Full constants: the bisector compiles fusions cut out of this text.
     text = hlo_proto.full_text(exe.hlo_modules()[0]) if want_hlo else None
-    return Execution(outs, t1 - t0, t2 - t1, text)
+    return Execution(outs, t1 - t0, t2 - t1, text, problems)
