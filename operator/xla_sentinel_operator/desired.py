@@ -36,9 +36,15 @@ ARTIFACTS_MOUNT = "/artifacts"
 MAIN_GROUP = "main"
 # Pods of one index that may fail before the Job gives that index up.
 BACKOFF_PER_INDEX = 3
-# An Indexed Job's pods are named and host-named `<job>-<index>`, a DNS label (<= 63), and
-# an index has at most 4 digits (spec.workers <= 4096).
-JOB_NAME_MAX = LABEL_VALUE_MAX - len("-4095")
+# An Indexed Job's pods are host-named `<job>-<index>`, a DNS label (<= 63), and named
+# `<job>-<index>-` plus 5 random characters, where the Job controller cuts a generateName
+# longer than 58 (names.MaxGeneratedNameLength) inside the job name. Kept whole, the pod
+# name minus its suffix is `<job>-<index>`: the WorkerReport name the chart's admission
+# policy binds to the pod (cluster.report.writer_name). An index has at most 4 digits
+# (spec.workers <= 4096).
+JOB_NAME_MAX = 58 - len("-4095-")
+# The downward-API env var holding the pod's name (its report name comes from it).
+POD_ENV = {"name": "XLA_SENTINEL_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,74 @@ def worker_groups(spec: CampaignSpec) -> list[WorkerGroup]:
         name = MAIN_GROUP if image is None else f"img-{short_hash(image, 6)}"
         groups.append(WorkerGroup(name=name, image=image, targets=tuple(names)))
     return groups
+
+
+class ImageError(ValueError):
+    """A campaign's runner image cannot run its targets (refused before any Job)."""
+
+
+# On a FuzzCampaign: the platform (cpu, gpu, tpu) its spec.image was built for, where the
+# operator cannot tell it from the images it was configured with.
+IMAGE_PLATFORM_ANNOTATION = "xlasentinel.dev/image-platform"
+
+
+def platform(spec: CampaignSpec) -> str:
+    """The accelerator platform a campaign's pods run on: spec.accelerator.type. One pod sits
+    on one node, so every target must run there: CPU targets run anywhere (every runner
+    image holds jax's CPU backend), a GPU or TPU target only on a campaign of that
+    accelerator type. A campaign mixing GPU and TPU targets is refused: split it into one
+    campaign per platform."""
+    acc = spec.accelerator.type
+    for i, t in enumerate(spec.targets):
+        if t.platform not in ("cpu", acc):
+            others = sorted({x.platform for x in spec.targets} - {"cpu"})
+            hint = (f"campaigns mix no accelerators ({' and '.join(others)} targets): split it "
+                    "into one campaign per platform" if len(others) > 1
+                    else f"set spec.accelerator.type: {t.platform}")
+            raise ImageError(f"spec.targets[{i}].platform: {t.platform} target {t.name!r} cannot "
+                             f"run on a {acc} campaign's pods; {hint}")
+    return acc
+
+
+def repository(image: str) -> str:
+    """An image reference without its tag and digest (registry/path/name)."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def image_platform(image: str, images: dict[str, str], declared: str | None = None) -> str | None:
+    """The platform `image` was built for: `declared` (the campaign's
+    IMAGE_PLATFORM_ANNOTATION) when given, else that of the configured runner image from the
+    same repository; None when it cannot be told (an image of the user's own)."""
+    if declared:
+        return declared
+    for name, known in images.items():
+        if repository(known) == repository(image):
+            return name
+    return None
+
+
+def runner_image(spec: CampaignSpec, images: dict[str, str], declared: str | None = None) -> str:
+    """The image of a campaign's pods where a target names none: spec.image, else the
+    configured image of its platform. ImageError when a GPU or TPU campaign would get an
+    image of another platform (without CUDA or libtpu its pods would hold accelerators jax
+    cannot open), or when its targets mix platforms."""
+    want = platform(spec)
+    if declared is not None and declared not in images:
+        raise ImageError(f"annotation {IMAGE_PLATFORM_ANNOTATION}: {declared!r} is no platform; "
+                         f"use one of {', '.join(sorted(images))}")
+    explicit = [("spec.image", spec.image, declared)] if spec.image else []
+    explicit += [(f"spec.targets[{i}].image", t.image, None)
+                 for i, t in enumerate(spec.targets) if t.image]
+    for where, image, said in explicit:
+        got = image_platform(str(image), images, said)
+        if got is not None and got != want:
+            raise ImageError(f"{where}: {image} is a {got} runner image, but the campaign runs on "
+                             f"{want} (spec.accelerator.type); use the {want} image "
+                             f"{images[want]}, or leave spec.image unset for it")
+    return spec.image or images[want]
 
 
 def revision(spec: CampaignSpec) -> str:
@@ -181,7 +255,9 @@ def _pod_spec(c: Campaign, image: str, args: list[str], env: list[dict[str, Any]
 
 
 def processes(spec: CampaignSpec) -> int:
-    """Engine processes per worker pod: the whole CPUs the pod requests (at least one)."""
+    """Engine slots per worker pod: the whole CPUs the pod requests (at least one). They do
+    not multiply accelerator processes: every slot feeds its TPU or GPU targets to the one
+    process per pod that owns the device (engine worker/devices.py; tests/devices)."""
     cpu = str((spec.resources.get("requests") or {}).get("cpu", "1"))
     try:
         cores = float(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu)
@@ -277,6 +353,7 @@ def _worker_env(c: Campaign, group: WorkerGroup, spec_json: str) -> list[dict[st
         {"name": "XLA_SENTINEL_PROCESSES", "value": str(processes(c.spec))},
         {"name": "XLA_SENTINEL_NAMESPACE",
          "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        POD_ENV,
     ]
     platform = JAX_PLATFORMS.get(c.spec.accelerator.type)
     if platform:
@@ -393,7 +470,7 @@ def _job_env(c: Campaign, image: str) -> list[dict[str, Any]]:
             {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
             {"name": "XLA_SENTINEL_IMAGE", "value": image},
             {"name": "XLA_SENTINEL_NAMESPACE",
-             "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+             "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}, POD_ENV]
 
 
 def verify_job(c: Campaign, signature: str, repro: str, fixed_in: str, *, default_image: str,

@@ -1,8 +1,10 @@
 """The campaign loop: programs in, verdicts out, findings stored as they happen.
 
 The coordinator never imports jax. Each slot (one per worker) owns a program worker
-(generation and references, no injected passes) and one worker process per target
-under test; slots run in threads, each XLA compile in its own process. CampaignRun
+(generation and references, no injected passes) and one worker process per CPU target
+under test; the targets of an accelerator platform run in the one process that owns it
+on this host, shared by every slot (worker/devices.py). Slots run in threads, each XLA
+compile in a worker process. CampaignRun
 orchestrates the parts (docs/architecture.md, "The flow"): program sources (sources.py),
 scheduling (scheduling.py), judging (assess.py), recording (recording.py) and the
 summary (summary.py).
@@ -28,11 +30,12 @@ from xla_sentinel.campaign.scheduling import Scheduler, shard_indices
 from xla_sentinel.campaign.sources import ProgramSources, Unloadable
 from xla_sentinel.campaign.summary import print_progress, write_summary
 from xla_sentinel.core.graph import Graph
-from xla_sentinel.judge.assess import Assessor, Slot
+from xla_sentinel.judge.assess import Assessor, Slot, device_owners
 from xla_sentinel.judge.targets import release_option_errors, resolve
 from xla_sentinel.spec.campaign import CampaignSpec, SpecError
 from xla_sentinel.spec.plugins import check_ref, split_ref
-from xla_sentinel.worker.client import Worker, release_workers, wait_ready
+from xla_sentinel.worker.client import Worker, distinct, release_workers, wait_ready
+from xla_sentinel.worker.devices import process_kind
 from xla_sentinel.worker.protocol import RequestFailed, Validate
 
 log = structlog.get_logger()
@@ -122,7 +125,10 @@ class CampaignRun:
         # their own workers will (worker._serve); the plugins in the CPU one.
         for platform in dict.fromkeys(["cpu", *(t.platform for t in self.targets)]):
             group = [asdict(t) for t in self.targets if t.platform == platform]
-            checker = Worker(f"validate-{platform}", platform=platform)
+            # On an accelerator the checker must be gone before the device's owner starts
+            # (one process per host holds it): waited for as an owner is (DeviceOwner).
+            checker = Worker(f"validate-{platform}", platform=platform,
+                             exit_wait=30.0 if process_kind(platform) == "device_owner" else 5.0)
             try:
                 reply = checker.call(Validate(self.plugins if platform == "cpu" else [], group), 120)
             except RequestFailed as e:
@@ -134,6 +140,7 @@ class CampaignRun:
         errors += release_option_errors(self.spec.targets)
         if errors:
             raise SpecError(errors[0])
+        device_owners(self.targets, self.plugins, None)  # SpecError where targets cannot share an owner
         if self.unavailable:
             for name, why in self.unavailable.items():
                 log.warning("target_unavailable", target=name, reason=why)
@@ -151,7 +158,11 @@ class CampaignRun:
         logs = self.out / "logs"
         logs.mkdir(exist_ok=True)
         interpreter = "interpreter" in self.spec.references
-        slots = [Slot(i, self.targets, self.plugins, logs, interpreter) for i in range(self.spec.workers)]
+        # One process per host owns each accelerator, fed by every slot; CPU targets and
+        # the references keep a process per slot (docs/architecture.md, "Accelerators").
+        owners = device_owners(self.targets, self.plugins, logs)
+        slots = [Slot(i, self.targets, self.plugins, logs, interpreter, owners)
+                 for i in range(self.spec.workers)]
         progress = threading.Thread(target=self._progress_loop, daemon=True)
         try:
             wait_ready([w for s in slots for w in s.workers()])
@@ -161,7 +172,7 @@ class CampaignRun:
             self.scheduler.run(slots, indices, self.run_program, self._harness_error)
         finally:
             self.stop.set()
-            workers = [w for s in slots for w in s.workers()]
+            workers = distinct([w for s in slots for w in s.workers()])
             self.worker_restarts = {"recycled_for_memory": sum(w.recycles for w in workers),
                                     "restarted_after_death": sum(w.restarts for w in workers)}
             for s in slots:

@@ -40,12 +40,13 @@ from xla_sentinel.worker.protocol import (
 # (docs/versions.md).
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # What such a worker runs first: `xla_sentinel` bound to PACKAGE_DIR (argv[1]), then the
-# server loop on the inherited socket (argv[2]), with the plugins (argv[3], JSON) and the
-# log (argv[4]) of the worker. multiprocessing's own spawn cannot do this: it hands the
-# child the parent's sys.path, which would import this environment's jax there.
+# server loop on the inherited socket (argv[2]), with the plugins (argv[3], JSON), the
+# log (argv[4]) and the platform (argv[5], "" for the CPU) of the worker. multiprocessing's
+# own spawn cannot do this: it hands the child the parent's sys.path, which would import
+# this environment's jax there.
 _BOOTSTRAP = """
 import importlib.util, json, sys
-root, fd, plugins, log = sys.argv[1:5]
+root, fd, plugins, log, platform = sys.argv[1:6]
 spec = importlib.util.spec_from_file_location(
     "xla_sentinel", root + "/__init__.py", submodule_search_locations=[root])
 module = importlib.util.module_from_spec(spec)
@@ -53,7 +54,7 @@ sys.modules["xla_sentinel"] = module
 spec.loader.exec_module(module)
 from multiprocessing.connection import Connection
 from xla_sentinel.worker import server
-server.serve(Connection(int(fd)), json.loads(plugins), log or None, foreign=True)
+server.serve(Connection(int(fd)), json.loads(plugins), log or None, foreign=True, platform=platform or None)
 """
 
 R = TypeVar("R", bound=Reply)
@@ -174,7 +175,8 @@ class _Foreign:
         return self.popen.poll()
 
 
-def _start_foreign(python: str, plugins: Sequence[str], log: str | None) -> tuple[_Foreign, Any]:
+def _start_foreign(python: str, plugins: Sequence[str], log: str | None,
+                   platform: str | None = None) -> tuple[_Foreign, Any]:
     """Start a worker under the interpreter `python`; its process and our end of the pipe."""
     from multiprocessing.connection import Connection
 
@@ -188,7 +190,7 @@ def _start_foreign(python: str, plugins: Sequence[str], log: str | None) -> tupl
         try:
             popen = subprocess.Popen(
                 [python, "-c", _BOOTSTRAP, str(PACKAGE_DIR), str(theirs.fileno()),
-                 json.dumps(list(plugins)), ""],
+                 json.dumps(list(plugins)), "", platform or ""],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=stderr, stderr=stderr, env=env)
         finally:
@@ -214,11 +216,13 @@ class Worker:
     restarts: int = 0
     recycles: int = 0
     _busy: bool = field(default=False, repr=False)
+    # How long a dead or killed process is waited for before the next one starts.
+    exit_wait: float = 5.0
 
     def start(self) -> None:
         log = str(self.log_path) if self.log_path else None
         if self.python is not None:
-            self._proc, self._conn = _start_foreign(self.python, self.plugins, log)
+            self._proc, self._conn = _start_foreign(self.python, self.plugins, log, self.platform)
             return
         parent, child = _CTX.Pipe()
         self._proc = _ZYGOTE.process(target=_serve_in_child, args=(child, tuple(self.plugins), log, False, self.platform),
@@ -271,7 +275,7 @@ class Worker:
                 self.recycles += 1
             return answer.reply
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
-            proc.join(5)
+            proc.join(self.exit_wait)
             tail = self._log_tail()
             self._proc = None
             self.restarts += 1
@@ -282,7 +286,7 @@ class Worker:
     def kill(self) -> None:
         if self._proc is not None:
             self._proc.kill()
-            self._proc.join(5)
+            self._proc.join(self.exit_wait)
             self._proc = None
 
     def close(self) -> None:
@@ -298,6 +302,44 @@ class Worker:
         self.kill()
 
 
+class DeviceOwner(Worker):
+    """The one worker per host that owns an accelerator platform (worker/devices.py), shared
+    by every slot: a slot's request waits for the ones before it and is then served alone
+    (one program at a time on the device; waiting is not part of the request's timeout).
+    A crash or hang is the verdict of the request that was running, as for any worker, and
+    the next request starts a fresh owner, once the dead one has exited: its device (TPU
+    chips, GPU memory) is given back only then."""
+
+    def __init__(self, name: str, plugins: Sequence[str] = (), log_path: Path | None = None,
+                 python: str | None = None, platform: str | None = None) -> None:
+        super().__init__(name, plugins, log_path, python, platform, exit_wait=30.0)
+        self._queue = threading.RLock()  # start() runs inside _exchange too
+        self._closed = False
+
+    def start(self) -> None:
+        # Several slots hand it to wait_ready: one process, started once.
+        with self._queue:
+            if self._proc is None or not self._proc.is_alive():
+                super().start()
+
+    def _exchange(self, request: Request[Any], timeout: float) -> Reply:
+        with self._queue:
+            if self._closed:
+                # Closed (the campaign stops) while this request waited: starting a fresh
+                # owner would leave a process nothing closes.
+                raise WorkerDied(None, f"{self.name}: closed")
+            return super()._exchange(request, timeout)
+
+    def close(self) -> None:
+        self._closed = True
+        super().close()
+
+
+def distinct(workers: Sequence[Worker]) -> list[Worker]:
+    """Each worker once, in order: slots share their device owners."""
+    return list({id(w): w for w in workers}.values())
+
+
 # How long a new worker may take to import jax and answer: starting is not a program's
 # hang, and on a loaded 2-core machine (load 10, niced) an import took over 120 s.
 STARTUP_SECONDS = 600.0
@@ -310,6 +352,7 @@ class WorkerStartError(RuntimeError):
 def wait_ready(workers: Sequence[Worker], timeout: float = STARTUP_SECONDS) -> None:
     """Start every worker and wait until each has imported jax (pings in parallel);
     WorkerStartError naming the worker, and its log's last lines, when one does not."""
+    workers = distinct(workers)
     for w in workers:
         w.start()
     deadline = time.monotonic() + timeout

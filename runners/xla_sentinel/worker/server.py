@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xla_sentinel.worker import registry
+from xla_sentinel.worker import devices, registry
 from xla_sentinel.worker.protocol import Answer, Failed, Ping, Pong, Reply, Request
 
 # The handler modules of each release; importing one registers its handlers.
@@ -63,6 +63,22 @@ def _host_device_flags(flags: str) -> str:
     return f"{flags} --xla_force_host_platform_device_count={HOST_DEVICES}".strip()
 
 
+def _name_process() -> None:
+    """Name this process after its worker (slot3-programs, owner-tpu; the kernel keeps 15
+    bytes) so that ps and top in a pod, and tests/devices counting device owners, tell
+    the workers apart; every forked worker is otherwise `python`."""
+    import ctypes
+    import multiprocessing
+
+    name = multiprocessing.current_process().name
+    if not name.startswith("xla-sentinel-"):  # a worker under another interpreter (client._BOOTSTRAP)
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(15, ctypes.c_char_p(name.removeprefix("xla-sentinel-").encode()[:15]), 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):  # not Linux: the name is cosmetic
+        pass
+
+
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -79,6 +95,12 @@ def serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool
     if log_path:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)
+    # One process per host owns each accelerator (worker/devices.py): the owner gets the
+    # memory settings that let it share the device, every other worker is held to the CPU.
+    # Read when jax creates a backend, which no worker has before this point (zygote.py).
+    owner = devices.process_kind(platform, devices.ACCELERATORS) == "device_owner"
+    os.environ.update(devices.owner_environment(str(platform)) if owner else devices.held_off_environment())
+    _name_process()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     # Read once, when jax initializes its CPU client: it must be set before the import.
     os.environ["XLA_FLAGS"] = _host_device_flags(os.environ.get("XLA_FLAGS", ""))
