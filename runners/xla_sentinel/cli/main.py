@@ -281,6 +281,59 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     return run(args.rest)
 
 
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        from xla_sentinel.agents.mcp_server import parse_http, require_sdk, serve
+
+        require_sdk()
+    except ImportError as e:
+        raise ProgramError(f"mcp: the agents extra is not installed ({e}); pip install 'xla-sentinel[agents]'") from None
+    if args.http:
+        try:
+            parse_http(args.http)
+        except ValueError as e:
+            raise ProgramError(str(e)) from None
+    campaign = Path(args.campaign) if args.campaign else None
+    if campaign:
+        load_campaign(campaign)  # a bad file is said before the server starts
+    return serve(campaign, Path(args.out), args.http, tuple(args.inject_pass or ()),
+                 [Path(r) for r in args.regression] if args.regression else None)
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    import asyncio
+
+    try:
+        from xla_sentinel.agents.runtime import (
+            AgentSetupError,
+            Budget,
+            make_model,
+            mcp_toolset,
+            run_agent,
+        )
+    except ImportError as e:
+        raise ProgramError(f"agent: the agents extra is not installed ({e}); pip install 'xla-sentinel[agents]'") from None
+    try:
+        budget = Budget(args.max_tokens, args.max_tool_calls, args.max_seconds)
+    except ValueError as e:
+        raise ProgramError(str(e)) from None
+    campaign = Path(args.campaign) if args.campaign else None
+    if campaign:
+        load_campaign(campaign)
+    try:
+        model = make_model(args.model)
+        toolset = mcp_toolset(campaign, Path(args.out), args.mcp_url, args.inject_pass or ())
+        record = asyncio.run(run_agent(args.role, model, toolset, Path(args.out), args.name, budget,
+                                       args.task, campaign=campaign))
+    except AgentSetupError as e:
+        print(f"xla-sentinel: error: agent: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ImportError as e:
+        raise ProgramError(f"agent: the agents extra is not installed ({e}); pip install 'xla-sentinel[agents]'") from None
+    print(json.dumps(record, indent=1, default=str))
+    return int(record["exit"])
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xla-sentinel", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -341,6 +394,31 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--html", nargs="?", const="", metavar="PAGE",
                      help="write the self-contained triage page instead (default DIR/report.html)")
     rep.set_defaults(fn=_cmd_report)
+
+    mcp = sub.add_parser("mcp", help="serve the engine to agents over the Model Context Protocol "
+                         "(docs/agents.md)")
+    mcp.add_argument("--campaign", help="campaign YAML: targets, references, corpus")
+    mcp.add_argument("--out", required=True, help="the campaign's output folder")
+    mcp.add_argument("--http", metavar="HOST:PORT", help="streamable HTTP at /mcp instead of stdio")
+    mcp.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    mcp.add_argument("--regression", action="append", metavar="REPRO.py",
+                     help="the regression corpus of fixes (repeatable; default bench/repros)")
+    mcp.set_defaults(fn=_cmd_mcp)
+
+    agent = sub.add_parser("agent", help="run one agent over the MCP tools (docs/agents.md)")
+    agent.add_argument("--role", required=True, choices=["stress", "reproduce", "fix"])
+    agent.add_argument("--model", required=True, help="provider:model, e.g. openai:gpt-5, "
+                       "anthropic:claude-sonnet-4-5, google-gla:gemini-2.5-pro")
+    agent.add_argument("--campaign", help="campaign YAML")
+    agent.add_argument("--out", required=True, help="the campaign's output folder")
+    agent.add_argument("--name", default="agent", help="this agent's name in claims and leases")
+    agent.add_argument("--task", help="the task as text (default: take one from the queue)")
+    agent.add_argument("--mcp-url", help="a running `xla-sentinel mcp --http` (default: start one over stdio)")
+    agent.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    agent.add_argument("--max-tokens", type=int, default=400_000)
+    agent.add_argument("--max-tool-calls", type=int, default=60)
+    agent.add_argument("--max-seconds", type=float, default=1800.0)
+    agent.set_defaults(fn=_cmd_agent)
 
     worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",
                             add_help=False)

@@ -1,0 +1,254 @@
+"""The verification gate: nothing an agent claims counts until the engine has checked it.
+
+- a test counts once it compiled and the oracle judged it under the campaign's targets
+  (`verify_test`, on what `tools.Workbench.run_test` returned);
+- a reproduction counts once its script exits 1 on this build and 0 under its cure
+  (`verify_reproduction`);
+- a fix counts once it cures the reproducer and changes no verdict of the regression
+  corpus of known bugs for the worse (`verify_fix`: a known bug's reproducer that passed
+  must still pass, one that failed must still run; one it cures as well is reported
+  under `also_cures`, not refused).
+
+Every claim is written to the claims table (OUT/agents.sqlite) with the gate's decision
+and evidence: a verified claim is what the campaign keeps (a corpus entry, a reproducer,
+a fix draft); a refused one stays a claim, never a finding. Reproducers are agent-written
+code: they run in a child process (`run_script`), where a crash or hang is an outcome,
+not the server's death.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# What a reproducer's exit tells: 1 the bug shows, 0 it does not. An uncaught exception
+# also exits 1, so a traceback on stderr makes it `error`, not `bug`.
+OUTCOMES = ("bug", "clean", "error", "timeout")
+SCRIPT_SECONDS = 300.0
+_FLAG = re.compile(r"^--xla_[a-z0-9_]+(=[^\s]*)?$")
+_PASS = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class GateError(ValueError):
+    """A claim the gate cannot even check: a missing script, a malformed flag."""
+
+
+@dataclass(frozen=True)
+class Cure:
+    """A candidate cure: XLA flags and HLO passes to disable, as XLA_FLAGS sets them."""
+
+    xla_flags: tuple[str, ...] = ()
+    disable_passes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for f in self.xla_flags:
+            if not _FLAG.match(f):
+                raise GateError(f"xla_flags: {f!r} is not an XLA flag (--xla_name or --xla_name=value)")
+        for p in self.disable_passes:
+            if not _PASS.match(p):
+                raise GateError(f"disable_passes: {p!r} is not an HLO pass name")
+        if not self.xla_flags and not self.disable_passes:
+            raise GateError("a cure needs xla_flags or disable_passes")
+
+    def flags(self) -> list[str]:
+        disabled = [f"--xla_disable_hlo_passes={','.join(self.disable_passes)}"] if self.disable_passes else []
+        return [*disabled, *self.xla_flags]
+
+    def describe(self) -> str:
+        return " ".join(self.flags())
+
+
+@dataclass
+class Decision:
+    """The gate's answer on one claim."""
+
+    verified: bool
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def jaxlib_version() -> str:
+    try:
+        return metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def run_script(script: Path, cure: Cure | None = None, timeout: float = SCRIPT_SECONDS) -> dict[str, Any]:
+    """Run a reproducer in a child process, under `cure` if given: its outcome and output.
+
+    The cure goes in XLA_FLAGS (read by every XLA compile in the child; the repros of
+    bench/repros append to it) and, for a bundle's repro.py, which sets its options per
+    compile, also as its `--xla-option`s.
+    """
+    script = Path(script)
+    if not script.is_file():
+        raise GateError(f"{script}: no such reproducer")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    argv = [sys.executable, script.name]
+    if cure is not None:
+        env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), *cure.flags()]).strip()
+        if "--xla-option" in script.read_text(errors="replace"):
+            for flag in cure.flags():
+                argv += ["--xla-option", flag.removeprefix("--") if "=" in flag else f"{flag[2:]}=true"]
+    try:
+        proc = subprocess.run(argv, cwd=script.parent, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"outcome": "timeout", "exit": None, "output": f"no answer in {timeout:.0f} s"}
+    if proc.returncode == 0:
+        outcome = "clean"
+    elif proc.returncode == 1 and "Traceback (most recent call last)" not in proc.stderr:
+        outcome = "bug"
+    else:
+        outcome = "error"
+    return {"outcome": outcome, "exit": proc.returncode,
+            "output": (proc.stdout + proc.stderr).strip()[-1500:]}
+
+
+def outcomes_path() -> Path:
+    """Where reproducer outcomes are remembered: $XLA_SENTINEL_OUTCOMES, else a per-user
+    cache. Not per campaign: a known bug's reproducer answers the same for every campaign
+    on one interpreter and jaxlib release."""
+    env = os.environ.get("XLA_SENTINEL_OUTCOMES")
+    return Path(env) if env else Path.home() / ".cache" / "xla-sentinel" / "repro-outcomes.sqlite"
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    return db
+
+
+class Ledger:
+    """The claims table of a campaign (OUT/agents.sqlite), and the remembered outcomes of
+    reproducers (`outcomes_path`: a known bug's reproducer is run once per cure, jaxlib
+    release and interpreter, not once per candidate fix)."""
+
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS claims (
+      id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, agent TEXT NOT NULL,
+      model TEXT NOT NULL, kind TEXT NOT NULL, claim TEXT NOT NULL, verified INTEGER NOT NULL,
+      reason TEXT NOT NULL, evidence TEXT NOT NULL);
+    """
+    OUTCOMES = "CREATE TABLE IF NOT EXISTS outcomes (key TEXT PRIMARY KEY, outcome TEXT NOT NULL);"
+
+    def __init__(self, path: Path, outcomes: Path | None = None) -> None:
+        self.db = _connect(path)
+        self.db.executescript(self.SCHEMA)
+        self.outcomes = _connect(outcomes or outcomes_path())
+        self.outcomes.executescript(self.OUTCOMES)
+
+    def close(self) -> None:
+        self.db.close()
+        self.outcomes.close()
+
+    def record(self, kind: str, agent: str, model: str, claim: dict[str, Any], decision: Decision) -> int:
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO claims (time, agent, model, kind, claim, verified, reason, evidence) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (time.time(), agent, model, kind, json.dumps(claim, default=str), int(decision.verified),
+                 decision.reason, json.dumps(decision.evidence, default=str)))
+        return int(cur.lastrowid or 0)
+
+    def claims(self, kind: str | None = None) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT id, time, agent, model, kind, claim, verified, reason, evidence "
+                               "FROM claims" + (" WHERE kind = ?" if kind else "") + " ORDER BY id",
+                               (kind,) if kind else ()).fetchall()
+        return [{"id": r[0], "time": r[1], "agent": r[2], "model": r[3], "kind": r[4],
+                 "claim": json.loads(r[5]), "verified": bool(r[6]), "reason": r[7],
+                 "evidence": json.loads(r[8])} for r in rows]
+
+    def outcome(self, script: Path, cure: Cure | None, timeout: float = SCRIPT_SECONDS) -> dict[str, Any]:
+        """`run_script`, remembered by the script's bytes, the cure and the jaxlib release."""
+        # A bundle's repro.py (and an agent's, in a folder of its own) reads the files
+        # beside it: the module, the inputs, a plugin. They are part of what it is.
+        script = Path(script)
+        digest = hashlib.sha256(script.read_bytes())
+        if script.name == "repro.py":
+            for extra in sorted(script.parent.glob("*")):
+                if extra != script and extra.is_file() and extra.suffix in (".mlir", ".npz", ".py"):
+                    digest.update(extra.name.encode() + extra.read_bytes())
+        key = "|".join([digest.hexdigest(), cure.describe() if cure else "", jaxlib_version(), sys.executable])
+        row = self.outcomes.execute("SELECT outcome FROM outcomes WHERE key = ?", (key,)).fetchone()
+        if row:
+            return {**json.loads(row[0]), "cached": True}
+        result = run_script(script, cure, timeout)
+        if result["outcome"] != "timeout":  # a slow machine may answer next time
+            with self.outcomes:
+                self.outcomes.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?)", (key, json.dumps(result)))
+        return result
+
+
+def verify_test(result: dict[str, Any]) -> Decision:
+    """A test counts once it compiled and the oracle judged every target."""
+    if result.get("status") != "judged":
+        return Decision(False, f"not judged: status {result.get('status')!r}"
+                        + (f" ({result['error']})" if result.get("error") else ""), result)
+    unjudged = [v["target"] for v in result.get("verdicts", []) if v["verdict"] == "unjudged"]
+    if unjudged or not result.get("verdicts"):
+        return Decision(False, f"targets not judged: {unjudged or 'none ran'}", result)
+    return Decision(True, "compiled and judged by the oracle", result)
+
+
+def verify_reproduction(ledger: Ledger, script: Path, cure: Cure,
+                        timeout: float = SCRIPT_SECONDS) -> Decision:
+    """A reproducer counts once it exits 1 on this build and 0 under its cure."""
+    affected = ledger.outcome(script, None, timeout)
+    cured = ledger.outcome(script, cure, timeout)
+    evidence = {"script": str(script), "jaxlib": jaxlib_version(), "cure": cure.describe(),
+                "affected": affected, "under_cure": cured}
+    if affected["outcome"] != "bug":
+        return Decision(False, f"the reproducer does not show a bug on jaxlib {jaxlib_version()}: "
+                        f"{affected['outcome']} (exit {affected['exit']})", evidence)
+    if cured["outcome"] != "clean":
+        return Decision(False, f"under {cure.describe()} the reproducer is {cured['outcome']} "
+                        f"(exit {cured['exit']}), not clean", evidence)
+    return Decision(True, f"exit 1 on jaxlib {jaxlib_version()}, 0 under {cure.describe()}", evidence)
+
+
+def verify_fix(ledger: Ledger, reproducer: Path, cure: Cure, regression: Sequence[Path],
+               timeout: float = SCRIPT_SECONDS) -> Decision:
+    """A fix counts once it cures the reproducer and no known bug's reproducer gets worse."""
+    repro = verify_reproduction(ledger, reproducer, cure, timeout)
+    rows, regressions, also = [], [], []
+    for script in regression:
+        if Path(script).resolve() == Path(reproducer).resolve():
+            continue
+        before = ledger.outcome(script, None, timeout)
+        after = ledger.outcome(script, cure, timeout)
+        worse = (before["outcome"] == "clean" and after["outcome"] != "clean") or \
+            (before["outcome"] == "bug" and after["outcome"] in ("error", "timeout"))
+        row = {"script": str(script), "before": before["outcome"], "after": after["outcome"]}
+        if worse:
+            regressions.append({**row, "output": after["output"][-600:]})
+        elif before["outcome"] == "bug" and after["outcome"] == "clean":
+            also.append(row)
+        rows.append(row)
+    evidence = {**repro.evidence, "regression_corpus": rows, "regressions": regressions,
+                "also_cures": also, "cured": repro.verified}
+    if not repro.verified:
+        return Decision(False, f"not cured: {repro.reason}", evidence)
+    if regressions:
+        return Decision(False, f"cures the reproducer but changes {len(regressions)} verdicts of the "
+                        f"regression corpus: {', '.join(Path(r['script']).name for r in regressions)}",
+                        evidence)
+    return Decision(True, f"{cure.describe()} cures the reproducer; {len(rows)} known bugs' reproducers: "
+                    f"no regression" + (f", {len(also)} cured too" if also else ""), evidence)
+
+
+def decision_json(d: Decision) -> dict[str, Any]:
+    return asdict(d)

@@ -1,0 +1,235 @@
+"""`xla-sentinel mcp`: the engine over the Model Context Protocol, for Claude Code, Gemini
+CLI, Codex or any MCP client (docs/agents.md). Stdio by default, streamable HTTP with
+`--http HOST:PORT` (at /mcp).
+
+Each tool is a `tools.Workbench` method; the blocking ones run in a thread so the server
+keeps answering. A bad argument comes back as a tool error that names it; agent-written
+code runs only in worker processes and child processes, so what it does to itself is a
+verdict in the reply, never the end of the server.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from xla_sentinel.agents.gate import Cure
+from xla_sentinel.agents.tools import Workbench
+
+INSTRUCTIONS = """\
+xla-sentinel: continuous correctness testing of the XLA compiler. Tools judge programs under
+a campaign's targets (XLA configurations) against float64 references with the campaign's
+oracle. Find what to test (coverage_gaps, open_signatures, failure_reports), try programs
+(run_test: a JAX snippet defining f(*args) with INPUTS, or StableHLO text), and submit what
+you found (submit_test, submit_reproducer, submit_fix). Nothing you submit counts until the
+gate has verified it: a test must compile and be judged, a reproducer must exit 1 on this
+build and 0 under its cure, a fix must cure the reproducer without regressions in the known
+bugs' reproducers. Resources: sentinel://signatures, sentinel://findings/{id},
+sentinel://docs/{verdicts,ops,flags}."""
+
+VERDICTS_DOC = """\
+Verdicts (one per target and program, core/model.py Verdict): pass; mismatch (numbers beyond
+the oracle's tolerance against the float64 reference); nan_mismatch (another NaN/inf
+pattern); crash (the compiler or the program killed its worker); hang (no answer in the
+campaign's programSeconds); compile_error (XLA refused a module that another configuration
+compiles); unjudged (the references could not agree). A target fails a test when its verdict
+is not pass. Statuses of a test: judged; load_error (the snippet does not load or trace:
+the message says where); load_crashed / load_hung (the snippet killed or hung its worker);
+references_disagree (no verdict: the output is ill-conditioned in float64)."""
+
+
+def _flags_doc() -> str:
+    from xla_sentinel.campaign.coverage import PASSES
+    from xla_sentinel.triage.known_bugs import entries
+
+    lines = ["Cures are XLA flags as XLA_FLAGS takes them: --xla_disable_hlo_passes=NAME[,NAME]",
+             "(disable_passes: [NAME, ...]) and any --xla_NAME=VALUE (xla_flags).",
+             f"Passes the campaign watches: {', '.join(PASSES)}.", "", "Known bugs (the regression corpus):"]
+    lines += [f"- {b['id']}: {b['title']} (reproducer {b.get('reproducer')})" for b in entries()]
+    return "\n".join(lines)
+
+
+def _ops_doc() -> str:
+    from xla_sentinel.spec.campaign import DTYPES, OP_NAMES
+
+    return (f"Ops of the generator's table: {', '.join(OP_NAMES)}.\nDtypes of INPUTS: {', '.join(DTYPES)}.\n"
+            "A JAX snippet: INPUTS = [(\"f32\", (4, 8))]; def f(x): ...; optional SPECIAL = True draws "
+            "special values (NaN, inf, signed zeros, ties, extremes).")
+
+
+def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) -> Any:
+    """The FastMCP server over one Workbench."""
+    import anyio
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError as McpToolError
+
+    from xla_sentinel.agents.gate import GateError
+    from xla_sentinel.agents.tools import ToolError
+    from xla_sentinel.core.program import ProgramError
+    from xla_sentinel.spec.campaign import SpecError
+
+    server = FastMCP("xla-sentinel", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING")
+
+    async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        except (ToolError, GateError, ProgramError, SpecError) as e:
+            raise McpToolError(str(e)) from None
+
+    def cure(disable_passes: list[str] | None, xla_flags: list[str] | None) -> Cure:
+        try:
+            return Cure(tuple(xla_flags or ()), tuple(disable_passes or ()))
+        except GateError as e:
+            raise McpToolError(str(e)) from None
+
+    @server.tool()
+    async def coverage_gaps() -> dict[str, Any]:
+        """What the campaign rarely or never exercised: ops never drawn and least drawn, op
+        pairs, dtypes, ranks, special values, fusion kinds, passes that never changed a module."""
+        return await call(bench.coverage_gaps)
+
+    @server.tool()
+    async def open_signatures() -> list[dict[str, Any]]:
+        """Distinct bugs the campaign found that are neither known bugs nor verified fixed."""
+        return await call(bench.open_signatures)
+
+    @server.tool()
+    async def failure_reports() -> list[dict[str, Any]]:
+        """Written failure reports waiting for a reproducer (text of each)."""
+        return await call(bench.failure_reports)
+
+    @server.tool()
+    async def run_test(code: str, kind: str = "jax", inputs: list[Any] | None = None,
+                       special: bool = False) -> dict[str, Any]:
+        """Judge a program under the campaign's targets with the campaign's oracle.
+
+        kind "jax": code defines f(*args) and INPUTS = [(dtype, shape), ...] (or pass inputs as
+        [[dtype, shape], ...]); special=True draws special values. kind "stablehlo": module
+        text; inputs (optional) one nested list of values per parameter. Returns a verdict per
+        target with evidence, and `failing`: the targets judged wrong."""
+        return await call(bench.run_test, code, kind, inputs, special)
+
+    @server.tool()
+    async def submit_test(code: str, rationale: str, agent: str, model: str, kind: str = "jax",
+                          inputs: list[Any] | None = None, special: bool = False) -> dict[str, Any]:
+        """Add a test to the campaign's corpus with its provenance. It is judged first and
+        kept only if it compiled and the oracle judged it."""
+        return await call(bench.submit_test, code, rationale, agent, model, kind, inputs, special)
+
+    @server.tool()
+    async def check_finding(finding: str) -> dict[str, Any]:
+        """Re-run a finding's program (an id under OUT/findings, or a folder) under the targets."""
+        return await call(bench.check_finding, finding)
+
+    @server.tool()
+    async def bisect_finding(finding: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Localize and reduce a finding to its culprit op, fusion and curing pass; writes its
+        repro bundle (report.md, issue.md, repro.py)."""
+        return await call(bench.bisect_finding, finding, timeout)
+
+    @server.tool()
+    async def read_bundle(path: str) -> dict[str, Any]:
+        """Read a repro bundle folder: report.md, issue.md, repro.py, module.mlir."""
+        return await call(bench.read_bundle, path)
+
+    @server.tool()
+    async def submit_reproducer(code: str, agent: str, model: str, disable_passes: list[str] | None = None,
+                                xla_flags: list[str] | None = None, report: str = "",
+                                rationale: str = "") -> dict[str, Any]:
+        """Submit a repro.py (exit 1 while the bug shows, 0 once fixed) with its cure. Verified
+        only if it exits 1 on this build and 0 under the cure."""
+        return await call(bench.submit_reproducer, code, cure(disable_passes, xla_flags), agent, model,
+                          report, rationale)
+
+    @server.tool()
+    async def try_cure(reproducer: str, disable_passes: list[str] | None = None,
+                       xla_flags: list[str] | None = None,
+                       regression: list[str] | None = None) -> dict[str, Any]:
+        """Try a cure (HLO passes to disable, XLA flags) on a reproducer (a repro.py, a bundle
+        folder, or bench/repros/NAME.py) and on the regression corpus of known bugs (or the
+        reproducers listed in `regression`): cured or not, regressions, other bugs it cures."""
+        return await call(bench.try_cure, reproducer, cure(disable_passes, xla_flags), regression)
+
+    @server.tool()
+    async def submit_fix(reproducer: str, agent: str, model: str, disable_passes: list[str] | None = None,
+                         xla_flags: list[str] | None = None, rationale: str = "",
+                         signature: str | None = None,
+                         regression: list[str] | None = None) -> dict[str, Any]:
+        """Submit a fix draft: verified only if it cures the reproducer and no known bug's
+        reproducer gets worse under it."""
+        return await call(bench.submit_fix, reproducer, cure(disable_passes, xla_flags), agent, model,
+                          rationale, signature, regression)
+
+    @server.tool()
+    async def draft_issue(signature: str) -> dict[str, Any]:
+        """The upstream issue text of a signature (its bundle's issue.md once bisected)."""
+        return await call(bench.draft_issue, signature)
+
+    @server.resource("sentinel://signatures", mime_type="application/json")
+    async def signatures() -> list[dict[str, Any]]:
+        """Every signature of the campaign."""
+        return await call(bench.signatures)
+
+    @server.resource("sentinel://findings", mime_type="application/json")
+    async def findings() -> list[dict[str, Any]]:
+        """Every finding of the campaign (finding.json, and its folder)."""
+        return await call(bench.findings)
+
+    @server.resource("sentinel://findings/{finding_id}", mime_type="application/json")
+    async def finding(finding_id: str) -> dict[str, Any]:
+        """One finding: finding.json and, once bisected, its bundle's files."""
+        for f in await call(bench.findings):
+            if f.get("id") == finding_id or Path(f["folder"]).name == finding_id:
+                bundle = Path(f["folder"]) / "repro"
+                return {**f, **({"bundle": (await call(bench.read_bundle, str(bundle)))["files"]}
+                                if bundle.is_dir() else {})}
+        raise McpToolError(f"no finding {finding_id!r}")
+
+    docs = {"verdicts": lambda: VERDICTS_DOC, "ops": _ops_doc, "flags": _flags_doc}
+
+    @server.resource("sentinel://docs/{name}", mime_type="text/markdown")
+    async def doc(name: str) -> str:
+        """The docs an agent needs: verdicts, ops, flags."""
+        if name not in docs:
+            raise McpToolError(f"no doc {name!r}; docs: {', '.join(docs)}")
+        return docs[name]()
+
+    return server
+
+
+def require_sdk() -> None:
+    """Raise ImportError, naming the package, where the agents extra is not installed."""
+    import mcp.server.fastmcp  # noqa: F401
+
+
+def parse_http(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--http: {value!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def serve(campaign: Path | None, out: Path, http: str | None = None, inject_passes: tuple[str, ...] = (),
+          regression: list[Path] | None = None) -> int:
+    """Run the server until its client leaves (stdio) or it is stopped (HTTP)."""
+    import structlog
+
+    host, port = parse_http(http) if http else ("127.0.0.1", 8000)
+    if not http:
+        # Stdout is the protocol's: the engine's log lines and whatever a worker process
+        # prints go to stderr, the messages to a copy of the original stdout.
+        protocol = os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = io.TextIOWrapper(os.fdopen(protocol, "wb"), encoding="utf-8", write_through=True)
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    bench = Workbench(campaign, out, inject_passes, regression)
+    try:
+        server = build_server(bench, host, port)
+        server.run("streamable-http" if http else "stdio")
+    finally:
+        bench.close()
+    return 0

@@ -1,0 +1,400 @@
+"""The tools an agent drives the engine with, as plain functions over one campaign: what
+the MCP server (`mcp_server.py`) serves, and what the tests call. No `mcp` here.
+
+`Workbench(campaign, out)` answers for one campaign file (its targets, references,
+tolerances, injected passes; the defaults without one) and its output folder (the store
+`campaign.sqlite`, `findings/`, and the agents' own `agents.sqlite` and `agents/`).
+Agent-written code never runs in this process: a snippet is loaded by a worker process of
+its own (`LoadCorpus`, as the campaign loads corpus files), judged by the campaign's
+targets and oracle (`campaign/check.py`, the `xla-sentinel check` path), and a
+reproducer runs as a child process (`gate.run_script`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import sqlite3
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xla_sentinel.agents.gate import (
+    Cure,
+    Decision,
+    GateError,
+    Ledger,
+    verify_fix,
+    verify_reproduction,
+    verify_test,
+)
+from xla_sentinel.agents.tasks import TaskQueue
+from xla_sentinel.campaign import coverage
+from xla_sentinel.campaign.check import check_program
+from xla_sentinel.core.dtypes import NP_DTYPES
+from xla_sentinel.core.program import Program, ProgramError
+from xla_sentinel.report.tables import collect, never_drawn
+from xla_sentinel.spec.campaign import DTYPES, CampaignSpec, load_campaign
+from xla_sentinel.storage.store import read_signatures
+from xla_sentinel.triage import known_bugs
+from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
+from xla_sentinel.worker.protocol import LoadCorpus, RequestFailed
+
+# The repository's known-bug reproducers (bench/repros) are the regression corpus of a fix;
+# an installed package without the repository has none unless the server is given one.
+REPO = Path(__file__).resolve().parents[3]
+KINDS = ("jax", "stablehlo")
+RARE = 15  # how many of the least exercised keys a gap list shows
+_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
+class ToolError(ValueError):
+    """Bad input to a tool: the message says which argument and why."""
+
+
+def default_regression_corpus() -> list[Path]:
+    """bench/repros, and every known bug's reproducer (known_bugs.yaml), once each."""
+    found = set(REPO.glob("bench/repros/*.py"))
+    for bug in known_bugs.entries():
+        path = REPO / str(bug.get("reproducer", ""))
+        if path.suffix == ".py" and path.is_file():
+            found.add(path)
+    return sorted(found)
+
+
+def _name(value: str, what: str) -> str:
+    if not _NAME.match(value or ""):
+        raise ToolError(f"{what}: {value!r} is not a name (letters, digits, _.@-, at most 64)")
+    return value
+
+
+class Workbench:
+    def __init__(self, campaign: Path | None, out: Path, inject_passes: Sequence[str] = (),
+                 regression: Sequence[Path] | None = None) -> None:
+        self.campaign_path = Path(campaign) if campaign else None
+        loaded = load_campaign(self.campaign_path) if self.campaign_path else None
+        self.name = loaded.name if loaded else "agents"
+        self.spec = loaded.spec if loaded else CampaignSpec()
+        self.out = Path(out)
+        self.work = self.out / "agents"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.inject_passes = list(inject_passes)
+        self.ledger = Ledger(self.out / "agents.sqlite")
+        self.queue = TaskQueue(self.out / "agents.sqlite")
+        self.regression = list(regression) if regression is not None else default_regression_corpus()
+
+    def close(self) -> None:
+        self.ledger.close()
+        self.queue.close()
+
+    # --- what to test --------------------------------------------------------------------
+
+    def _store(self) -> Path | None:
+        db = self.out / "campaign.sqlite"
+        return db if db.is_file() else None
+
+    def coverage_gaps(self) -> dict[str, Any]:
+        """What the campaign rarely or never exercised, by section, from its store."""
+        db = self._store()
+        if db is None:
+            cov: dict[str, Any] = {s: {} for s in coverage.SECTIONS}
+            programs, note = 0, f"{self.out}: no campaign.sqlite yet: every key is a gap"
+        else:
+            cov = collect(self.out)["coverage"]
+            programs, note = cov["programs"], ""
+
+        def never(section: str, universe: Sequence[Any]) -> list[str]:
+            have = {str(k) for k in cov.get(section, {})}
+            return [str(u) for u in universe if str(u) not in have]
+
+        def rare(section: str) -> dict[str, int]:
+            return dict(sorted(cov.get(section, {}).items(), key=lambda kv: (kv[1], kv[0]))[:RARE])
+
+        dtypes = self.spec.generator.dtypes or list(DTYPES)
+        gaps = {
+            "programs": programs,
+            "ops_never": never_drawn({"ops": cov.get("ops", {})}),
+            "ops_rare": rare("ops"),
+            "op_pairs_rare": rare("op_pairs"),
+            "dtypes_never": never("dtypes", dtypes),
+            "ranks_never": never("ranks", range(coverage.HIGH_RANK + 1)),
+            "special_never": never("special", coverage.SPECIAL_KINDS),
+            "fusion_kinds_never": never("fusion_kinds", coverage.FUSION_KINDS),
+            "passes_never_changed": never("passes_changed", coverage.PASSES),
+            "shape_families_rare": rare("shapes") if "shapes" in cov else {},
+        }
+        return {**gaps, **({"note": note} if note else {})}
+
+    def signatures(self) -> list[dict[str, Any]]:
+        """Every signature of the campaign, with `open`: not a known bug, not verified fixed."""
+        db = self._store()
+        if db is None:
+            return []
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            sigs = read_signatures(con)
+        finally:
+            con.close()
+        return [{**s.to_summary(), "repro": s.repro, "known_bug": s.known_bug,
+                 "open": s.known_bug is None and s.verification != "verified"} for s in sigs]
+
+    def open_signatures(self) -> list[dict[str, Any]]:
+        return [s for s in self.signatures() if s["open"]]
+
+    def findings(self) -> list[dict[str, Any]]:
+        """finding.json of every finding folder under OUT/findings."""
+        out = []
+        for path in sorted((self.out / "findings").glob("*/finding.json")):
+            try:
+                out.append({**json.loads(path.read_text()), "folder": str(path.parent)})
+            except ValueError:
+                out.append({"folder": str(path.parent), "error": "unreadable finding.json"})
+        return out
+
+    def failure_reports(self) -> list[dict[str, Any]]:
+        """Written failure reports waiting for a reproducer: OUT/agents/reports/*.md|*.txt."""
+        reports = sorted(p for p in (self.work / "reports").glob("*") if p.suffix in (".md", ".txt"))
+        return [{"report": p.stem, "path": str(p), "text": p.read_text(errors="replace")[:4000]}
+                for p in reports]
+
+    def add_report(self, name: str, text: str) -> Path:
+        path = self.work / "reports" / f"{_name(name, 'name')}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def seed_tasks(self) -> dict[str, int]:
+        """Queue the campaign's work: gaps to stress agents, failure reports to reproduce
+        agents, open signatures to fix agents. A task already queued is not queued again."""
+        added = {"stress": 0, "reproduce": 0, "fix": 0}
+        gaps = self.coverage_gaps()
+        for op in gaps["ops_never"][:RARE]:
+            added["stress"] += self.queue.put("stress", f"gap:op:{op}", {"gap": "op never drawn", "op": op})
+        for kind in gaps["fusion_kinds_never"]:
+            added["stress"] += self.queue.put("stress", f"gap:fusion:{kind}", {"gap": "fusion kind never seen",
+                                                                               "fusion_kind": kind})
+        for r in self.failure_reports():
+            added["reproduce"] += self.queue.put("reproduce", f"report:{r['report']}", {"report": r["path"]})
+        for s in self.open_signatures():
+            added["fix"] += self.queue.put("fix", f"signature:{s['id']}", {"signature": s["id"], "repro": s["repro"]})
+        return added
+
+    # --- tests ---------------------------------------------------------------------------
+
+    def run_test(self, code: str, kind: str = "jax", inputs: list[Any] | None = None,
+                 special: bool = False) -> dict[str, Any]:
+        """Judge a JAX snippet or a StableHLO module under the campaign's targets.
+
+        jax: a module defining `f(*args)`; its inputs are `INPUTS` in the code or `inputs`,
+        a recipe of [dtype, shape] pairs (drawn from the special-value pool if `special`).
+        stablehlo: module text; `inputs` gives the values (one nested list per parameter),
+        else they are drawn from the parameter types.
+        """
+        if kind not in KINDS:
+            raise ToolError(f"kind: {kind!r}; one of {', '.join(KINDS)}")
+        if not code.strip():
+            raise ToolError("code: empty")
+        code = textwrap.dedent(code)
+        if kind == "jax" and inputs is not None:
+            code = f"{code.rstrip()}\n\nINPUTS = {[(str(d), tuple(s)) for d, s in _recipe(inputs)]!r}\n"
+        if kind == "jax" and special:
+            code = f"{code.rstrip()}\nSPECIAL = True\n"
+        digest = hashlib.sha256(f"{kind}\n{code}".encode()).hexdigest()[:12]
+        folder = self.work / "tests" / digest
+        folder.mkdir(parents=True, exist_ok=True)
+        source = folder / ("test.py" if kind == "jax" else "test.mlir")
+        source.write_text(code)
+        base = {"test": digest, "source": str(source), "kind": kind}
+        # The snippet runs in a worker process of its own, never here: a crash or a hang
+        # is the test's verdict.
+        loader = Worker(f"agent-test-{digest}", (), folder / "load.log")
+        try:
+            reply = loader.call(LoadCorpus(str(source), self.spec.seed), self.spec.timeouts.programSeconds)
+        except WorkerDied as e:
+            return {**base, "status": "load_crashed", "error": str(e).splitlines()[0], "verdicts": []}
+        except WorkerHung as e:
+            return {**base, "status": "load_hung", "error": str(e).splitlines()[0], "verdicts": []}
+        except RequestFailed as e:
+            return {**base, "status": "load_error", "error": e.error.removeprefix("ProgramError: "),
+                    "verdicts": []}
+        finally:
+            loader.close()
+        program = Program(id=f"agent-{digest}", module=reply.module, inputs=reply.inputs,
+                          input_dtypes=reply.input_dtypes,
+                          provenance={**reply.provenance, "source": "agent", "campaign": self.name})
+        if kind == "stablehlo" and inputs is not None:
+            program.inputs = _values(inputs, program.input_dtypes)
+        program.save(folder / "program")
+        verdicts = check_program(folder / "program", self.campaign_path, self.inject_passes)
+        status = verdicts[0]["status"] if verdicts else "no_targets"
+        return {**base, "program": str(folder / "program"), "status": status,
+                "ops": program.op_count, "verdicts": verdicts,
+                "failing": [v["target"] for v in verdicts if v["verdict"] not in ("pass", "unjudged")]}
+
+    def submit_test(self, code: str, rationale: str, agent: str, model: str, kind: str = "jax",
+                    inputs: list[Any] | None = None, special: bool = False) -> dict[str, Any]:
+        """Add a test to the campaign's corpus, once the gate has seen it judged."""
+        _name(agent, "agent")
+        result = self.run_test(code, kind, inputs, special)
+        decision = verify_test(result)
+        claim = {"test": result["test"], "kind": kind, "rationale": rationale, "source": result["source"]}
+        entry = None
+        if decision.verified:
+            corpus = Path(self.spec.corpus[0]) if self.spec.corpus else self.work / "corpus"
+            corpus.mkdir(parents=True, exist_ok=True)
+            entry = corpus / f"{agent}-{result['test']}{Path(result['source']).suffix}"
+            shutil.copyfile(result["source"], entry)
+            # Beside the entry, not in it: the corpus loader reads only .py and .mlir files.
+            entry.with_suffix(".provenance.json").write_text(json.dumps(
+                {"agent": agent, "model": model, "rationale": rationale, "test": result["test"],
+                 "verdicts": result["verdicts"]}, indent=1, default=str))
+        claim_id = self.ledger.record("test", agent, model, claim, decision)
+        return {"claim": claim_id, "verified": decision.verified, "reason": decision.reason,
+                "corpus_entry": str(entry) if entry else None, "result": result}
+
+    # --- reproduction --------------------------------------------------------------------
+
+    def _finding_folder(self, finding: str) -> Path:
+        folder = Path(finding) if Path(finding).is_absolute() else self.out / "findings" / finding
+        if not (folder / "finding.json").is_file():
+            raise ToolError(f"finding: {finding!r}: no finding.json in {folder}")
+        return folder
+
+    def check_finding(self, finding: str) -> dict[str, Any]:
+        """Re-run a finding's program under the campaign's targets: does it still fail?"""
+        folder = self._finding_folder(finding)
+        program = folder / "program" if (folder / "program" / "module.mlir").exists() else folder
+        verdicts = check_program(program, self.campaign_path, self.inject_passes)
+        return {"finding": folder.name, "verdicts": verdicts,
+                "reproduces": any(v["verdict"] not in ("pass", "unjudged") for v in verdicts)}
+
+    def bisect_finding(self, finding: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Localize and reduce a finding; writes its repro bundle (`xla-sentinel bisect`)."""
+        from xla_sentinel.bisect import bisect_finding
+
+        result = bisect_finding(self._finding_folder(finding), timeout=timeout)
+        return {k: v for k, v in result.items() if k != "stages"}
+
+    def read_bundle(self, path: str) -> dict[str, Any]:
+        """The files of a repro bundle (report.md, issue.md, repro.py; text only)."""
+        folder = Path(path) if Path(path).is_absolute() else self.out / path
+        if not folder.is_dir():
+            raise ToolError(f"path: {path!r} is not a bundle folder")
+        files = {}
+        for name in ("report.md", "issue.md", "repro.py", "module.mlir"):
+            if (folder / name).is_file():
+                files[name] = (folder / name).read_text(errors="replace")[:12000]
+        if not files:
+            raise ToolError(f"path: {folder} holds no report.md, issue.md or repro.py")
+        return {"bundle": str(folder), "files": files}
+
+    def submit_reproducer(self, code: str, cure: Cure, agent: str, model: str, report: str = "",
+                          rationale: str = "") -> dict[str, Any]:
+        """Store an agent's repro.py; it counts once it exits 1 here and 0 under `cure`."""
+        _name(agent, "agent")
+        digest = hashlib.sha256(code.encode()).hexdigest()[:12]
+        folder = self.work / "repros" / digest
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "repro.py").write_text(code)
+        decision = verify_reproduction(self.ledger, folder / "repro.py", cure)
+        claim = {"repro": str(folder / "repro.py"), "cure": cure.describe(), "report": report,
+                 "rationale": rationale}
+        claim_id = self.ledger.record("reproduction", agent, model, claim, decision)
+        return {"claim": claim_id, "verified": decision.verified, "reason": decision.reason,
+                "repro": str(folder / "repro.py"), "evidence": decision.evidence}
+
+    # --- fixes ---------------------------------------------------------------------------
+
+    def _script(self, reproducer: str) -> Path:
+        path = Path(reproducer)
+        for candidate in (path, self.out / path, REPO / path, self.out / "findings" / path / "repro.py"):
+            if candidate.is_file():
+                return candidate
+            if (candidate / "repro.py").is_file():
+                return candidate / "repro.py"
+        raise ToolError(f"reproducer: {reproducer!r}: no such repro.py (a path, a bundle folder, or "
+                        "bench/repros/NAME.py)")
+
+    def _regression(self, regression: Sequence[str] | None) -> list[Path]:
+        return [self._script(r) for r in regression] if regression is not None else self.regression
+
+    def try_cure(self, reproducer: str, cure: Cure, regression: Sequence[str] | None = None) -> dict[str, Any]:
+        """Try a cure on a reproducer and the regression corpus: cured, not cured, regressions."""
+        decision = verify_fix(self.ledger, self._script(reproducer), cure, self._regression(regression))
+        ev = decision.evidence
+        return {"cure": cure.describe(), "cured": ev["cured"], "regressions": ev["regressions"],
+                "also_cures": ev["also_cures"], "verified_fix": decision.verified,
+                "reason": decision.reason, "reproducer": {"affected": ev["affected"]["outcome"],
+                                                          "under_cure": ev["under_cure"]["outcome"]},
+                "regression_corpus": len(ev["regression_corpus"])}
+
+    def submit_fix(self, reproducer: str, cure: Cure, agent: str, model: str, rationale: str = "",
+                   signature: str | None = None, regression: Sequence[str] | None = None) -> dict[str, Any]:
+        """A fix draft: verified once it cures the reproducer with no regression."""
+        _name(agent, "agent")
+        script = self._script(reproducer)
+        decision = verify_fix(self.ledger, script, cure, self._regression(regression))
+        claim = {"reproducer": str(script), "cure": cure.describe(), "signature": signature,
+                 "rationale": rationale}
+        claim_id = self.ledger.record("fix", agent, model, claim, decision)
+        return {"claim": claim_id, "verified": decision.verified, "reason": decision.reason,
+                "evidence": decision.evidence}
+
+    def draft_issue(self, signature: str) -> dict[str, Any]:
+        """The upstream issue text of a signature: its bundle's issue.md once bisected,
+        else a draft from what the store knows (and the verified fixes claimed for it)."""
+        sig = next((s for s in self.signatures() if s["id"] == signature), None)
+        if sig is None:
+            raise ToolError(f"signature: {signature!r} is not a signature of {self.out}")
+        fixes = [c for c in self.ledger.claims("fix") if c["verified"] and c["claim"].get("signature") == signature]
+        if sig.get("repro"):
+            for folder in (self.out / sig["repro"], self.out / "findings" / sig["repro"]):
+                if (folder / "issue.md").is_file():
+                    return {"signature": signature, "source": str(folder / "issue.md"),
+                            "text": (folder / "issue.md").read_text()}
+        lines = [f"# [XLA] {sig['verdict']} under `{sig.get('target')}`"
+                 + (f" in `{sig['culprit_op']}`" if sig.get("culprit_op") else ""), "",
+                 "## What is wrong", "",
+                 f"xla-sentinel signature `{signature}`: {sig['count']} findings, verdict `{sig['verdict']}`, "
+                 f"target `{sig.get('target')}`, dtype `{sig.get('dtype')}`, culprit pass "
+                 f"`{sig.get('culprit_pass')}`, fusion `{sig.get('fusion_kind')}`.", "",
+                 "## Reproducer", "", "Not reduced yet: run `xla-sentinel bisect` on one of its findings.", "",
+                 "## Flags that cure it", "",
+                 *([f"- `XLA_FLAGS={c['claim']['cure']}` (verified: {c['reason']})" for c in fixes]
+                   or ["- none verified"]), ""]
+        return {"signature": signature, "source": "store", "text": "\n".join(lines)}
+
+    def claims(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return self.ledger.claims(kind)
+
+
+def _recipe(inputs: list[Any]) -> list[tuple[str, list[int]]]:
+    bad = 'inputs: a list of [dtype, shape] pairs, e.g. [["f32", [4, 8]]]'
+    if not isinstance(inputs, list):
+        raise ToolError(bad)
+    out = []
+    for i, item in enumerate(inputs):
+        if not (isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[1], list | tuple)):
+            raise ToolError(f"{bad}; inputs[{i}] is {item!r}")
+        if item[0] not in DTYPES:
+            raise ToolError(f"inputs[{i}]: unknown dtype {item[0]!r}; known: {', '.join(DTYPES)}")
+        out.append((str(item[0]), [int(d) for d in item[1]]))
+    return out
+
+
+def _values(inputs: list[Any], dtypes: list[str]) -> list[np.ndarray]:
+    if not isinstance(inputs, list) or len(inputs) != len(dtypes):
+        raise ToolError(f"inputs: the module takes {len(dtypes)} parameters ({', '.join(dtypes)}); "
+                        f"give one nested list per parameter")
+    try:
+        return [np.asarray(v, dtype=NP_DTYPES[d]) for v, d in zip(inputs, dtypes, strict=True)]
+    except (TypeError, ValueError) as e:
+        raise ToolError(f"inputs: {e}") from None
+
+
+__all__ = ["Cure", "Decision", "GateError", "ProgramError", "ToolError", "Workbench"]

@@ -1,0 +1,91 @@
+"""The tools over a real campaign's output: a one-program campaign whose corpus snippet
+reaches the injected fault dus_copy_elided, so its store holds a finding, a signature and
+the finding's repro bundle (the campaign bisects it), all made by the engine. Then, through
+the SDK's client over stdio: gaps, signatures, the finding's check and bisection, its
+bundle, a cure tried on the bundle's repro.py, the issue draft, the resources."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_fixtures import DUS_SNIPPET, SERVER, tool_result
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from xla_sentinel.agents.tools import Workbench
+from xla_sentinel.xla.faults import fault_path
+
+FAULT = fault_path("dus_copy_elided")
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("campaign")
+    (root / "corpus").mkdir()
+    (root / "corpus" / "dus.py").write_text('INPUTS = [("f32", (8,)), ("f32", (1,))]\n' + DUS_SNIPPET)
+    (root / "campaign.yaml").write_text(
+        f"seed: 1\ncorpus: [{root / 'corpus'}]\ntargets: [default]\nbudget:\n  programs: 1\nworkers: 1\n")
+    out = root / "out"
+    proc = subprocess.run([*SERVER[:-1], "run", str(root / "campaign.yaml"), "--out", str(out),
+                           "--inject-pass", FAULT, "--quiet"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {"campaign": root / "campaign.yaml", "out": out}
+
+
+async def test_tools_over_a_campaign_with_a_finding(campaign: dict[str, Path]) -> None:
+    out = campaign["out"]
+    params = StdioServerParameters(command=SERVER[0], args=[
+        *SERVER[1:], "--campaign", str(campaign["campaign"]), "--out", str(out), "--inject-pass", FAULT])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+
+        async def call(tool: str, **args: Any) -> Any:
+            return tool_result(await session.call_tool(tool, args))
+
+        gaps = await call("coverage_gaps")
+        assert gaps["programs"] == 1 and "note" not in gaps
+        assert "scatter" not in gaps["ops_never"] and "tanh" in gaps["ops_never"]
+
+        [sig] = await call("open_signatures")
+        assert sig["verdict"] == "mismatch" and sig["repro"].endswith("/repro")
+        finding = Path(sig["repro"]).parent.name
+
+        checked = await call("check_finding", finding=finding)
+        assert checked["reproduces"] and checked["verdicts"][0]["verdict"] == "mismatch"
+
+        bundle = await call("read_bundle", path=sig["repro"])
+        assert {"report.md", "issue.md", "repro.py", "module.mlir"} <= set(bundle["files"])
+
+        issue = await call("draft_issue", signature=sig["id"])
+        assert issue["source"].endswith("issue.md") and "Do not file upstream" in issue["text"]
+
+        # The cure the bisector named, tried on the bundle's own repro.py (no regression corpus).
+        cured = await call("try_cure", reproducer=sig["repro"], disable_passes=["algsimp", "copy-insertion"],
+                           regression=[])
+        assert cured["reproducer"] == {"affected": "bug", "under_cure": "clean"} and cured["verified_fix"]
+        not_cured = await call("try_cure", reproducer=sig["repro"], disable_passes=["cse"], regression=[])
+        assert not not_cured["cured"]
+
+        bisected = await call("bisect_finding", finding=finding)
+        assert bisected["reproduces"] and bisected["repro"]
+
+        res = await session.read_resource(f"sentinel://findings/{finding}")
+        record = json.loads(res.contents[0].text)
+        assert record["signature"] == sig["id"] and "repro.py" in record["bundle"]
+        missing = await session.call_tool("check_finding", {"finding": "nope"})
+        assert missing.isError and "no finding.json" in missing.content[0].text
+
+
+def test_the_campaign_s_work_is_queued_once_per_role(campaign: dict[str, Path]) -> None:
+    bench = Workbench(campaign["campaign"], campaign["out"])
+    try:
+        first = bench.seed_tasks()
+        assert first["fix"] == 1 and first["stress"] >= 15 and first["reproduce"] == 0
+        assert bench.seed_tasks() == {"stress": 0, "reproduce": 0, "fix": 0}
+        [fix] = bench.queue.tasks("fix")
+        assert fix["key"] == f"signature:{bench.open_signatures()[0]['id']}"
+    finally:
+        bench.close()

@@ -1,0 +1,77 @@
+"""The verification gate on its own: what it refuses, and why (reproducers are real child
+processes; the real-bug checks run jax)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agent_fixtures import REGRESSION, SHIFT, SHIFT_REPRO
+from xla_sentinel.agents.gate import (
+    Cure,
+    GateError,
+    Ledger,
+    run_script,
+    verify_fix,
+    verify_reproduction,
+    verify_test,
+)
+
+ALGSIMP = Cure(disable_passes=("algsimp",))
+
+
+def _script(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+def test_outcomes_tell_a_bug_from_a_crash(tmp_path: Path) -> None:
+    assert run_script(_script(tmp_path, "ok.py", "raise SystemExit(0)"))["outcome"] == "clean"
+    assert run_script(_script(tmp_path, "bug.py", "raise SystemExit(1)"))["outcome"] == "bug"
+    # An uncaught exception also exits 1: it is not a bug shown.
+    assert run_script(_script(tmp_path, "raises.py", "1 / 0"))["outcome"] == "error"
+    assert run_script(_script(tmp_path, "hang.py", "import time; time.sleep(30)"), timeout=1)["outcome"] == "timeout"
+    cure_seen = _script(tmp_path, "env.py", "import os, sys; sys.exit(0 if 'algsimp' in os.environ['XLA_FLAGS'] else 1)")
+    assert run_script(cure_seen, ALGSIMP)["outcome"] == "clean"
+    with pytest.raises(GateError, match="no such reproducer"):
+        run_script(tmp_path / "missing.py")
+
+
+def test_bad_cures_are_refused_before_anything_runs() -> None:
+    with pytest.raises(GateError, match="not an XLA flag"):
+        Cure(xla_flags=("--xla_cpu_enable_fast_math=true; rm -rf /",))
+    with pytest.raises(GateError, match="not an HLO pass name"):
+        Cure(disable_passes=("algsimp fusion",))
+    with pytest.raises(GateError, match="needs xla_flags or disable_passes"):
+        Cure()
+
+
+def test_claimed_reproductions_that_do_not_reproduce_are_refused(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "agents.sqlite")
+    never = verify_reproduction(ledger, _script(tmp_path, "never.py", "raise SystemExit(0)"), ALGSIMP)
+    assert not never.verified and "does not show a bug" in never.reason
+    always = verify_reproduction(ledger, _script(tmp_path, "always.py", "raise SystemExit(1)"), ALGSIMP)
+    assert not always.verified and "not clean" in always.reason
+    broken = verify_reproduction(ledger, _script(tmp_path, "broken.py", "import no_such_module"), ALGSIMP)
+    assert not broken.verified and "error" in broken.reason
+
+
+def test_a_test_counts_only_once_judged() -> None:
+    assert not verify_test({"status": "load_error", "error": "f does not trace", "verdicts": []}).verified
+    assert not verify_test({"status": "judged", "verdicts": [{"target": "default", "verdict": "unjudged"}]}).verified
+    assert verify_test({"status": "judged", "verdicts": [{"target": "default", "verdict": "pass"}]}).verified
+
+
+def test_a_real_bug_reproduction_and_fix_verified_and_a_wrong_cure_refused(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "agents.sqlite")
+    repro = _script(tmp_path, "repro.py", SHIFT_REPRO)
+    assert verify_reproduction(ledger, repro, ALGSIMP).verified
+    fix = verify_fix(ledger, SHIFT, ALGSIMP, [Path(r) for r in REGRESSION])
+    assert fix.verified, fix.reason
+    assert [Path(r["script"]).name for r in fix.evidence["also_cures"]] == ["divide_by_broadcast_reciprocal.py"]
+    assert fix.evidence["regressions"] == []
+    wrong = verify_fix(ledger, SHIFT, Cure(disable_passes=("cse",)), [])
+    assert not wrong.verified and wrong.reason.startswith("not cured")
+    # The known bugs' outcomes on this build are run once, then remembered.
+    assert ledger.outcome(SHIFT, None)["cached"]
