@@ -115,4 +115,18 @@ def url_problem(url: str | None) -> str | None:
         return f"{url!r} is not an http(s) URL"
     if not parts.hostname:
         return f"{url!r} names no host"
+    receiver = CHAT_HOSTS.get(parts.hostname.lower())
+    if receiver is not None:
+        name, config = receiver
+        return (f"{url!r} is a {name} webhook, and the operator posts Alertmanager alerts "
+                f"(POST /api/v2/alerts), not {name} payloads: give it an Alertmanager URL and "
+                f"reach {name} through an Alertmanager receiver ({config})")
     return None
+
+
+# Services people paste a webhook of where an Alertmanager URL belongs: the operator speaks
+# only Alertmanager's API, and these take other payloads (they would refuse every alert).
+CHAT_HOSTS = {"hooks.slack.com": ("Slack", "slack_configs"),
+              "events.pagerduty.com": ("PagerDuty", "pagerduty_configs"),
+              "chat.googleapis.com": ("Google Chat", "webhook_configs through a Chat adapter"),
+              "outlook.office.com": ("Microsoft Teams", "msteams_configs")}

@@ -32,7 +32,7 @@ async def reconcile(rt: Runtime, body: kopf.Body | dict[str, Any]) -> None:
 async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str, Any]],
                            completed: bool) -> None:
     """Apply desired.plan_workers: create, delete, (un)suspend worker Jobs."""
-    want = desired.worker_jobs(c, default_image=rt.config.jobs.runner_image,
+    want = desired.worker_jobs(c, default_image=rt.runner_image(c),
                                service_account=rt.config.jobs.service_account)
     plan = desired.plan_workers(c, want, jobs, completed)
     jobs_path = path("batch/v1", "jobs", c.namespace)
@@ -63,9 +63,9 @@ async def roll_up(rt: Runtime, body: kopf.Body | dict[str, Any], jobs: list[dict
     previous = dict(body.get("status") or {})
     try:
         c = rt.campaign(body)
-    except kopf.PermanentError as e:  # only reachable where the CRD's schema is bypassed
+    except kopf.PermanentError as e:  # the CRD's schema bypassed, or an image mismatch
         return {"phase": "Stalled", "conditions": rollup.conditions(
-            rollup.Health("Stalled", "InvalidSpec", str(e)), generation,
+            rollup.Health("Stalled", getattr(e, "reason", "InvalidSpec"), str(e)), generation,
             list(previous.get("conditions") or []), now_text())}
     rev = desired.revision(c.spec)
     now = datetime.now(UTC)

@@ -14,8 +14,18 @@ from dataclasses import dataclass, field
 class JobsConfig:
     """What the worker, bisector and verification Jobs the operator creates run as."""
 
-    runner_image: str = "ghcr.io/xla-sentinel/runner:0.1.0"  # where a campaign names none
+    # The runner image of each platform (spec.accelerator.type), for a campaign that names
+    # none: a TPU campaign on the CPU image would hold chips it cannot use (jax without
+    # libtpu). desired.runner_image picks one and refuses an explicit image of another.
+    runner_image: str = "ghcr.io/xla-sentinel/runner:0.1.0"  # cpu
+    gpu_runner_image: str = "ghcr.io/xla-sentinel/runner-cuda:0.1.0"
+    tpu_runner_image: str = "ghcr.io/xla-sentinel/runner-tpu:0.1.0"
     service_account: str = "xla-sentinel-worker"
+
+    def images(self) -> dict[str, str]:
+        """Runner image by platform (the names of spec.accelerator.type)."""
+        return {"cpu": self.runner_image, "gpu": self.gpu_runner_image,
+                "tpu": self.tpu_runner_image}
 
 
 @dataclass(frozen=True)
@@ -53,8 +63,8 @@ class PeeringConfig:
 
 @dataclass
 class Config:
-    """Everything one operator runs with. Groups by flag: --runner-image, --service-account
-    (jobs); --alert-*, --external-url (alerting); --metrics-* (metrics); --peering,
+    """Everything one operator runs with. Groups by flag: --runner-image,
+    --gpu-runner-image, --tpu-runner-image, --service-account (jobs); --alert-*, --external-url (alerting); --metrics-* (metrics); --peering,
     --priority, --standalone (peering)."""
 
     namespaces: list[str] = field(default_factory=list)  # empty: the whole cluster

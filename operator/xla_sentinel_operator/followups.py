@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
-from xla_sentinel.cluster.report import SignatureEntry
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL, SignatureEntry, label_value
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import desired, signatures
 from .kube import ApiError, path
 from .notify import CampaignIndex, maybe_alert, routing_campaign
-from .runtime import CONFLICT_ATTEMPTS, Runtime, log, now_text, object_ref
+from .runtime import CONFLICT_ATTEMPTS, Runtime, campaign_ref, log, now_text, object_ref
 
 
 def result_key(obj: kopf.Body | dict[str, Any]) -> str:
@@ -35,7 +35,7 @@ async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: 
     for sample in entry.samples:
         if len(started) >= want:
             break
-        job = desired.bisector_job(c, sample, worker, default_image=rt.config.jobs.runner_image,
+        job = desired.bisector_job(c, sample, worker, default_image=rt.runner_image(c),
                                    service_account=rt.config.jobs.service_account)
         if job["metadata"]["name"] in started:
             continue
@@ -56,7 +56,7 @@ async def start_verification(rt: Runtime, c: desired.Campaign, sig: dict[str, An
         return
     job = desired.verify_job(c, str(spec["signature"]), str(spec["repro"]),
                              str(spec.get("fixedIn") or ""),
-                             default_image=rt.config.jobs.runner_image,
+                             default_image=rt.runner_image(c),
                              service_account=rt.config.jobs.service_account)
     _, created = await rt.api.create(path("batch/v1", "jobs", c.namespace), job)
     if created:
@@ -98,8 +98,41 @@ async def mark_fixed(rt: Runtime, namespace: str, name: str, status: dict[str, A
     log.info("signature.fixed", signature=signature, namespace=namespace, count=count)
 
 
-async def ingest_result(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
-    """A bisector's or verification's result (cluster.report.result_from_object)."""
+# The Job role whose pods write each kind of result, and the result field naming the
+# signature that Job was started for.
+RESULT_WRITERS = {"bisection": ("bisector", "candidate"), "verification": ("verifier", "signature")}
+
+
+def result_problem(c: desired.Campaign, name: str, result: dict[str, Any],
+                   job: dict[str, Any] | None) -> str | None:
+    """Why a result object is not the result of a Job this operator started for it, or None.
+    The chart's admission policy lets a pod write only the object named after its own Job
+    (cluster.report.writer_name), so a result must be named after a bisector or verifier
+    Job of this campaign started for the signature it speaks of: a worker, which may write
+    its own report, cannot mark a fix verified or forge a bisection under its own name."""
+    role, field = RESULT_WRITERS[str(result.get("type"))]
+    labels = ((job or {}).get("metadata") or {}).get("labels") or {}
+    signature = str(result.get(field) or "")
+    if job is None:
+        return f"{name}: no Job of that name (a {result.get('type')} result comes from a {role} Job)"
+    if labels.get(desired.ROLE_LABEL) != role or \
+            labels.get(CAMPAIGN_LABEL) != desired.campaign_selector(c.name)[CAMPAIGN_LABEL]:
+        return f"{name}: Job {name} is no {role} of campaign {c.name}"
+    if labels.get(desired.SIGNATURE_LABEL) != label_value(signature):
+        return f"{name}: Job {name} was started for another signature than {signature!r}"
+    return None
+
+
+async def ingest_result(rt: Runtime, c: desired.Campaign, name: str, result: dict[str, Any]) -> None:
+    """A bisector's or verification's result (cluster.report.result_from_object) in the
+    object `name`, written into its signatures when it comes from the Job it names
+    (result_problem); otherwise a ResultRefused Event and nothing else."""
+    job = await rt.api.get(path("batch/v1", "jobs", c.namespace, name))
+    problem = result_problem(c, name, result, job)
+    if problem is not None:
+        await rt.event(campaign_ref(c), "Warning", "ResultRefused", problem)
+        log.warning("result.refused", campaign=c.name, namespace=c.namespace, reason=problem)
+        return
     if result.get("type") == "bisection":
         await ingest_bisection(rt, c, result)
     elif result.get("type") == "verification":

@@ -15,6 +15,7 @@ control plane.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -33,7 +34,7 @@ from xla_sentinel.spec.campaign import API_VERSION
 # Aliased: kopf passes the `campaigns` index to handlers by that argument name.
 from . import campaigns as campaign_flows
 from . import desired, followups, ingest, periodic
-from .kube import Kube, connection_from_kubeconfig
+from .kube import Kube, connection_from_kubeconfig, connection_in_cluster
 from .runtime import Runtime
 
 WATCH_SELECTORS: dict[tuple[str, ...], str] = {
@@ -74,7 +75,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         if cfg.kubeconfig:
             info = connection_from_kubeconfig(cfg.kubeconfig)
         else:
-            info = (kopf.login_with_service_account(**kwargs)
+            info = (connection_in_cluster(os.environ)
                     or kopf.login_with_kubeconfig(**kwargs))
         if info is not None:
             rt.kube = Kube(info)

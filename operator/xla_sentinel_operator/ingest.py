@@ -52,7 +52,7 @@ async def ingest_result_once(rt: Runtime, c: desired.Campaign, name: str, key: s
     """A result object ingests once per content (`key`); its events and the catch-up
     re-ingestion bring it again."""
     if rt.ingested.get((c.namespace, name)) != key:
-        await ingest_result(rt, c, result)
+        await ingest_result(rt, c, name, result)
         rt.ingested[(c.namespace, name)] = key
 
 

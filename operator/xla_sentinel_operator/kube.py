@@ -5,6 +5,7 @@ the operator's own calls (Jobs, Secrets, BugSignatures) share kopf's connection 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -60,6 +61,28 @@ def connection_from_kubeconfig(kubeconfig: str | Path) -> kopf.ConnectionInfo:
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
         token=user.get("token"), certificate_path=local("client-certificate"),
         private_key_path=local("client-key"), default_namespace=context.get("namespace"))
+
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def connection_in_cluster(env: Mapping[str, str], account: Path = SERVICE_ACCOUNT_DIR
+                          ) -> kopf.ConnectionInfo | None:
+    """The pod's service account, reaching the API at $KUBERNETES_SERVICE_HOST:PORT as
+    client-go's in-cluster config does. kopf's own login dials kubernetes.default.svc, a DNS
+    name: on a cluster whose DNS is not up (or not reachable from the operator) it never
+    starts. None outside a pod."""
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    token_file = account / "token"
+    if not host or not port or not token_file.exists():
+        return None
+    ca, ns = account / "ca.crt", account / "namespace"
+    # An IPv6 service address needs brackets in a URL.
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    return kopf.ConnectionInfo(
+        server=server, ca_path=str(ca) if ca.exists() else None,
+        token=token_file.read_text().strip() or None,
+        default_namespace=(ns.read_text().strip() or None) if ns.exists() else None)
 
 
 def _named(config: dict[str, Any], section: str, name: str | None) -> dict[str, Any]:

@@ -30,7 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", default=None,
                    help="use this kubeconfig's current context (default: in-cluster, then "
                         "$KUBECONFIG or ~/.kube/config)")
-    p.add_argument("--runner-image", default=d.jobs.runner_image)
+    p.add_argument("--runner-image", default=d.jobs.runner_image,
+                   help="runner image of CPU campaigns that name no spec.image")
+    p.add_argument("--gpu-runner-image", default=d.jobs.gpu_runner_image,
+                   help="runner image (CUDA jaxlib) of GPU campaigns that name no spec.image")
+    p.add_argument("--tpu-runner-image", default=d.jobs.tpu_runner_image,
+                   help="runner image (libtpu) of TPU campaigns that name no spec.image")
     p.add_argument("--service-account", default=d.jobs.service_account,
                    help="service account of worker and bisector pods")
     p.add_argument("--rollup-interval", type=float, default=d.rollup_interval)
@@ -63,7 +68,8 @@ def config_from_args(argv: list[str]) -> Config:
     a = _parser().parse_args(argv)
     return Config(
         namespaces=a.namespace, kubeconfig=a.kubeconfig, rollup_interval=a.rollup_interval,
-        jobs=JobsConfig(runner_image=a.runner_image, service_account=a.service_account),
+        jobs=JobsConfig(runner_image=a.runner_image, gpu_runner_image=a.gpu_runner_image,
+                        tpu_runner_image=a.tpu_runner_image, service_account=a.service_account),
         alerting=AlertingConfig(retry_interval=a.alert_retry_interval,
                                 resend_interval=a.alert_resend_interval, attempts=a.alert_attempts,
                                 backoff=a.alert_backoff, rate=a.alert_rate, burst=a.alert_burst,

@@ -53,7 +53,7 @@ class Runtime:
     resolved: set[tuple[str, str, str]] = field(default_factory=set)
     # uid -> (generation, parsed campaign): parse_spec costs milliseconds and report events
     # come by the thousand, while a spec changes only with the generation.
-    parsed: dict[str, tuple[int, desired.Campaign]] = field(default_factory=dict)
+    parsed: dict[str, tuple[tuple[int, str | None], desired.Campaign]] = field(default_factory=dict)
     # uids of the campaigns kopf has handed to reconcile() in this operator: kopf calls it
     # only once its indexes are filled, so a roll-up of these never reads empty indexes.
     reconciled: set[str] = field(default_factory=set)
@@ -136,25 +136,50 @@ class Runtime:
 
     def campaign(self, body: kopf.Body | dict[str, Any]) -> desired.Campaign:
         meta = body["metadata"]
-        uid, generation = meta.get("uid", ""), int(meta.get("generation") or 0)
+        uid = meta.get("uid", "")
+        # The image-platform annotation changes no generation, so it keys the cache too.
+        key = (int(meta.get("generation") or 0),
+               (meta.get("annotations") or {}).get(desired.IMAGE_PLATFORM_ANNOTATION))
         hit = self.parsed.get(uid)
-        if hit is None or hit[0] != generation or not uid:
-            hit = (generation, campaign_of(body))
+        if hit is None or hit[0] != key or not uid:
+            hit = (key, campaign_of(body, self.config.jobs.images()))
             self.parsed[uid] = hit
         return hit[1]
+
+    def runner_image(self, c: desired.Campaign) -> str:
+        """The image of the campaign's pods where a target names none (checked by campaign())."""
+        return c.spec.image or self.config.jobs.images()[c.spec.accelerator.type]
 
 
 def now_text() -> str:
     return rfc3339(datetime.now(UTC))
 
 
-def campaign_of(body: kopf.Body | dict[str, Any]) -> desired.Campaign:
+class Refused(kopf.PermanentError):
+    """A campaign the operator will make no Job for; `reason` becomes its Stalled condition's."""
+
+    def __init__(self, message: str, reason: str = "InvalidSpec") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def campaign_of(body: kopf.Body | dict[str, Any], images: dict[str, str] | None = None
+                ) -> desired.Campaign:
+    """The parsed campaign; Refused (before any Job is made) for a spec the schema refuses,
+    a TPU slice GKE cannot run, or (given the configured runner images) an image of
+    another platform than the campaign's."""
     meta = body["metadata"]
     try:
         spec = parse_spec(dict(body.get("spec") or {}))
         desired.tpu_slice(spec)  # a TPU slice GKE cannot run is refused before any Job
     except (SpecError, tpu.TopologyError) as e:
-        raise kopf.PermanentError(str(e)) from None
+        raise Refused(str(e)) from None
+    if images is not None:
+        declared = (meta.get("annotations") or {}).get(desired.IMAGE_PLATFORM_ANNOTATION)
+        try:
+            desired.runner_image(spec, images, declared)
+        except desired.ImageError as e:
+            raise Refused(str(e), "ImagePlatformMismatch") from None
     return desired.Campaign(name=meta["name"], namespace=meta["namespace"],
                             uid=meta.get("uid", ""), spec=spec)
 

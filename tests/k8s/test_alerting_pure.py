@@ -152,3 +152,17 @@ def test_resent_and_resolving_alerts_keep_the_labels_first_sent():
     # A new key (a regression) is a new alert: labels from the spec as it is now.
     (regressed,) = signatures.alerts(s, "regressed-1", now=NOW)
     assert regressed["labels"]["culprit_op"] == "dot" and regressed["labels"]["team"] == "xla-gpu"
+
+
+@pytest.mark.parametrize(("url", "receiver"), [
+    ("https://hooks.slack.com/services/T000/B000/XXXX", "Slack webhook"),
+    ("https://events.pagerduty.com/v2/enqueue", "PagerDuty webhook"),
+    ("https://chat.googleapis.com/v1/spaces/AAA/messages?key=k", "Google Chat webhook"),
+])
+def test_a_chat_webhook_where_an_alertmanager_belongs_is_named(url, receiver):
+    """The operator speaks Alertmanager's API only; a Slack or PagerDuty URL would refuse
+    every alert, so it is refused at once with the receiver to use instead."""
+    problem = alerting.url_problem(url)
+    assert problem is not None and receiver in problem
+    assert "Alertmanager receiver" in problem
+    assert alerting.url_problem("http://alertmanager.monitoring:9093/api/v2/alerts") is None

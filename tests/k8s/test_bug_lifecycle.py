@@ -1,13 +1,17 @@
 """The bug lifecycle on the real API server with the real operator: a fix marked with the
 version that fixes it (regression only on that version or later), the fix verification
 Job and its result, and bisector results that refine a signature or reopen a fixed one.
-Job results are written as the worker ServiceAccount, exactly as the Jobs' pods write them."""
+Job results are written as the worker ServiceAccount, exactly as the Jobs' pods write them,
+under the name of the Job they come from; a worker's forged result under its own name is
+refused (ResultRefused) and changes nothing."""
 
 from __future__ import annotations
 
 import asyncio
 
-from xla_sentinel.cluster.report import result_object, write_result
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL, label_value, result_object, write_result
+from xla_sentinel_operator.desired import ROLE_LABEL, SIGNATURE_LABEL
+from xla_sentinel_operator.followups import RESULT_WRITERS
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, campaign, create, eventually
@@ -29,10 +33,30 @@ async def worker_on(kubeconfig, fc: dict, worker: str, jaxlib: str) -> Worker:
     return await w.start()
 
 
-async def post_result(kubeconfig, fc: dict, kind: str, key: str, result: dict) -> None:
+def result_job(api, fc: dict, kind: str, key: str, signature: str) -> str:
+    """The Job a result comes from, as the operator labels it (a suspended stand-in: its pod
+    is this test); the result object must carry its name (followups.result_problem)."""
     meta = fc["metadata"]
+    role = RESULT_WRITERS[kind][0]
+    name = f"{meta['name']}-{role}-{key}".lower()
+    if api.get("batch/v1/jobs", meta["namespace"], name) is None:
+        api.create("batch/v1/jobs", meta["namespace"], {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {CAMPAIGN_LABEL: meta["name"], ROLE_LABEL: role,
+                                                  SIGNATURE_LABEL: label_value(signature)}},
+            "spec": {"suspend": True, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "runner", "image": "runner:test"}]}}}})
+    return name
+
+
+async def post_result(api, kubeconfig, fc: dict, kind: str, key: str, result: dict,
+                      name: str | None = None) -> None:
+    """Write a result as the Job's pod does: under its Job's name (that of a stand-in Job
+    unless `name` is given)."""
+    meta = fc["metadata"]
+    name = name or result_job(api, fc, kind, key, result[RESULT_WRITERS[kind][1]])
     obj = result_object(namespace=meta["namespace"], campaign=meta["name"],
-                        campaign_uid=meta["uid"], kind=kind, key=key, result=result)
+                        campaign_uid=meta["uid"], kind=kind, key=key, result=result, name=name)
     await asyncio.to_thread(write_result, reports_api(kubeconfig), obj)
 
 
@@ -67,7 +91,7 @@ async def test_fixed_in_a_version_regresses_only_from_that_version_and_is_verifi
     assert alert["annotations"]["seen_on"] == "0.10.2,0.10.3"
 
     # The verification Job's pod reports the repro still failing on the new image.
-    await post_result(worker_kubeconfig, fc, "verification", SIG, {
+    await post_result(api, worker_kubeconfig, fc, "verification", SIG, name=job["metadata"]["name"], result={
         "signature": SIG, "result": "still-failing", "exitCode": 1, "image": "runner:0.10.3",
         "fixedIn": "0.10.3", "evidence": "max rel error 0.5", "versions": {"jaxlib": "0.10.3"}})
     verification = await eventually(lambda: sig_of(api, ns)["status"].get("verification"))
@@ -86,7 +110,7 @@ async def test_a_bisection_refines_its_signature_and_a_recurring_bug_reopens_it(
                  "culprit_op": "reduce", "fusion_kind": "kLoop", "culprit_pass": "algsimp",
                  "reduced_ops": 3, "original_ops": 21, "repro": "/artifacts/nightly/main-0/b/repro",
                  "versions": {"jaxlib": "0.10.2"}, "job": "nightly-bisect-1"}
-    await post_result(worker_kubeconfig, fc, "bisection", "f1", {**localized, "finding": "f1"})
+    await post_result(api, worker_kubeconfig, fc, "bisection", "f1", {**localized, "finding": "f1"})
 
     refined = await eventually(lambda: sig_of(api, ns, REFINED).get("status", {}).get("alertKey") and
                                sig_of(api, ns, REFINED))
@@ -103,7 +127,7 @@ async def test_a_bisection_refines_its_signature_and_a_recurring_bug_reopens_it(
                        {"spec": {"state": "fixed", "fixedIn": "0.10.3"}})
     await eventually(lambda: sig_of(api, ns, REFINED).get("status", {}).get("fixedAt"))
     # The same bug found again, from another finding, on 0.10.4: the signature reopens.
-    await post_result(worker_kubeconfig, fc, "bisection", "f2",
+    await post_result(api, worker_kubeconfig, fc, "bisection", "f2",
                       {**localized, "finding": "f2", "versions": {"jaxlib": "0.10.4"}})
     # Two writes: spec.state, then the status subresource (followups._count_refined); a read
     # between them sees regressed without the count, so wait for the status too.
@@ -121,7 +145,7 @@ async def test_a_bisection_that_confirms_its_signature_fills_in_the_culprit(
     w = await Worker(worker_kubeconfig, fc, "main-0").start()
     await w.find(finding(SIG, 1, op=None))
     await eventually(lambda: sig_of(api, ns).get("status", {}).get("count") == 1)
-    await post_result(worker_kubeconfig, fc, "bisection", "f1", {
+    await post_result(api, worker_kubeconfig, fc, "bisection", "f1", {
         "candidate": SIG, "signature": SIG, "finding": "f1", "status": "localized",
         "culprit_op": "dot", "fusion_kind": "kCustom", "culprit_pass": "xla_cpu_use_fusion_emitters",
         "repro": "/artifacts/nightly/main-0/f1/repro"})
@@ -148,3 +172,35 @@ async def test_a_new_runner_image_is_checked_against_the_fixed_signatures(
     await eventually(lambda: verifier_images() == ["runner:1"])
     await client.patch(path(API, "fuzzcampaigns", ns, "nightly"), {"spec": {"image": "runner:2"}})
     await eventually(lambda: verifier_images() == ["runner:1", "runner:2"])
+
+
+async def test_a_result_not_from_its_job_is_refused_and_changes_nothing(
+        api, ns, client, start_operator, receiver, worker_kubeconfig):
+    await start_operator()
+    fc = await webhook_campaign(client, ns, receiver.url)
+    w = await worker_on(worker_kubeconfig, fc, "main-0", "0.10.2")
+    await w.find(finding(SIG, 1))
+    await eventually(lambda: len(receiver.posts) == 1)
+    await client.patch(path(API, "bugsignatures", ns, f"sig-{SIG}"),
+                       {"spec": {"state": "fixed", "fixedIn": "0.10.3"}})
+    (job,) = await eventually(lambda: api.all("batch/v1/jobs", ns, {"xlasentinel.dev/role": "verifier"}))
+    verified = {"signature": SIG, "result": "verified", "exitCode": 0, "image": "runner:test",
+                "fixedIn": "0.10.3", "evidence": "", "versions": {"jaxlib": "0.10.3"}}
+    # A worker marks the fix verified under its own report's name (all the admission policy
+    # lets it write), then under a worker Job's: no verifier Job of that name, refused.
+    await post_result(api, worker_kubeconfig, fc, "verification", "forged", verified,
+                      name="nightly-main-0123456789-0")
+    forged = (await eventually(lambda: [e for e in events(api, ns, "FuzzCampaign")
+                                        if e["reason"] == "ResultRefused"]))[0]
+    assert "no Job of that name" in forged["message"]
+    # Nor does a bisector's result for another signature pass as this one's verification.
+    other = result_job(api, fc, "bisection", "b1", REFINED)
+    await post_result(api, worker_kubeconfig, fc, "verification", "b1", verified, name=other)
+    await eventually(lambda: any("is no verifier" in e["message"] for e in events(api, ns, "FuzzCampaign")
+                                 if e["reason"] == "ResultRefused"))
+    await asyncio.sleep(1.0)
+    assert "verification" not in sig_of(api, ns)["status"]
+    # The operator's own verifier Job's result is taken.
+    await post_result(api, worker_kubeconfig, fc, "verification", SIG, verified,
+                      name=job["metadata"]["name"])
+    assert (await eventually(lambda: sig_of(api, ns)["status"].get("verification")))["result"] == "verified"

@@ -143,14 +143,54 @@ calls of operator/xla_sentinel_operator/handlers.py and kopf's own bookkeeping, 
   verbs: [create, patch]
 {{- end }}
 
+{{/* DNS on GKE: kube-dns pods in kube-system, and the addresses of networkPolicy.dns.cidrs
+(NodeLocal DNSCache's 169.254.20.10 on the node, whose pods run on the host network that a
+namespaceSelector cannot match; Cloud DNS for GKE answered by the node's metadata server at
+169.254.169.254), UDP and TCP 53. */}}
 {{- define "xla-sentinel.dnsEgress" -}}
 - to:
     - namespaceSelector:
         matchLabels:
           kubernetes.io/metadata.name: kube-system
+      podSelector:
+        matchLabels:
+          k8s-app: kube-dns
+    {{- range .Values.networkPolicy.dns.cidrs }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
   ports:
     - {port: 53, protocol: UDP}
     - {port: 53, protocol: TCP}
+{{- end }}
+
+{{- define "xla-sentinel.apiServerEgress" -}}
+- to:
+    {{- range .Values.networkPolicy.apiServer.cidrs }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
+  ports:
+    {{- range .Values.networkPolicy.apiServer.ports }}
+    - {port: {{ . }}, protocol: TCP}
+    {{- end }}
+{{- end }}
+
+{{- define "xla-sentinel.httpsEgress" -}}
+- to:
+    {{- range .Values.networkPolicy.webhookEgress.cidrs }}
+    - ipBlock: {cidr: {{ . }}}
+    {{- end }}
+  ports:
+    {{- range .Values.networkPolicy.webhookEgress.ports }}
+    - {port: {{ . }}, protocol: TCP}
+    {{- end }}
+{{- end }}
+
+{{/* The worker pods of the same namespace: a multi-host slice's hosts, any port. */}}
+{{- define "xla-sentinel.slicePeers" -}}
+- podSelector:
+    matchExpressions:
+      - {key: xlasentinel.dev/campaign, operator: Exists}
+      - {key: xlasentinel.dev/role, operator: In, values: [worker]}
 {{- end }}
 
 {{/* Objects whose kind comes from crds/: Argo CD's dry run must not fail on a first sync,

@@ -217,6 +217,15 @@ def version_bisection(folder: Path, releases: str) -> dict[str, Any]:
     return out
 
 
+def own_report_name() -> str | None:
+    """The WorkerReport name this pod may write (cluster.report.writer_name of its pod name,
+    XLA_SENTINEL_POD from the downward API); None outside a pod."""
+    from xla_sentinel.cluster.report import writer_name
+
+    pod = os.environ.get("XLA_SENTINEL_POD")
+    return writer_name(pod) if pod else None
+
+
 def run_bisect(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
@@ -243,7 +252,7 @@ def run_bisect(args: argparse.Namespace) -> int:
                    time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     write_result(_custom_api(args), result_object(
         namespace=_namespace(args), campaign=args.campaign, campaign_uid=args.campaign_uid,
-        kind="bisection", key=payload["finding"], result=payload))
+        kind="bisection", key=payload["finding"], result=payload, name=own_report_name()))
     print(json.dumps({k: payload[k] for k in ("status", "signature", "culprit_op", "culprit_pass")}))
     return EXIT_DONE
 
@@ -314,7 +323,7 @@ def run_verify(args: argparse.Namespace) -> int:
     key = f"{args.signature}-{hashlib.sha256(f'{args.image}|{args.fixed_in}'.encode()).hexdigest()[:6]}"
     write_result(_custom_api(args), result_object(
         namespace=_namespace(args), campaign=args.campaign, campaign_uid=args.campaign_uid,
-        kind="verification", key=key, result=payload))
+        kind="verification", key=key, result=payload, name=own_report_name()))
     print(f"{args.signature}: {payload['result']} (exit {code})")
     return EXIT_DONE
 
@@ -333,7 +342,8 @@ def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str,
                            worker=worker, revision=args.revision,
                            samples=spec.bisect.perSignature,
                            progress_interval=args.progress_interval,
-                           versions=runner_versions(args.image), local=local)
+                           versions=runner_versions(args.image), local=local,
+                           name=own_report_name())
     reporter.start()
     return reporter
 
