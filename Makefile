@@ -11,7 +11,7 @@ OUT ?= out/smoke
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[engine,operator,test,bench]'
+	$(BIN)/pip install -q -e '.[engine,operator,test,bench,agents]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,21 +19,40 @@ install: $(STAMP)
 demo: install
 	$(BIN)/xla-sentinel run examples/smoke.yaml --out $(OUT)
 
-test: install control-plane system-deps test-envs images
-	$(BIN)/pytest -n 2 -q
+# --dist loadgroup: tests/node share one real node per machine (a lock), so its tests go to
+# one xdist worker; the rest are spread over both as before.
+test: install control-plane node-deps system-deps test-envs images
+	$(BIN)/pytest -n 2 --dist loadgroup -q
 
-# The engine alone: everything but the operator's suites (tests/k8s runs the real control
+# The engine alone: everything but the operator's suites (tests/k8s and tests/node run the real control
 # plane; tests/chart renders the chart), so a change to the oracle or the generator is
 # checked without building kube-apiserver. tests/report still needs Chromium (system-deps).
-ENGINE_TESTS := $(filter-out tests/k8s/ tests/chart/ tests/controlplane/,$(wildcard tests/*/))
+ENGINE_TESTS := $(filter-out tests/k8s/ tests/chart/ tests/controlplane/ tests/node/,$(wildcard tests/*/))
 test-fast: install system-deps test-envs
 	$(BIN)/pytest -n 2 -q $(ENGINE_TESTS:%/=%)
 
 # The real Kubernetes control plane the operator tests run against (tests/controlplane):
 # kube-apiserver, kube-controller-manager and etcd built from their Go modules, once, into a
-# cache folder outside the tree (`tests/controlplane/build.sh --dir` prints it).
+# cache folder outside the tree (`tests/controlplane/build.sh --dir` prints it); with them the
+# real node's kubelet, kube-scheduler, kube-proxy, containerd (+ shim, ctr) and pause.
 control-plane:
 	tests/controlplane/build.sh
+
+# What the real node of the tests (tests/controlplane/node.py, tests/node) takes from Debian:
+# runc (containerd's runtime), the CNI plugins (bridge, host-local, loopback), iptables and
+# iproute2. kubelet, kube-scheduler and containerd are built by `make control-plane`.
+# Installed with apt-get when missing (root), like system-deps.
+NODE_BINS := runc iptables ip
+NODE_PKGS := runc containernetworking-plugins iptables iproute2
+.PHONY: node-deps
+node-deps:
+	@missing=""; for b in $(NODE_BINS); do command -v $$b >/dev/null || [ -x /usr/sbin/$$b ] || missing="$$missing $$b"; done; \
+	[ -x /usr/lib/cni/bridge ] || [ -x /opt/cni/bin/bridge ] || missing="$$missing cni-plugins"; \
+	if [ -n "$$missing" ]; then \
+	  echo "node-deps: installing $(NODE_PKGS) (missing:$$missing)"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "node-deps: run as root, or apt-get install $(NODE_PKGS)" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PKGS) >/dev/null; \
+	fi
 
 # Debian packages the tests run for real: Alertmanager (alerts), promtool (the chart's
 # rules), Chromium (tests/report renders the HTML report as a person's browser does).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager and etcd from this folder's Go module into
-# DEST, once: a binary already there is kept. DEST defaults to the folder cluster.py looks
+# Builds kube-apiserver, kube-controller-manager and etcd (the control plane), and kubelet,
+# kube-scheduler and kube-proxy (the real node, tests/controlplane/node.py), from this folder's
+# Go module into DEST, once: a binary already there is kept. DEST defaults to the folder cluster.py looks
 # in: $XLA_SENTINEL_CONTROL_PLANE, else ~/.cache/xla-sentinel/controlplane-<k8s version>,
 # outside the source tree so every clone on the machine reuses one build. Needs Go and the
 # Go module proxy; about 2 GiB of memory per link. `build.sh --dir` prints DEST.
@@ -25,3 +26,66 @@ build() {  # name package
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+build kubelet k8s.io/kubernetes/cmd/kubelet
+build kube-proxy k8s.io/kubernetes/cmd/kube-proxy
+# containerd for the real node: Debian bookworm's containerd is 1.6.20, older than the 1.7
+# line kubelet 1.34 is tested against, so containerd, its runc shim and ctr are built from
+# containerd's own Go module, as its main module (its go.mod has exclude directives, which
+# `go install pkg@version` refuses, and its dependencies are older than kubernetes' ones in
+# this folder's go.mod). runc and the CNI plugins stay Debian's (make node-deps).
+containerd_version=v1.7.35
+containerd_cmds=(containerd containerd-shim-runc-v2 ctr)
+build_containerd() {
+  local missing=0 c
+  for c in "${containerd_cmds[@]}"; do [ -x "$dest/$c" ] || missing=1; done
+  [ "$missing" = 1 ] || return 0
+  echo "control-plane: building ${containerd_cmds[*]} (containerd $containerd_version) into $dest" >&2
+  start=$(date +%s)
+  local src work
+  src="$(go mod download -json "github.com/containerd/containerd@$containerd_version" | awk -F'"' '$2 == "Dir" {print $4}')"
+  work="$(mktemp -d)"
+  cp -r "$src/." "$work"; chmod -R u+w "$work"
+  for c in "${containerd_cmds[@]}"; do
+    (cd "$work" && CGO_ENABLED=0 go build -mod=mod -trimpath -tags no_btrfs,no_devmapper,no_zfs,no_aufs \
+      -ldflags "-s -w -X github.com/containerd/containerd/version.Version=${containerd_version#v}" \
+      -o "$dest/$c.tmp" "./cmd/$c")
+    mv "$dest/$c.tmp" "$dest/$c"
+  done
+  rm -rf "$work"
+  echo "control-plane: containerd built in $(( $(date +%s) - start )) s" >&2
+}
+build_containerd
+build pause ./pause
+# JobSet's controller (sigs.k8s.io/jobset), for multi-host TPU slices (tests/controlplane/jobset.py
+# runs it beside the Job controller): built from its own Go module as its main module (its
+# go.sum pins its dependencies), with its CRD and webhook manifests beside it.
+jobset_version=v0.10.1
+build_jobset() {
+  [ -x "$dest/jobset-controller" ] && [ -f "$dest/jobset-crds.yaml" ] && [ -f "$dest/jobset-webhooks.yaml" ] && return 0
+  echo "control-plane: building jobset-controller (jobset $jobset_version) into $dest" >&2
+  start=$(date +%s)
+  local src work
+  src="$(go mod download -json "sigs.k8s.io/jobset@$jobset_version" | awk -F'"' '$2 == "Dir" {print $4}')"
+  work="$(mktemp -d)"
+  cp -r "$src/." "$work"; chmod -R u+w "$work"
+  (cd "$work" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "-s -w" -o "$dest/jobset-controller.tmp" .)
+  mv "$dest/jobset-controller.tmp" "$dest/jobset-controller"
+  cp "$src/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$dest/jobset-crds.yaml"
+  cp "$src/config/components/webhook/manifests.yaml" "$dest/jobset-webhooks.yaml"
+  rm -rf "$work"
+  echo "control-plane: jobset-controller built in $(( $(date +%s) - start )) s" >&2
+}
+build_jobset
+# CoreDNS, the cluster DNS of the real node: pods resolve kubernetes.default.svc (kopf's
+# in-cluster login dials that name) through it. Its go.mod has no replace or exclude
+# directives, so `go install pkg@version` builds it against its own dependencies.
+coredns_version=v1.15.0
+if [ ! -x "$dest/coredns" ]; then
+  echo "control-plane: building coredns ($coredns_version) into $dest" >&2
+  start=$(date +%s)
+  tmp="$(mktemp -d)"
+  CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$coredns_version"
+  mv "$tmp/coredns" "$dest/coredns"; rmdir "$tmp"
+  echo "control-plane: coredns built in $(( $(date +%s) - start )) s" >&2
+fi

@@ -139,6 +139,10 @@ class ControlPlane:
         cm = self.pki.client("system:kube-controller-manager", ("system:masters",))
         cm_config = self.write_kubeconfig("system:kube-controller-manager", cm)
         self.cm_port = free_port()
+        # How the API server reaches a real kubelet (node.py) for logs and exec: by the
+        # node's InternalIP (its Hostname would be looked up in DNS, off this machine), with
+        # a client certificate of the test CA, which the kubelet trusts.
+        kubelet_client = self.pki.client("system:kube-apiserver-kubelet-client", ("system:masters",))
         logs = self.root / "logs"
         logs.mkdir(exist_ok=True)
         self.etcd = Component("etcd", [
@@ -164,6 +168,9 @@ class ControlPlane:
             f"--service-account-key-file={self.pki.sa_public}",
             f"--service-account-signing-key-file={self.pki.sa_private}",
             "--allow-privileged=true", "--profiling=false", "-v=1",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={kubelet_client.cert}",
+            f"--kubelet-client-key={kubelet_client.key}",
             *(self._audit_flags() if audit else [])], logs)
         self.controller_manager = Component("kube-controller-manager", [
             str(self.bins["kube-controller-manager"]),

@@ -99,12 +99,18 @@ class Api:
                                {"propagationPolicy": "Background"})
         return code
 
-    def token(self, ns: str, service_account: str, seconds: int = 3600) -> str:
-        """A bound token for a ServiceAccount (TokenRequest), as a kubelet projects one."""
+    def token(self, ns: str, service_account: str, seconds: int = 3600,
+              pod: dict[str, Any] | None = None) -> str:
+        """A token for a ServiceAccount (TokenRequest). Given the pod, it is bound to it as a
+        kubelet binds the one it projects: the apiserver then puts the pod-name claim in the
+        requests it authenticates, which the chart's WorkerReport policy checks."""
+        spec: dict[str, Any] = {"expirationSeconds": seconds}
+        if pod is not None:
+            spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod",
+                                      "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
         code, out = self.request(
             "POST", path("v1", "serviceaccounts", ns, service_account, "token"),
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-             "spec": {"expirationSeconds": seconds}})
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec})
         assert code == 201, out
         return out["status"]["token"]
 

@@ -225,7 +225,7 @@ class FakeNode:
             if "serviceAccountToken" in source:
                 sa = pod["spec"].get("serviceAccountName") or "default"
                 token = source["serviceAccountToken"]
-                (into / token.get("path", "token")).write_text(self.api.token(meta["namespace"], sa))
+                (into / token.get("path", "token")).write_text(self.api.token(meta["namespace"], sa, pod=pod))
             elif "configMap" in source:
                 for item in source["configMap"].get("items") or []:
                     if item["key"] == "ca.crt":

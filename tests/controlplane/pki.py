@@ -84,7 +84,9 @@ class Pki:
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName([
                 x509.DNSName("localhost"), x509.DNSName("kubernetes.default.svc"),
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                # The `kubernetes` service's address, which pods on the real node (node.py) dial.
+                x509.IPAddress(ipaddress.ip_address("10.96.0.1"))]), critical=False)
         cert = builder.sign(self._ca_key, hashes.SHA256())
         stem = cn.replace(":", "_")
         pair = KeyPair(self.root / f"{stem}.crt", self.root / f"{stem}.key")

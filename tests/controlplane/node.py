@@ -1,0 +1,508 @@
+"""A real node for the test control plane: containerd, runc, the CNI bridge, kubelet and
+kube-scheduler, all on this machine.
+
+What runs for real: kube-scheduler binds pods; kubelet (built by `make control-plane` from
+the same k8s.io/kubernetes module as the API server) runs them through containerd's CRI
+(containerd built from its Go module, runc and the CNI plugins from Debian: `make
+node-deps`), in containers from the images `make images` built, imported into containerd's
+image store with `ctr images import` and run by tag with `imagePullPolicy: IfNotPresent`.
+The sandbox (pause) image is made here from this module's own `pause` command, since nothing
+is pulled from a registry.
+
+Names resolve through CoreDNS (built from its Go module) on the bridge's address, serving
+cluster.local from the API and nothing else. Networking stays on this machine: pods sit on a Linux bridge (`xs-cni0`, 10.244.0.0/24,
+host-local IPAM) with no default route, only a route to the service range; the one service
+they need, `kubernetes` (10.96.0.1:443), is a DNAT rule in this module's own iptables chain to
+the API server on 127.0.0.1 (route_localnet on the bridge). kube-proxy is built but not run:
+it would program iptables for every service and set host sysctls on a machine other test
+sessions share, for no pod traffic the tests need (docs/deploy.md, "Test cluster: the real
+node"). IP forwarding is left as found (off here), so nothing a pod sends leaves the machine.
+
+`RealNode(cp).start()` brings it up once per test session; `stop()` deletes the pods on the
+node through the API (kubelet tears their sandboxes and networks down through CNI), then
+stops kubelet and containerd and removes whatever is left: tasks, netns mounts, the bridge,
+the iptables chain, the kubepods cgroups and every mount under its folder.
+
+A machine that lacks a kernel feature the node needs (a cgroup controller, overlayfs,
+network namespaces, bridges) raises NodeUnsupported, which tests turn into a skip naming the
+feature; a missing build is a ControlPlaneError that fails them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from .cluster import Component, ControlPlane, ControlPlaneError, cache_dir, free_port
+
+NODE_BINARIES = ("kubelet", "kube-scheduler", "containerd", "containerd-shim-runc-v2", "ctr",
+                 "pause", "coredns")
+SYSTEM_BINARIES = {"runc": "runc", "ip": "iproute2", "iptables": "iptables"}
+CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
+CNI_PLUGINS = ("bridge", "host-local", "loopback")
+BRIDGE = "xs-cni0"
+POD_SUBNET, GATEWAY = "10.244.0.0/24", "10.244.0.1"
+SERVICE_SUBNET, API_SERVICE_IP = "10.96.0.0/24", "10.96.0.1"  # cluster.py's service range
+CLUSTER_DOMAIN = "cluster.local"
+CHAIN = "XS-NODE"
+NODE_CONTROLLERS = ("node-lifecycle-controller", "root-ca-certificate-publisher-controller",
+                    "deployment-controller", "replicaset-controller")
+NAMESPACE = "k8s.io"  # containerd's namespace for CRI (kubelet's) images and containers
+PAUSE_IMAGE = "xla-sentinel.test/pause:1"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xla-sentinel"
+LOCK = CACHE / "node.lock"
+# containerd's content store and snapshots, kept between sessions (under the lock) so a warm
+# start finds the images unpacked; its state (tasks, sockets, netns) is per node.
+IMAGE_STORE = CACHE / "node-containerd"
+
+
+class NodeUnsupported(RuntimeError):
+    """This machine's kernel lacks a feature a real node needs; the message names it and
+    shows the error."""
+
+
+def node_binaries() -> dict[str, Path]:
+    """kubelet, kube-scheduler, containerd (+ shim, ctr), pause from build.sh; runc and the
+    CNI plugins from Debian. Missing ones raise ControlPlaneError naming the make target."""
+    where = cache_dir()
+    found = {name: where / name for name in NODE_BINARIES}
+    missing = [n for n, p in found.items() if not os.access(p, os.X_OK)]
+    if missing:
+        raise ControlPlaneError(f"{', '.join(missing)} not built in {where}: run `make control-plane`")
+    for name, package in SYSTEM_BINARIES.items():
+        path = shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+        if path is None:
+            raise ControlPlaneError(f"{name} not found: run `make node-deps` (Debian's {package})")
+        found[name] = Path(path)
+    cni = next((d for d in CNI_DIRS if all((d / p).is_file() for p in CNI_PLUGINS)), None)
+    if cni is None:
+        raise ControlPlaneError(f"CNI plugins {', '.join(CNI_PLUGINS)} not in {' or '.join(map(str, CNI_DIRS))}:"
+                                " run `make node-deps` (Debian's containernetworking-plugins)")
+    found["cni"] = cni
+    return found
+
+
+def _run(*argv: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if check and out.returncode != 0:
+        raise ControlPlaneError(f"{' '.join(argv)} exited {out.returncode}: {out.stderr.strip()}")
+    return out
+
+
+def cgroup_version() -> int:
+    """2 on a unified hierarchy (`stat -fc %T /sys/fs/cgroup` says cgroup2fs), else 1."""
+    return 2 if _run("stat", "-fc", "%T", "/sys/fs/cgroup").stdout.strip() == "cgroup2fs" else 1
+
+
+def check_kernel() -> None:
+    """Raise NodeUnsupported where a kernel feature kubelet or runc needs is missing."""
+    if os.geteuid() != 0:
+        raise NodeUnsupported("a real node needs root (kubelet, containerd and runc run as root)")
+    if "overlay" not in Path("/proc/filesystems").read_text():
+        raise NodeUnsupported("no overlayfs in /proc/filesystems: containerd's snapshotter needs it")
+    if cgroup_version() == 2:
+        controllers = Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()
+        wanted = ["cpu", "memory", "pids"]
+    else:
+        controllers = [c for c in ("cpu", "cpuacct", "cpuset", "memory", "pids")
+                       if os.access(f"/sys/fs/cgroup/{c}", os.W_OK)]
+        wanted = ["cpu", "cpuacct", "cpuset", "memory", "pids"]
+    lacking = [c for c in wanted if c not in controllers]
+    if lacking:
+        raise NodeUnsupported(f"cgroup v{cgroup_version()} controllers {', '.join(lacking)} not "
+                              "available (writable) here: kubelet enforces pod limits through them")
+    probe = _run("ip", "netns", "add", "xs-node-probe", check=False)
+    if probe.returncode != 0:
+        raise NodeUnsupported(f"cannot make a network namespace: {probe.stderr.strip()}")
+    _run("ip", "netns", "del", "xs-node-probe", check=False)
+
+
+def pause_archive(pause: Path, out: Path) -> Path:
+    """A docker-archive image holding only `pause`, for `ctr images import`: the sandbox image."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        info = tar.gettarinfo(str(pause), arcname="pause")
+        info.mode, info.uid, info.gid, info.uname, info.gname, info.mtime = 0o755, 0, 0, "", "", 0
+        with open(pause, "rb") as f:
+            tar.addfile(info, f)
+    layer_bytes = layer.getvalue()
+    diff_id = "sha256:" + hashlib.sha256(layer_bytes).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [PAUSE_IMAGE],
+                            "Layers": ["layer/layer.tar"]}]).encode()
+    with tarfile.open(out, "w") as tar:
+        for name, data in (("layer/layer.tar", layer_bytes), (config_name, config),
+                           ("manifest.json", manifest)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out
+
+
+def _has_cap_sys_resource() -> bool:
+    """Whether this process may lower an oom_score_adj. Where it may not (this VM's root
+    lacks CAP_SYS_RESOURCE), runc fails on the sandbox's -998 with "can't get final child's
+    PID from pipe: EOF", so containerd is told to clamp scores at its own (as rootless
+    containerd does); kubelet's ordering of pods (besteffort 1000 > burstable > guaranteed)
+    stays as long as none is below 0."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> 24 & 1)  # CAP_SYS_RESOURCE = 24
+    return False
+
+
+class _Process(Component):
+    """A node component; containerd finds its shim (containerd-shim-runc-v2) on PATH, so the
+    build folder comes first there, ahead of any other containerd's."""
+
+    def start(self) -> None:
+        env = {**os.environ, "PATH": f"{cache_dir()}:{os.environ.get('PATH', '')}:/usr/sbin:/sbin"}
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+
+
+class RealNode:
+    """One node, `name`, registered with `cp`; `images` are archives to import at start."""
+
+    def __init__(self, cp: ControlPlane, images: list[Path], name: str = "node-real",
+                 root: Path | None = None) -> None:
+        self.cp, self.name, self.images = cp, name, images
+        self.bins = node_binaries()
+        self.root = root or Path(tempfile.mkdtemp(prefix="xs-node-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.logs = self.root / "logs"
+        self.logs.mkdir(exist_ok=True)
+        self.socket = self.root / "containerd" / "containerd.sock"
+        self.cgroup_driver = "systemd" if self._systemd_cgroups() else "cgroupfs"
+        self.containerd = _Process("containerd", [
+            str(self.bins["containerd"]), "--config", str(self._containerd_config())], self.logs)
+        self.scheduler = _Process("kube-scheduler", self._scheduler_argv(), self.logs)
+        self.lifecycle = _Process("node-controllers", self._lifecycle_argv(), self.logs)
+        self.dns = _Process("coredns", self._coredns_argv(), self.logs)
+        self.kubelet = _Process("kubelet", self._kubelet_argv(), self.logs)
+        self._lock: IO[str] | None = None
+        self._started: list[_Process] = []
+
+    @staticmethod
+    def _systemd_cgroups() -> bool:
+        """kubelet and runc must agree with whoever manages this machine's cgroups: systemd
+        where it runs as PID 1, else cgroupfs (as here, in a VM without systemd)."""
+        try:
+            return Path("/proc/1/comm").read_text().strip() == "systemd"
+        except OSError:
+            return False
+
+    # --- configuration -------------------------------------------------------------------
+
+    def _containerd_config(self) -> Path:
+        cd = self.root / "containerd"
+        cd.mkdir(parents=True, exist_ok=True)
+        IMAGE_STORE.mkdir(parents=True, exist_ok=True)
+        cni_conf = self.root / "cni" / "net.d"
+        cni_conf.mkdir(parents=True, exist_ok=True)
+        (cni_conf / "10-xs.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0", "name": "xs-pods",
+            "plugins": [
+                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "isDefaultGateway": False,
+                 "ipMasq": False, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "dataDir": str(self.root / "cni" / "ipam"),
+                          "ranges": [[{"subnet": POD_SUBNET, "gateway": GATEWAY}]],
+                          # No default route: a pod reaches the bridge and the service range only.
+                          "routes": [{"dst": SERVICE_SUBNET}]}},
+                {"type": "loopback"}]}, indent=1))
+        cri = 'plugins."io.containerd.grpc.v1.cri"'
+        text = f"""version = 2
+root = "{IMAGE_STORE}"
+state = "{cd / 'state'}"
+disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = "{self.socket}"
+[ttrpc]
+  address = "{cd / 'ttrpc.sock'}"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{cd / 'opt'}"
+[{cri}]
+  sandbox_image = "{PAUSE_IMAGE}"
+  netns_mounts_under_state_dir = true
+  enable_unprivileged_ports = false
+  restrict_oom_score_adj = {str(not _has_cap_sys_resource()).lower()}
+  [{cri}.containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [{cri}.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [{cri}.containerd.runtimes.runc.options]
+        BinaryName = "{self.bins['runc']}"
+        SystemdCgroup = {str(self.cgroup_driver == 'systemd').lower()}
+  [{cri}.cni]
+    bin_dir = "{self.bins['cni']}"
+    conf_dir = "{cni_conf}"
+    max_conf_num = 1
+"""
+        path = cd / "config.toml"
+        path.write_text(text)
+        return path
+
+    def _scheduler_argv(self) -> list[str]:
+        pair = self.cp.pki.client("system:kube-scheduler")
+        config = self.cp.write_kubeconfig("system:kube-scheduler", pair)
+        return [str(self.bins["kube-scheduler"]), f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}", f"--authorization-kubeconfig={config}",
+                "--leader-elect=false", "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}", "-v=1"]
+
+    def _lifecycle_argv(self) -> list[str]:
+        """A second kube-controller-manager for what a real kubelet needs of the control
+        plane: the node lifecycle controller lifts the not-ready taint kubelet registers
+        with once the node is Ready (and taints an unresponsive node), and the root CA
+        publisher writes the kube-root-ca.crt ConfigMap every pod's service-account volume
+        projects; the Deployment and ReplicaSet controllers run the chart's operator
+        Deployment as pods. Not in the control plane's own controller manager, where the
+        first would mark the fake node's (kubelet.py) Nodes unreachable and the others would
+        start pods of the chart's Deployment that the fake-node tests run in-process."""
+        pair = self.cp.pki.client("xs:node-lifecycle-controller", ("system:masters",))
+        config = self.cp.write_kubeconfig("xs:node-lifecycle-controller", pair)
+        return [str(self.cp.bins["kube-controller-manager"]), f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}", f"--authorization-kubeconfig={config}",
+                "--leader-elect=false", f"--controllers={','.join(NODE_CONTROLLERS)}",
+                f"--root-ca-file={self.cp.pki.ca}",
+                "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                "--node-monitor-period=2s", "-v=1"]
+
+    def _coredns_argv(self) -> list[str]:
+        """The cluster DNS, on the bridge's address, as a cluster's CoreDNS serves it: service
+        and pod names of cluster.local from the API. No `forward`: any other name is refused
+        here rather than asked of a resolver off this machine."""
+        pair = self.cp.pki.client("xs:coredns", ("system:masters",))
+        config = self.cp.write_kubeconfig("xs:coredns", pair)
+        corefile = self.root / "Corefile"
+        corefile.write_text(f""".:53 {{
+    bind {GATEWAY}
+    errors
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {config} xs:coredns
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+""")
+        return [str(self.bins["coredns"]), "-conf", str(corefile)]
+
+    def _kubelet_argv(self) -> list[str]:
+        # The Node authorizer and NodeRestriction admission know a kubelet by this name.
+        pair = self.cp.pki.client(f"system:node:{self.name}", ("system:nodes",))
+        kubeconfig = self.cp.write_kubeconfig(f"system:node:{self.name}", pair)
+        kroot = self.root / "kubelet"
+        kroot.mkdir(exist_ok=True)
+        resolv = Path("/etc/resolv.conf")
+        if not resolv.is_file():
+            resolv = self.root / "resolv.conf"
+            resolv.write_text("")
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            # The API server (logs, exec) authenticates with a client certificate of the test CA.
+            "authentication": {"x509": {"clientCAFile": str(self.cp.pki.ca)},
+                               "webhook": {"enabled": False}, "anonymous": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
+            "address": GATEWAY, "port": free_port(), "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": free_port(),
+            "cgroupDriver": self.cgroup_driver, "failSwapOn": False, "failCgroupV1": False,
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "resolvConf": str(resolv), "staticPodPath": "",
+            "clusterDNS": [GATEWAY], "clusterDomain": CLUSTER_DOMAIN,
+            "serializeImagePulls": False, "registerNode": True,
+            # The disk is shared with other test sessions: pressure on it would taint the node
+            # and evict the pods under test, which the eviction test provokes on purpose.
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
+                             "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "nodeStatusUpdateFrequency": "2s", "nodeStatusReportFrequency": "10s",
+            "syncFrequency": "5s", "fileCheckFrequency": "5s",
+            "shutdownGracePeriod": "0s", "logging": {"verbosity": 1},
+        }
+        path = kroot / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        self.kubelet_port, self.healthz_port = config["port"], config["healthzPort"]
+        return [str(self.bins["kubelet"]), f"--config={path}", f"--kubeconfig={kubeconfig}",
+                f"--root-dir={kroot / 'root'}", f"--cert-dir={kroot / 'pki'}",
+                f"--hostname-override={self.name}", f"--node-ip={GATEWAY}"]
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self, timeout: float = 120) -> RealNode:
+        """Bring the node up and wait until it is Ready; raise NodeUnsupported or
+        ControlPlaneError (with the failing component's log) otherwise."""
+        check_kernel()
+        LOCK.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = open(LOCK, "w")
+        # One real node per machine: the bridge, the subnet and the iptables chain are global.
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        try:
+            self._network_up()
+            self._start(self.containerd)
+            self._wait("containerd socket", self.socket.exists, timeout)
+            self.import_images([pause_archive(self.bins["pause"], self.root / "pause.tar"),
+                                *self.images])
+            self._start(self.scheduler)
+            self._start(self.lifecycle)
+            self._start(self.dns)
+            self._start(self.kubelet)
+            self._wait(f"node {self.name} Ready", self.ready, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, c: _Process) -> None:
+        c.start()
+        self._started.append(c)
+
+    def _wait(self, what: str, ready: Any, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for c in self._started:
+                c.check_alive()
+            with contextlib.suppress(OSError):
+                if ready():
+                    return
+            time.sleep(0.5)
+        logs = "\n".join(f"--- {c.name}\n{c.tail(25)}" for c in self._started)
+        raise ControlPlaneError(f"{what} not within {timeout:.0f} s:\n{logs}")
+
+    def ctr(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return _run(str(self.bins["ctr"]), "--address", str(self.socket), "-n", NAMESPACE, *args,
+                    timeout=timeout)
+
+    def import_images(self, archives: list[Path]) -> None:
+        for archive in archives:
+            if not archive.is_file():
+                raise ControlPlaneError(f"image archive {archive} missing: run `make images`")
+            self.ctr("images", "import", str(archive))
+
+    def ready(self) -> bool:
+        code, body = self.cp.get(f"/api/v1/nodes/{self.name}")
+        if code != 200:
+            return False
+        conditions = json.loads(body).get("status", {}).get("conditions") or []
+        taints = json.loads(body).get("spec", {}).get("taints") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not any(
+            t["key"] == "node.kubernetes.io/not-ready" for t in taints)
+
+    def _network_up(self) -> None:
+        """The bridge (made here so route_localnet can be set before the first pod) and the
+        DNAT for the `kubernetes` service; a leftover of an earlier crashed run is replaced."""
+        self._network_down()
+        _run("ip", "link", "add", BRIDGE, "type", "bridge")
+        _run("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
+        _run("ip", "link", "set", BRIDGE, "up")
+        # Packets from pods DNATed to 127.0.0.1 are otherwise dropped as martians.
+        Path(f"/proc/sys/net/ipv4/conf/{BRIDGE}/route_localnet").write_text("1")
+        port = self.cp.port
+        _run("iptables", "-t", "nat", "-N", CHAIN)
+        _run("iptables", "-t", "nat", "-A", CHAIN, "-s", POD_SUBNET, "-d", API_SERVICE_IP, "-p",
+             "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", f"127.0.0.1:{port}")
+        _run("iptables", "-t", "nat", "-I", "PREROUTING", "-i", BRIDGE, "-j", CHAIN)
+
+    def _network_down(self) -> None:
+        _run("iptables", "-t", "nat", "-D", "PREROUTING", "-i", BRIDGE, "-j", CHAIN, check=False)
+        _run("iptables", "-t", "nat", "-F", CHAIN, check=False)
+        _run("iptables", "-t", "nat", "-X", CHAIN, check=False)
+        _run("ip", "link", "del", BRIDGE, check=False)
+
+    def pods(self) -> list[dict[str, Any]]:
+        code, body = self.cp.get(f"/api/v1/pods?fieldSelector=spec.nodeName%3D{self.name}")
+        return json.loads(body).get("items") or [] if code == 200 else []
+
+    def stop(self, timeout: float = 90) -> None:
+        """Remove everything the node made: pods (through kubelet, so CNI tears their
+        networks down), then containers, netns mounts, the bridge, the chain, cgroups, mounts."""
+        if self.kubelet.proc is not None and self.kubelet.proc.poll() is None:
+            self._drain(timeout)
+        for c in (self.kubelet, self.scheduler, self.lifecycle, self.dns):
+            c.stop()
+        if self.containerd.proc is not None and self.containerd.proc.poll() is None:
+            self._remove_containers()
+        self.containerd.stop()
+        self._started.clear()
+        self._unmount_all()
+        self._network_down()
+        self._remove_cgroups()
+        shutil.rmtree(self.root, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _drain(self, timeout: float) -> None:
+        from .kit import Api  # kit imports the test tools; only needed here
+
+        api = Api(self.cp)
+        for pod in self.pods():
+            meta = pod["metadata"]
+            api.request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                        {"gracePeriodSeconds": 0})
+        deadline = time.monotonic() + timeout
+        while self.pods() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        api.delete("v1/nodes", None, self.name)
+
+    def _remove_containers(self) -> None:
+        tasks = self.ctr("tasks", "ls", "-q", timeout=30).stdout.split()
+        for task in tasks:
+            _run(str(self.bins["ctr"]), "--address", str(self.socket), "-n", NAMESPACE, "tasks",
+                 "kill", "-s", "SIGKILL", task, check=False)
+        for task in tasks:
+            _run(str(self.bins["ctr"]), "--address", str(self.socket), "-n", NAMESPACE, "tasks",
+                 "delete", "-f", task, check=False)
+        for container in self.ctr("containers", "ls", "-q", timeout=30).stdout.split():
+            _run(str(self.bins["ctr"]), "--address", str(self.socket), "-n", NAMESPACE,
+                 "containers", "rm", container, check=False)
+
+    def _unmount_all(self) -> None:
+        """Mounts under the node's folder (netns bind mounts, overlay rootfs, kubelet's
+        volume tmpfs), deepest first; a netns unmounted with no process in it is freed,
+        its veth with it."""
+        prefix = str(self.root) + "/"
+        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+            _run("umount", "-l", point, check=False)
+
+    def _remove_cgroups(self) -> None:
+        if cgroup_version() == 2:
+            bases = [Path("/sys/fs/cgroup/kubepods"), Path("/sys/fs/cgroup/kubepods.slice")]
+        else:
+            bases = [p / name for p in Path("/sys/fs/cgroup").iterdir() if p.is_dir()
+                     for name in ("kubepods", "kubepods.slice")]
+        for base in bases:
+            if not base.is_dir():
+                continue
+            for dirpath, _, _ in sorted(os.walk(base), key=lambda w: len(w[0]), reverse=True):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)
+
+    def __enter__(self) -> RealNode:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
