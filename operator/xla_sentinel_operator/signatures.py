@@ -41,8 +41,11 @@ def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntr
     """The BugSignature to create when a signature is seen for the first time."""
     sample = entry.samples[0] if entry.samples else {}
     spec: dict[str, Any] = {"signature": signature, "verdict": entry.verdict, "state": "new",
-                            "targets": sorted({str(s["target"]) for s in entry.samples
-                                               if s.get("target")}),
+                            # Every configuration the bug shows in: the grouped signature's
+                            # list, and the samples' targets (reports written before it).
+                            "targets": sorted({*entry.configurations,
+                                               *(str(s["target"]) for s in entry.samples
+                                                 if s.get("target"))}),
                             "teams": list(c.spec.alerts.teams)}
     for field, key in (("culpritOp", "culprit_op"), ("culpritPass", "culprit_pass"),
                        ("fusionKind", "fusion_kind"), ("dtype", "dtype")):

@@ -169,3 +169,14 @@ def test_engine_processes_follow_the_cpu_request():
     assert desired.processes(parse_spec({"resources": {"requests": {"cpu": "2500m"}}})) == 2
     assert desired.processes(parse_spec({"resources": {"requests": {"cpu": "250m"}}})) == 1
     assert desired.processes(parse_spec({})) == 1
+
+
+def test_new_signature_lists_every_configuration_of_a_grouped_signature():
+    # One bug the engine grouped over four configurations keeps only 3 samples: the
+    # BugSignature's targets come from its configurations list, so the fourth is not lost.
+    e = entry(1)
+    e.configurations = ["default", "O0", "no_fusion_emitters", "f64_jit"]
+    e.samples.extend({"id": f"f{i}", "signature": "00aa", "target": t}
+                     for i, t in enumerate(["default", "O0", "no_fusion_emitters"]))
+    spec = signatures.new_signature(camp(), "main-1", "00000000000000aa", e)["spec"]
+    assert spec["targets"] == sorted(["default", "O0", "no_fusion_emitters", "f64_jit"])
