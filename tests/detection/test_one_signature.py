@@ -79,3 +79,20 @@ def test_configurations_of_the_stored_findings() -> None:
     found = [finding(0, "default", "a"), finding(1, "O0", "a"), finding(2, "default", "b"),
              finding(3, "O0", "a")]
     assert configurations(found) == {"a": ["default", "O0"], "b": ["default"]}
+
+
+def test_triage_lists_one_row_per_bug_with_its_configurations(
+        tmp_path, capsys: pytest.CaptureFixture) -> None:
+    from xla_sentinel.cli import main as cli
+    from xla_sentinel.storage.store import Store
+
+    store = Store(tmp_path / "campaign.sqlite")
+    for n, t in enumerate([*TARGETS, "O0"]):
+        store.add_finding(Finding(id=f"f{n}", campaign="c", program="s1-i4", target=t,
+                                  verdict="mismatch", dir=f"findings/f{n}",
+                                  time=f"2026-12-03T00:00:0{n}Z", signature="63a00c37c8e6ac32"))
+    store.close()
+    assert cli.main(["triage", str(tmp_path)]) == cli.EXIT_OK
+    header, *rows = capsys.readouterr().out.strip().splitlines()
+    assert header.split()[2] == "configurations" and len(rows) == 1
+    assert rows[0].split()[2] == ",".join(TARGETS)

@@ -10,7 +10,7 @@ import argparse
 import json
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -234,32 +234,47 @@ def _cmd_triage(args: argparse.Namespace) -> int:
         # the worker folders of a cluster campaign.
         objects = storage.ObjectStore(args.dir)
         objects.check()
-        sigs, errors = storage.stored_signatures(objects)
+        records, errors = storage.stored_findings(objects)
+        sigs, _ = storage.stored_signatures(objects, records)
         for line in errors:  # an unusable finding is named and skipped; the rest is listed
             print(f"xla-sentinel: error: {line}", file=sys.stderr)
+        shown_in = _configurations((str(r["signature"]), str(r.get("target")))
+                                   for r in sorted(records, key=lambda r: str(r.get("time"))))
     else:
         db = storage.local_path(args.dir) / "campaign.sqlite"
         if not db.exists():
             raise StoreError(f"{args.dir}: no campaign.sqlite (not a campaign output folder)")
         store = Store(db)
         sigs = store.signatures()
+        shown_in = _configurations((f.signature, f.target) for f in store.findings())
         store.close()
     if not sigs:
         print("no signatures")
         return EXIT_OK
-    cols = ["id", "verdict", "target", "culprit_op", "culprit_pass", "count", "first_seen",
+    # One bug that several configurations show is one signature: name them all, comma-joined
+    # (one word, so the columns still split on blanks).
+    cols = ["id", "verdict", "configurations", "culprit_op", "culprit_pass", "count", "first_seen",
             "last_seen", "known_bug", "repro"]
     # What `bisect --versions` recorded (docs/versions.md), shown once any signature has it.
     if any(s.introduced_in or s.last_good for s in sigs):
         cols += ["introduced_in", "last_good"]
     if any(s.verification for s in sigs):
         cols.append("verification")
-    rows = [[_triage_cell(s, c) for c in cols] for s in sigs]
+    rows = [[",".join(shown_in.get(s.id) or [s.target or "-"]) if c == "configurations"
+             else _triage_cell(s, c) for c in cols] for s in sigs]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
     return EXIT_OK
+
+
+def _configurations(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Per signature, the configurations its findings show in, first seen first."""
+    out: dict[str, dict[str, None]] = {}
+    for sig, target in pairs:
+        out.setdefault(sig, {})[target] = None
+    return {sig: list(targets) for sig, targets in out.items()}
 
 
 def _triage_cell(sig: Signature, column: str) -> str:

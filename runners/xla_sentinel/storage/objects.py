@@ -539,10 +539,12 @@ def stored_findings(store: ObjectStore) -> tuple[list[dict[str, Any]], list[str]
     return records, errors
 
 
-def stored_signatures(store: ObjectStore) -> tuple[list[Signature], list[str]]:
-    """The signatures of the stored findings, counted as the campaign store counts them,
-    with repro the URI of a stored bundle; and the error lines of unusable findings."""
-    records, errors = stored_findings(store)
+def stored_signatures(store: ObjectStore, records: list[dict[str, Any]] | None = None
+                      ) -> tuple[list[Signature], list[str]]:
+    """The signatures of the stored findings (read here unless `records` are given), counted
+    as the campaign store counts them, with repro the URI of a stored bundle; and the error
+    lines of unusable findings."""
+    records, errors = stored_findings(store) if records is None else (records, [])
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(records, key=lambda r: str(r.get("time"))):
         groups.setdefault(str(r["signature"]), []).append(r)
