@@ -69,7 +69,7 @@ system-deps:
 
 # A control plane and the operator for a person: prints KUBECONFIG=... once the API
 # answers, then `kubectl apply -f examples/k8s-quickstart.yaml` and watch. Ctrl-C stops it.
-dev-cluster: install control-plane
+dev-cluster: install control-plane node-deps images
 	$(BIN)/python tests/controlplane/dev_cluster.py
 
 # ruff, the architecture's import contracts (pyproject [tool.importlinter]: layers, the

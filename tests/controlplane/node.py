@@ -41,6 +41,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
@@ -67,6 +68,39 @@ LOCK = CACHE / "node.lock"
 # containerd's content store and snapshots, kept between sessions (under the lock) so a warm
 # start finds the images unpacked; its state (tasks, sockets, netns) is per node.
 IMAGE_STORE = CACHE / "node-containerd"
+
+
+# Where `make images` leaves the archives (the Makefile's IMAGES_OUT default).
+IMAGES_OUT = Path(os.environ.get("IMAGES_OUT") or Path.home() / ".cache" / "xla-sentinel" / "images")
+IMAGES_MANIFEST = IMAGES_OUT / "images.json"
+
+
+def built_images(manifest: Path = IMAGES_MANIFEST) -> dict[str, dict[str, Any]]:
+    """'operator' and 'runner-cpu' (and any other built) -> their images.json row (ref,
+    archive); a missing manifest or archive is a ControlPlaneError naming `make images`."""
+    if not manifest.is_file():
+        raise ControlPlaneError(f"{manifest} is missing: run `make images`")
+    rows = json.loads(manifest.read_text())["images"]
+    found = {r["target"] + (f"-{r['flavor']}" if r["flavor"] else ""): r for r in rows}
+    for want in ("operator", "runner-cpu"):
+        if want not in found or not Path(found[want]["archive"]).is_file():
+            raise ControlPlaneError(f"no {want} image archive in {manifest}: run `make images`")
+    return found
+
+
+def chart_image_values(images: dict[str, dict[str, Any]]) -> list[str]:
+    """`helm --set` values naming the built images by registry, repository and tag, pulled
+    IfNotPresent (so from the node's image store, never from a registry)."""
+    sets = ["images.pullPolicy=IfNotPresent"]
+    registries = set()
+    for key, target in (("operator", "operator"), ("runner.cpu", "runner-cpu")):
+        name, tag = images[target]["ref"].rsplit(":", 1)
+        registry, repository = name.rsplit("/", 1)
+        registries.add(registry)
+        sets += [f"images.{key}.repository={repository}", f"images.{key}.tag={tag}"]
+    if len(registries) != 1:  # the chart has one registry for all images
+        raise ControlPlaneError(f"the built images come from several registries: {registries}")
+    return [*sets, f"images.registry={registries.pop()}"]
 
 
 class NodeUnsupported(RuntimeError):
@@ -390,6 +424,60 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
             time.sleep(0.5)
         logs = "\n".join(f"--- {c.name}\n{c.tail(25)}" for c in self._started)
         raise ControlPlaneError(f"{what} not within {timeout:.0f} s:\n{logs}")
+
+    def restart(self, timeout: float = 120) -> None:
+        """Stop kubelet and containerd and start them again, as an upgrade or a crash of the
+        node's agents does: the containers' shims (own process groups) and processes keep
+        running meanwhile, and the restarted kubelet finds its pods through containerd's
+        CRI instead of starting them again. Returns once the kubelet answers /healthz and
+        the node is Ready; the node's other parts (scheduler, DNS, network) stay up."""
+        self.kubelet.stop()
+        self.containerd.stop()
+        self.socket.unlink(missing_ok=True)  # so the wait below sees the new containerd's
+        self.containerd.start()
+        self._wait("containerd socket after restart", self.socket.exists, timeout)
+        self.kubelet.start()
+        self._wait(f"kubelet of {self.name} healthy after restart", self._kubelet_healthy, timeout)
+        self._wait(f"node {self.name} Ready after restart", self.ready, timeout)
+
+    def _kubelet_healthy(self) -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.healthz_port}/healthz",
+                                    timeout=2) as answer:
+            return bool(answer.status == 200)
+
+    def expose_host_port(self, namespace: str, name: str, port: int) -> str:
+        """Make a service listening on this host at GATEWAY:`port` (the host side of the pod
+        bridge, the one host address pods reach: they have no default route) reachable from
+        pods as `name.namespace.svc`: a headless Service with an EndpointSlice of that
+        address, which the node's CoreDNS resolves (no kube-proxy needed). Creates the
+        namespace if missing; returns the service's DNS name."""
+        from .kit import Api  # kit imports the test tools; only needed here
+
+        api = Api(self.cp)
+        if api.get("v1/namespaces", None, namespace) is None:
+            api.create("v1/namespaces", None, {"apiVersion": "v1", "kind": "Namespace",
+                                               "metadata": {"name": namespace}})
+        api.create("v1/services", namespace, {
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"clusterIP": "None", "ports": [{"name": "main", "port": port}]}})
+        api.create("discovery.k8s.io/v1/endpointslices", namespace, {
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": f"{name}-host", "labels": {
+                "kubernetes.io/service-name": name,
+                "endpointslice.kubernetes.io/managed-by": "xla-sentinel-tests"}},
+            "addressType": "IPv4", "ports": [{"name": "main", "port": port, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [GATEWAY], "conditions": {"ready": True}}]})
+        return f"{name}.{namespace}.svc"
+
+    def container_pid(self, container_id: str) -> int:
+        """The host PID of a container's main process (a pod status' containerID,
+        `containerd://ID`), from containerd's task list."""
+        wanted = container_id.removeprefix("containerd://")
+        for line in self.ctr("tasks", "ls", timeout=30).stdout.splitlines()[1:]:
+            task, pid, *_ = line.split()
+            if task == wanted:
+                return int(pid)
+        raise ControlPlaneError(f"no running task {wanted} in containerd")
 
     def ctr(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return _run(str(self.bins["ctr"]), "--address", str(self.socket), "-n", NAMESPACE, *args,

@@ -24,21 +24,23 @@ receivers:
 """
 
 
-def _free_port() -> int:
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
 class Alertmanager:
-    def __init__(self, config: str = CONFIG) -> None:
+    def __init__(self, config: str = CONFIG, host: str = "127.0.0.1") -> None:
+        """`host`: the local address it listens on; loopback, or the host side of the real
+        node's pod bridge (tests/controlplane/node.py) for pods to reach it."""
         self.binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
         if self.binary is None:
             raise RuntimeError("prometheus-alertmanager is not installed: run `make system-deps`")
         self.root = Path(tempfile.mkdtemp(prefix="xs-alertmanager-"))
         (self.root / "alertmanager.yml").write_text(config)
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.host, self.port = host, _free_port(host)
+        self.url = f"http://{host}:{self.port}"
         self.log = self.root / "alertmanager.log"
         self._start()
 
@@ -47,7 +49,7 @@ class Alertmanager:
             self.proc = subprocess.Popen(
                 [str(self.binary), f"--config.file={self.root / 'alertmanager.yml'}",
                  f"--storage.path={self.root / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}",
+                 f"--web.listen-address={self.host}:{self.port}",
                  "--cluster.listen-address="],  # no HA gossip: one instance
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30

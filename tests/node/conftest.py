@@ -9,8 +9,6 @@ fails them, since a skip would hide an image or a node that never ran.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,32 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controlplane.cluster import ControlPlane
+from controlplane.cluster import ControlPlane, ControlPlaneError
 from controlplane.kit import Api
-from controlplane.node import NodeUnsupported, RealNode
+from controlplane.node import NodeUnsupported, RealNode, built_images
 
-IMAGES_OUT = Path(os.environ.get("IMAGES_OUT") or Path.home() / ".cache" / "xla-sentinel" / "images")
-MANIFEST = IMAGES_OUT / "images.json"
 UID = 10001  # the images' USER and the chart's runAsUser
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
               "pod-security.kubernetes.io/enforce-version": "latest"}
 
 
-def built_images() -> dict[str, dict[str, Any]]:
-    """'operator' and 'runner-cpu' -> their images.json row (ref, archive)."""
-    if not MANIFEST.is_file():
-        pytest.fail(f"{MANIFEST} is missing: run `make images`", pytrace=False)
-    rows = json.loads(MANIFEST.read_text())["images"]
-    found = {r["target"] + (f"-{r['flavor']}" if r["flavor"] else ""): r for r in rows}
-    for want in ("operator", "runner-cpu"):
-        if want not in found or not Path(found[want]["archive"]).is_file():
-            pytest.fail(f"no {want} image archive in {MANIFEST}: run `make images`", pytrace=False)
-    return found
-
-
 @pytest.fixture(scope="session")
 def images() -> dict[str, dict[str, Any]]:
-    return built_images()
+    try:
+        return built_images()
+    except ControlPlaneError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")
