@@ -37,17 +37,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from controlplane.cluster import ControlPlane, free_port  # noqa: E402
 from controlplane.kit import (  # noqa: E402
-    CHART,
     OPERATOR_SA,
-    RELEASE,
     RELEASE_NS,
     Api,
+    helm_install,
     install_chart,
     kubectl,
 )
 from controlplane.node import RealNode, built_images, chart_image_values  # noqa: E402
 from k8s.workers import reports_api  # noqa: E402
-from tools import helm_path  # noqa: E402
 from xla_sentinel.cluster.report import K8sReporter, writer_name  # noqa: E402
 
 NS = "bench"
@@ -151,12 +149,7 @@ def operator_process(cp: ControlPlane, api: Api, args: argparse.Namespace) -> It
                 "operator.replicas=1", "operator.logLevel=warning",
                 "operator.extraArgs[0]=--standalone",
                 f"operator.extraArgs[1]=--rollup-interval={args.rollup_interval}"]
-        done = subprocess.run([str(helm_path()), "--kubeconfig", str(cp.kubeconfig_path), "install",
-                               RELEASE, str(CHART), "-n", RELEASE_NS,
-                               *[a for v in sets for a in ("--set", v)]],
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise SystemExit(f"helm install failed: {done.stderr}")
+        helm_install(cp, sets)
         deadline = time.monotonic() + 300
         while True:
             pods = api.all("v1/pods", RELEASE_NS, {"app.kubernetes.io/component": "operator"})

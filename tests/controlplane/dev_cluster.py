@@ -19,16 +19,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: tools, controlplane
 
-from tools import REPO_ROOT, helm_path  # noqa: E402
+from tools import REPO_ROOT  # noqa: E402
 
 from controlplane.cluster import ControlPlane  # noqa: E402
 from controlplane.kit import (  # noqa: E402
-    CHART,
     OPERATOR_SA,
-    RELEASE,
     RELEASE_NS,
     Api,
     chart_operator_flags,
+    helm_install,
     install_chart,
     kubectl,
 )
@@ -53,12 +52,7 @@ def real_node(cp: ControlPlane, api: Api) -> None:
     with RealNode(cp, [Path(images[t]["archive"]) for t in ("operator", "runner-cpu")]) as node:
         sets = [*chart_image_values(images), f"operator.watchNamespaces={{{','.join(NAMESPACES)}}}",
                 f"alerts.extraSecretNames={{{','.join(SECRETS)}}}"]
-        done = subprocess.run([str(helm_path()), "--kubeconfig", str(cp.kubeconfig_path), "install",
-                               RELEASE, str(CHART), "-n", RELEASE_NS,
-                               *[a for v in sets for a in ("--set", v)]],
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise SystemExit(f"helm install failed: {done.stderr}")
+        helm_install(cp, sets)
         deadline = time.monotonic() + 300
         while not [p for p in api.all("v1/pods", RELEASE_NS, {"app.kubernetes.io/component": "operator"})
                    if any(c["type"] == "Ready" and c["status"] == "True"

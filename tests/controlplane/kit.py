@@ -121,6 +121,17 @@ def kubectl(cp: ControlPlane, *args: str, stdin: str | None = None,
                            *args], input=stdin, capture_output=True, text=True, timeout=120)
 
 
+def helm_install(cp: ControlPlane, sets: list[str], namespace: str = RELEASE_NS) -> None:
+    """`helm install` of the chart as a user runs it, each value a `--set`; SystemExit with
+    helm's error where it fails (the scripts that call it stop there)."""
+    done = subprocess.run([str(helm_path()), "--kubeconfig", str(cp.kubeconfig_path), "install",
+                           RELEASE, str(CHART), "-n", namespace,
+                           *[a for v in sets for a in ("--set", v)]],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise SystemExit(f"helm install failed: {done.stderr}")
+
+
 def helm_template(*sets: str) -> list[dict[str, Any]]:
     out = subprocess.run([str(helm_path()), "template", RELEASE, str(CHART), "-n", RELEASE_NS,
                           "--include-crds", *[a for s in sets for a in ("--set", s)]],
