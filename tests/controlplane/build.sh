@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager and etcd (the control plane), and kubelet,
-# kube-scheduler and kube-proxy (the real node, tests/controlplane/node.py), from this folder's
+# kube-scheduler, kube-proxy and the accelerator device plugin (the real node,
+# tests/controlplane/node.py), from this folder's
 # Go module into DEST, once: a binary already there is kept. DEST defaults to the folder cluster.py looks
 # in: $XLA_SENTINEL_CONTROL_PLANE, else ~/.cache/xla-sentinel/controlplane-<k8s version>,
 # outside the source tree so every clone on the machine reuses one build. Needs Go and the
@@ -57,6 +58,9 @@ build_containerd() {
 }
 build_containerd
 build pause ./pause
+# The test node's accelerator device plugin (google.com/tpu, nvidia.com/gpu chips that do
+# not exist here), from this module: the same k8s.io/kubelet and gRPC as the kubelet.
+build deviceplugin ./deviceplugin
 # JobSet's controller (sigs.k8s.io/jobset), for multi-host TPU slices (tests/controlplane/jobset.py
 # runs it beside the Job controller): built from its own Go module as its main module (its
 # go.sum pins its dependencies), with its CRD and webhook manifests beside it.

@@ -18,6 +18,14 @@ it would program iptables for every service and set host sysctls on a machine ot
 sessions share, for no pod traffic the tests need (docs/deploy.md, "Test cluster: the real
 node"). IP forwarding is left as found (off here), so nothing a pod sends leaves the machine.
 
+Accelerators: a device plugin (deviceplugin/main.go, built by build.sh) registers 4
+google.com/tpu and 2 nvidia.com/gpu chips with the kubelet over the device-plugin API; they
+do not exist (no TPU or GPU here), but the kubelet counts them on the Node, the scheduler
+places pods by them, and a container gets its chips' environment (TPU_VISIBLE_CHIPS) and
+device nodes (/dev/accelN, standing in as /dev/null). The node carries GKE's labels of a
+single-host TPU v5e 2x2 pool (TPU_LABELS); tests that want GKE's TPU taint set it
+(TPU_TAINT), since the suite's other pods run on this one node.
+
 `RealNode(cp).start()` brings it up once per test session; `stop()` deletes the pods on the
 node through the API (kubelet tears their sandboxes and networks down through CNI), then
 stops kubelet and containerd and removes whatever is left: tasks, netns mounts, the bridge,
@@ -50,7 +58,7 @@ import yaml
 from .cluster import Component, ControlPlane, ControlPlaneError, cache_dir, free_port
 
 NODE_BINARIES = ("kubelet", "kube-scheduler", "containerd", "containerd-shim-runc-v2", "ctr",
-                 "pause", "coredns")
+                 "pause", "coredns", "deviceplugin")
 SYSTEM_BINARIES = {"runc": "runc", "ip": "iproute2", "iptables": "iptables"}
 CNI_DIRS = (Path("/usr/lib/cni"), Path("/opt/cni/bin"))
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
@@ -68,6 +76,21 @@ LOCK = CACHE / "node.lock"
 # containerd's content store and snapshots, kept between sessions (under the lock) so a warm
 # start finds the images unpacked; its state (tasks, sockets, netns) is per node.
 IMAGE_STORE = CACHE / "node-containerd"
+# Accelerators the node advertises through its device plugin (deviceplugin/main.go): chips
+# that do not exist here, counted and allocated by the real kubelet and scheduler. The node
+# is labelled as a GKE node of a single-host TPU v5e 2x2 pool (4 chips); the taint GKE puts
+# on TPU nodes (TPU_TAINT) is not registered with the node, since every other pod of the
+# suite (the chart's operator among them) runs here too: tests that need it set it
+# (tests/node/test_accelerators.py).
+ACCELERATORS = {"google.com/tpu": 4, "nvidia.com/gpu": 2}
+TPU_LABELS = {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+              "cloud.google.com/gke-tpu-topology": "2x2",
+              "cloud.google.com/gke-nodepool": "tpu-v5e-2x2"}
+TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
+# Where kubelet 1.34 takes device plugins' registrations: pluginapi.KubeletSocket, fixed,
+# whatever its --root-dir (so one per machine, as the node is). Its checkpoint of which pod
+# holds which chip lies beside it, and survives a kubelet restart.
+DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")
 
 
 # Where `make images` leaves the archives (the Makefile's IMAGES_OUT default).
@@ -109,7 +132,8 @@ class NodeUnsupported(RuntimeError):
 
 
 def node_binaries() -> dict[str, Path]:
-    """kubelet, kube-scheduler, containerd (+ shim, ctr), pause from build.sh; runc and the
+    """kubelet, kube-scheduler, containerd (+ shim, ctr), pause, coredns and the device
+    plugin from build.sh; runc and the
     CNI plugins from Debian. Missing ones raise ControlPlaneError naming the make target."""
     where = cache_dir()
     found = {name: where / name for name in NODE_BINARIES}
@@ -231,6 +255,10 @@ class RealNode:
         self.lifecycle = _Process("node-controllers", self._lifecycle_argv(), self.logs)
         self.dns = _Process("coredns", self._coredns_argv(), self.logs)
         self.kubelet = _Process("kubelet", self._kubelet_argv(), self.logs)
+        self.deviceplugin = _Process("deviceplugin", [
+            str(self.bins["deviceplugin"]), f"--kubelet-socket={DEVICE_PLUGINS / 'kubelet.sock'}",
+            *[f"--resource={name}={n}" for name, n in ACCELERATORS.items()]], self.logs)
+        self._made_kubelet_dir = False
         self._lock: IO[str] | None = None
         self._started: list[_Process] = []
 
@@ -381,7 +409,8 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         self.kubelet_port, self.healthz_port = config["port"], config["healthzPort"]
         return [str(self.bins["kubelet"]), f"--config={path}", f"--kubeconfig={kubeconfig}",
                 f"--root-dir={kroot / 'root'}", f"--cert-dir={kroot / 'pki'}",
-                f"--hostname-override={self.name}", f"--node-ip={GATEWAY}"]
+                f"--hostname-override={self.name}", f"--node-ip={GATEWAY}",
+                "--node-labels=" + ",".join(f"{k}={v}" for k, v in TPU_LABELS.items())]
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -393,6 +422,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         self._lock = open(LOCK, "w")
         # One real node per machine: the bridge, the subnet and the iptables chain are global.
         fcntl.flock(self._lock, fcntl.LOCK_EX)
+        self._made_kubelet_dir = not DEVICE_PLUGINS.parent.exists()
         try:
             self._network_up()
             self._start(self.containerd)
@@ -403,7 +433,10 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
             self._start(self.lifecycle)
             self._start(self.dns)
             self._start(self.kubelet)
+            self._start(self.deviceplugin)  # it registers once the kubelet's socket is there
             self._wait(f"node {self.name} Ready", self.ready, timeout)
+            self._wait(f"accelerators allocatable on {self.name}", self.accelerators_advertised,
+                       timeout)
         except BaseException:
             self.stop()
             raise
@@ -431,6 +464,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         running meanwhile, and the restarted kubelet finds its pods through containerd's
         CRI instead of starting them again. Returns once the kubelet answers /healthz and
         the node is Ready; the node's other parts (scheduler, DNS, network) stay up."""
+        registrations = self._plugin_registrations()
         self.kubelet.stop()
         self.containerd.stop()
         self.socket.unlink(missing_ok=True)  # so the wait below sees the new containerd's
@@ -439,6 +473,12 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         self.kubelet.start()
         self._wait(f"kubelet of {self.name} healthy after restart", self._kubelet_healthy, timeout)
         self._wait(f"node {self.name} Ready after restart", self.ready, timeout)
+        # The new kubelet removed the plugin's sockets; the plugin serves and registers again
+        # (until then the Node keeps the old kubelet's allocatable).
+        self._wait("device plugin registered with the new kubelet",
+                   lambda: self._plugin_registrations() >= registrations + len(ACCELERATORS), timeout)
+        self._wait(f"accelerators allocatable on {self.name} after restart",
+                   self.accelerators_advertised, timeout)
 
     def _kubelet_healthy(self) -> bool:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.healthz_port}/healthz",
@@ -479,6 +519,25 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
                 return int(pid)
         raise ControlPlaneError(f"no running task {wanted} in containerd")
 
+    def oom_kills(self, container_id: str) -> int:
+        """How many processes the kernel's OOM killer has killed in a running container's
+        memory cgroup (v1: memory.oom_control, v2: memory.events, `oom_kill`). On cgroup v1
+        the kernel kills the largest process of the cgroup only; on v2 kubelet sets
+        memory.oom.group, so an OOM kills the whole container."""
+        pid = self.container_pid(container_id)
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if cgroup_version() == 1 and "memory" in controllers.split(","):
+                counters = Path("/sys/fs/cgroup/memory", path.lstrip("/"), "memory.oom_control")
+                break
+            if cgroup_version() == 2 and controllers == "":
+                counters = Path("/sys/fs/cgroup", path.lstrip("/"), "memory.events")
+                break
+        else:
+            raise ControlPlaneError(f"no memory cgroup for container {container_id} (pid {pid})")
+        fields = dict(line.split() for line in counters.read_text().splitlines())
+        return int(fields.get("oom_kill", 0))
+
     def ctr(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return _run(str(self.bins["ctr"]), "--address", str(self.socket), "-n", NAMESPACE, *args,
                     timeout=timeout)
@@ -497,6 +556,19 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         taints = json.loads(body).get("spec", {}).get("taints") or []
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and not any(
             t["key"] == "node.kubernetes.io/not-ready" for t in taints)
+
+    def _plugin_registrations(self) -> int:
+        """Registrations the device plugin has logged (one per resource and kubelet)."""
+        if not self.deviceplugin.log_path.exists():
+            return 0
+        return self.deviceplugin.log_path.read_text(errors="replace").count("registered with the kubelet")
+
+    def accelerators_advertised(self) -> bool:
+        """Whether the Node's allocatable holds every chip of ACCELERATORS (the device
+        plugin registered with this kubelet and listed its devices)."""
+        code, body = self.cp.get(f"/api/v1/nodes/{self.name}")
+        allocatable = json.loads(body).get("status", {}).get("allocatable", {}) if code == 200 else {}
+        return all(allocatable.get(name) == str(n) for name, n in ACCELERATORS.items())
 
     def _network_up(self) -> None:
         """The bridge (made here so route_localnet can be set before the first pod) and the
@@ -528,7 +600,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         networks down), then containers, netns mounts, the bridge, the chain, cgroups, mounts."""
         if self.kubelet.proc is not None and self.kubelet.proc.poll() is None:
             self._drain(timeout)
-        for c in (self.kubelet, self.scheduler, self.lifecycle, self.dns):
+        for c in (self.deviceplugin, self.kubelet, self.scheduler, self.lifecycle, self.dns):
             c.stop()
         if self.containerd.proc is not None and self.containerd.proc.poll() is None:
             self._remove_containers()
@@ -538,6 +610,8 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         self._network_down()
         self._remove_cgroups()
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._made_kubelet_dir:  # only the kubelet's device-plugin folder was in it
+            shutil.rmtree(DEVICE_PLUGINS.parent, ignore_errors=True)
         if self._lock is not None:
             self._lock.close()
             self._lock = None

@@ -7,7 +7,8 @@ campaign's status, its findings into BugSignatures and alerts in a real Alertman
 faults a node brings, on one continuous campaign: a worker evicted (SIGTERM, 143, its index
 resumes), the leader operator pod deleted (the standby takes over, no second Job), an
 operator wedged (SIGSTOP; the chart's liveness probe has the kubelet restart it), kubelet and
-containerd restarted (nothing lost).
+containerd restarted (nothing lost); and a worker over its memory limit OOM-killed by the
+kernel (137, OOMKilled, its index resumes, no finding lost or counted twice).
 
 The campaign is examples/k8s-quickstart.yaml made small for a 2-core CI machine: one worker,
 8 programs of the end-to-end test's generator settings and references, requests of 100m CPU
@@ -19,13 +20,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import yaml
-from controlplane.cluster import ControlPlane
+from controlplane.cluster import ControlPlane, ControlPlaneError
 from controlplane.kit import CHART, Api, kubectl
 from controlplane.node import GATEWAY, RealNode, chart_image_values
 from k8s.alertmanager import Alertmanager
@@ -59,7 +61,7 @@ def small_quickstart(ns: str) -> dict[str, Any]:
     campaign["metadata"]["namespace"] = ns
     spec = campaign["spec"]
     spec.update({"seed": 3, "workers": 1, "budget": {"programs": 8}, "bisect": {"enabled": False},
-                 "generator": {"minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
+                 "generator": {"version": 1, "minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
                  "references": ["f64_eager", "f64_jit", "eager"],
                  "injectPasses": [f"{RUNNER_SITE}/xla_sentinel/xla/faults/{FAULTS[FAULT]}"],
                  "resources": {"requests": {"cpu": "100m", "memory": "512Mi"},
@@ -343,3 +345,91 @@ def test_node_restart_of_kubelet_and_containerd_loses_nothing(api: Api, node: Re
     assert reports <= {r["metadata"]["name"] for r in api.all(f"{API}/workerreports", release)}
     assert {j["metadata"]["uid"] for j in api.all("batch/v1/jobs", release, LONG_WORKERS)} == jobs
     assert (long_status(api, release).get("findingsTotal") or 0) >= findings
+
+
+HUNGRY_WORKERS = {"xlasentinel.dev/role": "worker", CAMPAIGN_LABEL: "hungry"}
+# Under this limit the engine's processes outgrow the container within a minute (measured:
+# its programs-and-references worker grows ~10 MB/s from ~250 MB while the three target
+# workers hold ~220 MB each; it recycles itself only past 1.5 GB, worker/server.py).
+HUNGRY_LIMIT = "640Mi"
+
+
+def hungry_findings(api: Api, ns: str) -> tuple[int, int]:
+    """(the campaign's findingsTotal, the sum of its hits over the BugSignatures)."""
+    st = (api.get(f"{API}/fuzzcampaigns", ns, "hungry") or {}).get("status") or {}
+    hits = sum(v for s in api.all(f"{API}/bugsignatures", ns)
+               for k, v in (s.get("status", {}).get("hits") or {}).items() if k.startswith("hungry/"))
+    return int(st.get("findingsTotal") or 0), hits
+
+
+def test_worker_over_its_memory_limit_is_oom_killed_its_index_resumes_and_nothing_is_lost_or_doubled(
+        control_plane: ControlPlane, api: Api, node: RealNode, release: str) -> None:
+    """The kernel's OOM killer, not an eviction: a continuous campaign whose worker's memory
+    limit (HUNGRY_LIMIT) is below what its engine grows to. The whole container dies, exit
+    137, reason OOMKilled: on a cgroup v2 node (GKE) by memory.oom.group, which the kubelet
+    sets; on this cgroup v1 node the kernel kills only the engine's largest process, and the
+    worker stops itself at that kill (runners/xla_sentinel/cluster/oom.py; before it, the
+    engine restarted that process and lost the program in flight, unseen). The Job's index
+    runs again in a new pod, which replays the shard from its seeds; the campaign's and the
+    BugSignatures' counts neither drop nor double."""
+    campaign = small_quickstart(release)
+    campaign["metadata"]["name"] = "hungry"
+    campaign["spec"]["budget"] = {"continuous": True}
+    campaign["spec"]["resources"] = {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                     "limits": {"memory": HUNGRY_LIMIT}}
+    done = kubectl(control_plane, "apply", "-f", "-", stdin=yaml.safe_dump(campaign))
+    assert done.returncode == 0, done.stderr
+    try:
+        oom_killed_and_resumed(api, node, release)
+    finally:
+        api.delete(f"{API}/fuzzcampaigns", release, "hungry")
+
+
+def oom_killed_and_resumed(api: Api, node: RealNode, release: str) -> None:
+    def running() -> dict[str, Any] | None:
+        pods = [p for p in api.all("v1/pods", release, HUNGRY_WORKERS)
+                if p["status"].get("phase") == "Running" and p["status"].get("containerStatuses")
+                and p["status"]["containerStatuses"][0].get("containerID")]
+        return pods[0] if pods else None
+
+    first = wait_for(running, 300, "a Running worker pod of campaign hungry")
+    container = first["status"]["containerStatuses"][0]["containerID"]
+
+    def oom() -> dict[str, Any] | None:
+        """The first pod's terminated state, or the OOM kills in its still running container."""
+        pod = api.get("v1/pods", release, first["metadata"]["name"]) or {}
+        statuses = pod.get("status", {}).get("containerStatuses") or []
+        state = statuses[0]["state"].get("terminated") if statuses else None
+        if state or not statuses:
+            return state or {"gone": True}
+        try:
+            kills = node.oom_kills(container)
+        except ControlPlaneError:  # the task ended between the two reads
+            return None
+        return {"oom_kills": kills} if kills else None
+
+    seen = wait_for(oom, 300, f"the kernel OOM-killing in worker {first['metadata']['name']}", interval=0.5)
+    if "oom_kills" in seen:  # seen in the cgroup before the container ended (if it does)
+        seen = wait_for(lambda: (s := oom()) and "oom_kills" not in s and s, 60,
+                        f"worker {first['metadata']['name']}, {seen['oom_kills']} of whose "
+                        "processes the kernel OOM-killed, ending")
+    assert seen.get("exitCode") == 137 and seen.get("reason") == "OOMKilled", seen
+    # What the killed pod had reported, once rolled up into the status and the BugSignatures
+    # (the replacement's replay cannot raise it before it passes the same point: reports
+    # merge by maximum).
+    findings_at_kill, _ = wait_for(lambda: (f := hungry_findings(api, release))[0] == f[1] and f,
+                                   120, "the killed pod's findings rolled up")
+
+    second = wait_for(lambda: (p := running()) and p["metadata"]["uid"] != first["metadata"]["uid"] and p,
+                      300, "a new worker pod for the index")
+    assert second["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] == "0"
+    # The new pod replays the shard from its first program, re-finding what the first found:
+    # once it has run as long as the first did, the counts are back where they were (a
+    # finding lost would leave them lower; counted twice, about double).
+    lived = (datetime.fromisoformat(seen["finishedAt"].replace("Z", "+00:00"))
+             - datetime.fromisoformat(seen["startedAt"].replace("Z", "+00:00"))).total_seconds()
+    time.sleep(lived)
+    assert findings_at_kill > 0, "the first pod found nothing before it was killed"
+    findings, hits = wait_for(lambda: (f := hungry_findings(api, release))[0] == f[1] and f, 120,
+                              "BugSignature hits counting every finding of the campaign")
+    assert findings_at_kill <= findings < 2 * findings_at_kill, (findings_at_kill, findings)

@@ -217,6 +217,13 @@ def version_bisection(folder: Path, releases: str) -> dict[str, Any]:
     return out
 
 
+def reporting_host() -> bool:
+    """Whether this pod writes what its slice found: the hosts of a multi-host TPU slice run
+    one shard (or one bisection, one verification) together and host 0 alone writes it, so a
+    slice gives one result, not one per host (the others would be refused by the operator)."""
+    return os.environ.get("TPU_WORKER_ID", "0") == "0"
+
+
 def own_report_name() -> str | None:
     """The WorkerReport name this pod may write (cluster.report.writer_name of its pod name,
     XLA_SENTINEL_POD from the downward API); None outside a pod."""
@@ -250,6 +257,8 @@ def run_bisect(args: argparse.Namespace) -> int:
         payload.update(version_bisection(folder, args.versions))
     payload.update(versions=runner_versions(args.image), job=os.environ.get("HOSTNAME", ""),
                    time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    if not reporting_host():
+        return EXIT_DONE
     write_result(_custom_api(args), result_object(
         namespace=_namespace(args), campaign=args.campaign, campaign_uid=args.campaign_uid,
         kind="bisection", key=payload["finding"], result=payload, name=own_report_name()))
@@ -320,6 +329,8 @@ def run_verify(args: argparse.Namespace) -> int:
                "versions": runner_versions(args.image), "jaxlib": jaxlib,
                "job": os.environ.get("HOSTNAME", ""),
                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if not reporting_host():
+        return EXIT_DONE
     key = f"{args.signature}-{hashlib.sha256(f'{args.image}|{args.fixed_in}'.encode()).hexdigest()[:6]}"
     write_result(_custom_api(args), result_object(
         namespace=_namespace(args), campaign=args.campaign, campaign_uid=args.campaign_uid,
@@ -333,7 +344,7 @@ def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str,
     """A started K8sReporter for this worker, or None when reporting is off. The hosts of a
     multi-host TPU slice run one shard together; host 0 alone reports it (one writer).
     `local`: resumed_report() of the store this pod continues, if any."""
-    if args.report == "none" or os.environ.get("TPU_WORKER_ID", "0") != "0":
+    if args.report == "none" or not reporting_host():
         return None
     from xla_sentinel.cluster.report import K8sReporter
 
@@ -388,6 +399,10 @@ def main(argv: list[str]) -> int:
         local = dataclasses.replace(spec, workers=args.processes, budget=budget)
 
         from xla_sentinel.campaign.engine import run_campaign  # jax loads here, not at import
+        from xla_sentinel.cluster.oom import stop_on_oom_kill
+
+        # Over its memory limit the pod stops whole, on any node (cluster/oom.py).
+        stop_on_oom_kill()
 
         # SIGTERM (eviction, preemption, maintenance, suspend) makes the engine stop after
         # the programs in flight, with every finding already reported.
