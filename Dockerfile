@@ -55,14 +55,15 @@ FROM source AS runner-build
 ARG FLAVOR=cpu
 ARG JAX_VERSION=0.10.2
 # kubernetes: a worker writes its report ConfigMap (runners/xla_sentinel/cluster/report.py), which the
-# engine extra does not declare.
+# engine extra does not declare. agents: the agent pods of spec.agents run `xla-sentinel agent`
+# from this image (pydantic-ai, the mcp SDK; about 60 MB).
 RUN case "${FLAVOR}" in \
       cpu)  jax="jax[cpu]==${JAX_VERSION}" ;; \
       cuda) jax="jax[cuda12]==${JAX_VERSION}" ;; \
       tpu)  jax="jax[tpu]==${JAX_VERSION}" ;; \
       *)    echo "FLAVOR must be cpu, cuda or tpu, not '${FLAVOR}'" >&2; exit 2 ;; \
     esac \
- && pip install -c /opt/constraints.txt "${jax}" '.[engine]' kubernetes \
+ && pip install -c /opt/constraints.txt "${jax}" '.[engine,agents]' kubernetes \
  && python -c "import jax, jaxlib; assert jax.__version__ == '${JAX_VERSION}', jax.__version__"
 # Release environments for `bisect --versions` and spec.bisect.versions: one venv per
 # older jaxlib (runners/xla_sentinel/core/versions.py creates them as `make version-envs` does, from PyPI at

@@ -1,5 +1,6 @@
-"""FuzzCampaign workflows: converge a campaign's worker Jobs on desired.plan_workers, roll
-its children up into its status (rollup.py), retry failed workers, clean up after delete.
+"""FuzzCampaign workflows: converge a campaign's worker Jobs (and the JobSets of its
+multi-host TPU slices) on desired.plan_workers, roll its children up into its status
+(rollup.py), retry failed workers, clean up after delete.
 
 The decisions are the pure functions' (desired, rollup); this module reads and writes the
 API and posts the Events they call for.
@@ -15,9 +16,9 @@ import kopf
 from xla_sentinel.cluster.report import REPORT_PLURAL, WorkerReport
 from xla_sentinel.spec.campaign import API_VERSION
 
-from . import desired, rollup
+from . import desired, jobsets, rollup
 from .kube import ApiError, path
-from .runtime import Runtime, campaign_ref, log, now_text
+from .runtime import Refused, Runtime, campaign_ref, log, now_text
 
 
 async def reconcile(rt: Runtime, body: kopf.Body | dict[str, Any]) -> None:
@@ -25,31 +26,62 @@ async def reconcile(rt: Runtime, body: kopf.Body | dict[str, Any]) -> None:
     c = rt.campaign(body)
     jobs = await rt.api.list(path("batch/v1", "jobs", c.namespace),
                              {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "worker"})
+    jobs += await slice_jobsets(rt, c)
     completed = (body.get("status") or {}).get("phase") == "Completed"
     await converge_workers(rt, c, jobs, completed)
 
 
+async def slice_jobsets(rt: Runtime, c: desired.Campaign) -> list[dict[str, Any]]:
+    """The worker JobSets of a TPU campaign's multi-host slices, read as worker Jobs
+    (jobsets.as_worker_job). Listed at each roll-up rather than watched: only TPU campaigns
+    have them, a handful of objects; none where the operator runs without JobSet."""
+    if not rt.config.jobs.jobset or c.spec.accelerator.type != "tpu":
+        return []
+    try:
+        items = await rt.api.list(path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace),
+                                  {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "worker"})
+    except ApiError as e:
+        if e.status == 404:  # no JobSet CRD: none can exist
+            return []
+        raise
+    return [jobsets.as_worker_job(js) for js in items]
+
+
+def _collection(c: desired.Campaign, obj: dict[str, Any] | None) -> str:
+    """Where a worker object lives: a slice JobSet or a Job."""
+    if obj is not None and obj.get("kind") == jobsets.KIND:
+        return path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace)
+    return path("batch/v1", "jobs", c.namespace)
+
+
 async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str, Any]],
                            completed: bool) -> None:
-    """Apply desired.plan_workers: create, delete, (un)suspend worker Jobs."""
+    """Apply desired.plan_workers: create, delete, (un)suspend worker Jobs and slice JobSets."""
     want = desired.worker_jobs(c, default_image=rt.runner_image(c),
                                service_account=rt.config.jobs.service_account)
     plan = desired.plan_workers(c, want, jobs, completed)
-    jobs_path = path("batch/v1", "jobs", c.namespace)
-    if plan.create:  # multi-host slices: their hosts' DNS names, before their pods
-        for service in desired.worker_services(c):
-            await rt.api.create(path("v1", "services", c.namespace), service)
+    by_name = {j["metadata"]["name"]: j for j in jobs}
     for job in plan.create:
-        _, created = await rt.api.create(jobs_path, job)
+        try:
+            _, created = await rt.api.create(_collection(c, job), job)
+        except ApiError as e:
+            if e.status == 404 and job.get("kind") == jobsets.KIND:
+                # jobset.enabled and no JobSet CRD in the cluster: say so on the campaign
+                # instead of a Pending campaign and an error in the operator's log only.
+                raise Refused(f"cannot create JobSet {job['metadata']['name']}: the cluster has "
+                              f"no {jobsets.PLURAL}.{jobsets.API_VERSION.split('/')[0]} resource "
+                              "(install JobSet, sigs.k8s.io/jobset, or set the chart value "
+                              "jobset.enabled=false)", "JobSetUnavailable") from None
+            raise
         if created:
             log.info("workers.created", campaign=c.name, namespace=c.namespace,
-                     job=job["metadata"]["name"], workers=c.spec.workers)
+                     kind=job["kind"], job=job["metadata"]["name"], workers=c.spec.workers)
     for name, suspend in plan.suspend.items():
-        await rt.api.patch(f"{jobs_path}/{name}", {"spec": {"suspend": suspend}})
+        await rt.api.patch(f"{_collection(c, by_name.get(name))}/{name}", {"spec": {"suspend": suspend}})
         log.info("workers.suspend", campaign=c.name, namespace=c.namespace, job=name,
                  suspend=suspend)
     for name in plan.delete:
-        await rt.api.delete(f"{jobs_path}/{name}")
+        await rt.api.delete(f"{_collection(c, by_name.get(name))}/{name}")
         log.info("workers.retired", campaign=c.name, namespace=c.namespace, job=name)
 
 
@@ -61,13 +93,17 @@ async def roll_up(rt: Runtime, body: kopf.Body | dict[str, Any], jobs: list[dict
     meta = body["metadata"]
     generation = int(meta.get("generation") or 1)
     previous = dict(body.get("status") or {})
-    try:
-        c = rt.campaign(body)
-    except kopf.PermanentError as e:  # the CRD's schema bypassed, or an image mismatch
+    def stalled(e: kopf.PermanentError) -> dict[str, Any]:
         return {"phase": "Stalled", "conditions": rollup.conditions(
             rollup.Health("Stalled", getattr(e, "reason", "InvalidSpec"), str(e)), generation,
             list(previous.get("conditions") or []), now_text())}
+
+    try:
+        c = rt.campaign(body)
+    except kopf.PermanentError as e:  # the CRD's schema bypassed, or an image mismatch
+        return stalled(e)
     rev = desired.revision(c.spec)
+    jobs = [*jobs, *await slice_jobsets(rt, c)]
     now = datetime.now(UTC)
     new = rollup.status(c.spec, generation, jobs, reports, rev, previous, now)
     _, due = rollup.retries(previous.get("retries") or {}, jobs, rev, now)
@@ -77,7 +113,10 @@ async def roll_up(rt: Runtime, body: kopf.Body | dict[str, Any], jobs: list[dict
             await rt.api.delete(path("batch/v1", "jobs", c.namespace, retry.job))
             log.warning("workers.retry", campaign=c.name, namespace=c.namespace,
                         job=retry.job, attempt=retry.attempts)
-    await converge_workers(rt, c, jobs, new["phase"] == "Completed")
+    try:
+        await converge_workers(rt, c, jobs, new["phase"] == "Completed")
+    except Refused as e:
+        return {k: v for k, v in stalled(e).items() if previous.get(k) != v}
     await announce_storage(rt, c, list(previous.get("conditions") or []), new)
     rt.metrics.programs.labels(c.namespace, c.name).set(new["programs"])
     rt.metrics.findings.labels(c.namespace, c.name).set(new["findingsTotal"])
@@ -122,8 +161,17 @@ async def delete_children(rt: Runtime, name: str, namespace: str, uid: str) -> N
     collector removes the children too (each names the campaign as owner), which is what
     happens when the operator is down: nothing waits on this."""
     selector = desired.campaign_selector(name)
-    for resource in (path("batch/v1", "jobs", namespace), path(API_VERSION, REPORT_PLURAL, namespace)):
-        for obj in await rt.api.list(resource, selector):
+    resources = [path("batch/v1", "jobs", namespace), path(API_VERSION, REPORT_PLURAL, namespace)]
+    if rt.config.jobs.jobset:
+        resources.insert(0, path(jobsets.API_VERSION, jobsets.PLURAL, namespace))
+    for resource in resources:
+        try:
+            objs = await rt.api.list(resource, selector)
+        except ApiError as e:
+            if e.status != 404:  # 404: no JobSet CRD
+                raise
+            objs = []
+        for obj in objs:
             owners = obj["metadata"].get("ownerReferences") or []
             if any(o.get("uid") == uid for o in owners):
                 await rt.api.delete(f"{resource}/{obj['metadata']['name']}")

@@ -21,6 +21,11 @@ class JobsConfig:
     gpu_runner_image: str = "ghcr.io/xla-sentinel/runner-cuda:0.1.0"
     tpu_runner_image: str = "ghcr.io/xla-sentinel/runner-tpu:0.1.0"
     service_account: str = "xla-sentinel-worker"
+    # Identity of agent pods (spec.agents): Leases and BugSignature reads besides the reports.
+    agent_service_account: str = "xla-sentinel-agent"
+    # JobSet (sigs.k8s.io/jobset) is installed: multi-host TPU slices run as JobSets
+    # (jobsets.py). Without it they are refused (runtime.campaign_of), never split.
+    jobset: bool = True
 
     def images(self) -> dict[str, str]:
         """Runner image by platform (the names of spec.accelerator.type)."""

@@ -1,5 +1,6 @@
 """Pure functions from a campaign spec to the Jobs that should exist: worker Jobs (one
-Indexed Job per runner image; each index is one seed shard) and bisector Jobs.
+Indexed Job per runner image; each index is one seed shard; on a multi-host TPU slice one
+JobSet per shard, jobsets.py) and bisector and fix-verification Jobs.
 
 No API calls here; the workflows (campaigns.py, followups.py) apply these manifests to
 the cluster.
@@ -21,7 +22,7 @@ from xla_sentinel.cluster.report import (
 )
 from xla_sentinel.spec.campaign import API_VERSION, CampaignSpec
 
-from . import tpu
+from . import jobsets, tpu
 
 ROLE_LABEL = "xlasentinel.dev/role"
 GROUP_LABEL = "xlasentinel.dev/group"
@@ -43,6 +44,8 @@ BACKOFF_PER_INDEX = 3
 # policy binds to the pod (cluster.report.writer_name). An index has at most 4 digits
 # (spec.workers <= 4096).
 JOB_NAME_MAX = 58 - len("-4095-")
+# A multi-host slice's JobSet: its one Job, `<jobset>-hosts-0`, is bounded as any Job.
+JOBSET_NAME_MAX = JOB_NAME_MAX - len(jobsets.SUFFIX)
 # The downward-API env var holding the pod's name (its report name comes from it).
 POD_ENV = {"name": "XLA_SENTINEL_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 
@@ -79,6 +82,14 @@ def dns_label(*parts: str, limit: int = LABEL_VALUE_MAX) -> str:
 def job_name(*parts: str) -> str:
     """A Job name short enough for its pods' `<job>-<index>` hostnames and job-name labels."""
     return dns_label(*parts, limit=JOB_NAME_MAX)
+
+
+def jobset_name(*parts: str) -> str:
+    """A JobSet name short enough for its Job's (jobsets.job_name) and pods' names. JobSet
+    checks the names it derives as DNS-1035 labels (a letter first): a campaign name that
+    starts with a digit gets `js-` in front."""
+    name = dns_label(*parts, limit=JOBSET_NAME_MAX)
+    return name if name[:1].isalpha() else dns_label("js", *parts, limit=JOBSET_NAME_MAX)
 
 
 def campaign_selector(name: str) -> dict[str, str]:
@@ -171,7 +182,7 @@ def revision(spec: CampaignSpec) -> str:
     """Hash of everything the worker pods see; a change means rolling the workers.
     `suspend` and alert routing are applied without a new revision."""
     data = spec.to_dict()
-    for key in ("suspend", "alerts"):
+    for key in ("suspend", "alerts", "agents"):  # agents: their own Jobs (agents.py)
         data.pop(key, None)
     return short_hash(data, 10)
 
@@ -300,6 +311,17 @@ def tpu_slice(spec: CampaignSpec) -> tpu.Slice | None:
     return s
 
 
+def jobset_unavailable(spec: CampaignSpec, s: tpu.Slice) -> str:
+    """Why a multi-host slice is refused where the operator runs without JobSet: its hosts
+    must start, fail and restart together, in one node pool, which one Indexed Job per
+    slice cannot promise; it is not split into single-host pods either."""
+    acc = spec.accelerator
+    return (f"spec.accelerator.tpuTopology: {acc.tpuTopology} is a multi-host {s.generation} "
+            f"slice ({s.chips} chips on {s.hosts} hosts), which runs as a JobSet, and this "
+            "operator runs without JobSet (chart value jobset.enabled=false, flag --no-jobset): "
+            "install JobSet (sigs.k8s.io/jobset) and enable it, or choose a single-host topology")
+
+
 def _multi_host(spec: CampaignSpec) -> tpu.Slice | None:
     try:
         s = tpu_slice(spec)
@@ -316,31 +338,6 @@ def job_count(spec: CampaignSpec) -> int:
 def pod_count(spec: CampaignSpec) -> int:
     s = _multi_host(spec)
     return spec.workers * len(worker_groups(spec)) * (s.hosts if s else 1)
-
-
-def service_name(c: Campaign, group: str, index: int) -> str:
-    """The headless Service of one multi-host slice (independent of the revision)."""
-    return dns_label(c.name, group, f"s{index}")
-
-
-def worker_services(c: Campaign) -> list[dict[str, Any]]:
-    """Headless Services giving the hosts of each multi-host slice their DNS names."""
-    if _multi_host(c.spec) is None:
-        return []
-    out = []
-    for group in worker_groups(c.spec):
-        for i in range(c.spec.workers):
-            selector = {**campaign_selector(c.name), GROUP_LABEL: group.name, SLICE_LABEL: str(i)}
-            out.append({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": service_name(c, group.name, i), "namespace": c.namespace,
-                             "labels": {**campaign_selector(c.name), ROLE_LABEL: "worker"},
-                             "ownerReferences": [owner_reference(c)]},
-                # Hosts find each other before they are ready: libtpu starts on DNS alone.
-                "spec": {"clusterIP": "None", "selector": selector,
-                         "publishNotReadyAddresses": True},
-            })
-    return out
 
 
 def _worker_env(c: Campaign, group: WorkerGroup, spec_json: str) -> list[dict[str, Any]]:
@@ -382,11 +379,42 @@ def _job(c: Campaign, name: str, labels: dict[str, str], pod: dict[str, Any],
     }
 
 
+def _slice_env(name: str, hosts: int) -> list[dict[str, Any]]:
+    """What libtpu needs on each host of the slice JobSet `name`: its rank (the host's
+    completion index) and every host's name, host h at position h."""
+    return [{"name": "TPU_WORKER_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
+            {"name": "TPU_WORKER_HOSTNAMES", "value": ",".join(jobsets.hostnames(name, hosts))}]
+
+
+# Restarts of a whole slice before its JobSet fails: the per-shard retry budget an Indexed
+# Job's index has (backoffLimitPerIndex). A failed JobSet stays failed (the roll-up does
+# not recreate it: JobSet has retried it already) and the campaign is Stalled.
+SLICE_RESTARTS = BACKOFF_PER_INDEX
+# A failed host fails its slice's Job at once (backoffLimit 0, JobSet restarts the
+# slice), so the Indexed Job's FailIndex becomes FailJob; JobSet's failurePolicy then fails
+# the JobSet for good (jobsets.FATAL_JOB_REASONS) instead of restarting into the same exit 2.
+SLICE_POD_FAILURE_POLICY = {"rules": [
+    POD_FAILURE_POLICY["rules"][0],
+    {**POD_FAILURE_POLICY["rules"][1], "action": "FailJob"},
+]}
+
+
+def _slice_jobset(c: Campaign, name: str, labels: dict[str, str], pod: dict[str, Any],
+                  hosts: int, *, restarts: int, suspend: bool,
+                  deadline_s: int | None = None) -> dict[str, Any]:
+    pod = {**pod, "subdomain": name}  # the hosts' names: jobsets.hostnames
+    return jobsets.slice_jobset(
+        name=name, namespace=c.namespace, labels=labels, job_labels=campaign_selector(c.name),
+        owner=owner_reference(c), pod_labels={k: v for k, v in labels.items() if k != QUEUE_LABEL},
+        pod=pod, hosts=hosts, max_restarts=restarts, suspend=suspend,
+        pod_failure_policy=SLICE_POD_FAILURE_POLICY, deadline_s=deadline_s)
+
+
 def worker_jobs(c: Campaign, *, default_image: str,
                 service_account: str = "xla-sentinel-worker") -> list[dict[str, Any]]:
     """The worker Jobs the campaign should have now (at its current revision): per group,
     one Indexed Job whose indices are the shards, or, on a multi-host TPU slice, one
-    Indexed Job per slice (shard) whose indices are the slice's hosts."""
+    JobSet per slice (shard) whose Job's indices are the slice's hosts."""
     rev = revision(c.spec)
     spec_json = json.dumps(c.spec.to_dict(), sort_keys=True)
     multi = _multi_host(c.spec)
@@ -403,23 +431,21 @@ def worker_jobs(c: Campaign, *, default_image: str,
             jobs.append(_job(c, job_name(c.name, group.name, rev), labels, pod, c.spec.workers))
             continue
         for i in range(c.spec.workers):
-            name = job_name(c.name, group.name, rev, f"s{i}")
-            service = service_name(c, group.name, i)
-            hosts = ",".join(f"{name}-{h}.{service}" for h in range(multi.hosts))
-            slice_env = env + [
-                {"name": "XLA_SENTINEL_SHARD_INDEX", "value": str(i)},
-                {"name": "TPU_WORKER_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
-                {"name": "TPU_WORKER_HOSTNAMES", "value": hosts},
-            ]
+            # One shard per slice: every host runs it, host 0 reports it (cluster/pod.py).
+            name = jobset_name(c.name, group.name, rev, f"s{i}")
+            slice_env = env + [{"name": "XLA_SENTINEL_SHARD_INDEX", "value": str(i)},
+                               *_slice_env(name, multi.hosts)]
             pod = _pod_spec(c, image, ["worker"], slice_env, service_account)
-            pod["subdomain"] = service  # pods are <job>-<host index>.<service>
-            jobs.append(_job(c, name, {**labels, SLICE_LABEL: str(i)}, pod, multi.hosts))
+            jobs.append(_slice_jobset(c, name, {**labels, SLICE_LABEL: str(i)}, pod, multi.hosts,
+                                      restarts=SLICE_RESTARTS,
+                                      suspend=bool(c.spec.suspend or c.spec.queueName)))
     return jobs
 
 
 @dataclass(frozen=True)
 class WorkerPlan:
-    """What converging the worker Jobs takes: Jobs to create, to delete, to (un)suspend."""
+    """What converging the worker Jobs takes: Jobs (or slice JobSets) to create, to delete,
+    to (un)suspend, by name."""
 
     create: list[dict[str, Any]]
     delete: list[str]
@@ -473,38 +499,64 @@ def _job_env(c: Campaign, image: str) -> list[dict[str, Any]]:
              "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}, POD_ENV]
 
 
+# Longest run of a one-off Job that holds accelerators (activeDeadlineSeconds): a bisector
+# or a verification stuck on a TPU slice or a GPU (a hang in the program it reruns, a slice
+# whose hosts never meet) must not hold them for ever. CPU ones run without a deadline.
+BISECT_DEADLINE_S = 4 * 3600
+VERIFY_DEADLINE_S = 3600
+
+
+def _followup(c: Campaign, parts: tuple[str, ...], role: str, signature: str, args: list[str], image: str,
+              service_account: str, deadline_s: int) -> dict[str, Any]:
+    """A one-off Job (bisector, verifier) for one signature, on the campaign's accelerator:
+    a CPU one is short and urgent and runs outside the campaign's queue; one that requests
+    TPUs or GPUs keeps the queue label and is created suspended (Kueue admits it), or it
+    would take accelerators outside the queue's quota, and gets `deadline_s`. On a multi-host
+    slice it is a slice JobSet: every host of the slice runs it (one host alone would wait
+    for the others for ever), host 0 writes the result."""
+    labels = _labels(c, role, **{SIGNATURE_LABEL: label_value(signature)})
+    accelerated = c.spec.accelerator.type != "cpu"
+    queued = QUEUE_LABEL in labels and accelerated
+    if not queued:
+        labels.pop(QUEUE_LABEL, None)
+    env = _job_env(c, image)
+    multi = _multi_host(c.spec)
+    if multi is not None:
+        name = jobset_name(*parts)
+        pod = _pod_spec(c, image, args, env + _slice_env(name, multi.hosts), service_account)
+        return _slice_jobset(c, name, labels, pod, multi.hosts, restarts=1, suspend=queued,
+                             deadline_s=deadline_s)
+    pod = _pod_spec(c, image, args, env, service_account)
+    spec: dict[str, Any] = {"backoffLimit": 1, "suspend": queued,
+                            "template": {"metadata": {"labels": {k: v for k, v in labels.items()
+                                                                 if k != QUEUE_LABEL}},
+                                         "spec": pod}}
+    if accelerated:
+        spec["activeDeadlineSeconds"] = deadline_s
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job_name(*parts), "namespace": c.namespace, "labels": labels,
+                         "ownerReferences": [owner_reference(c)]},
+            "spec": spec}
+
+
 def verify_job(c: Campaign, signature: str, repro: str, fixed_in: str, *, default_image: str,
                service_account: str = "xla-sentinel-worker") -> dict[str, Any]:
     """A Job that runs a fixed signature's repro bundle on the campaign's runner image now:
     one per signature, image and fixing version (marking it fixed again with the same
-    version on the same image verifies nothing new)."""
+    version on the same image verifies nothing new). A slice JobSet on a multi-host slice."""
     image = c.spec.image or default_image
-    labels = _labels(c, "verifier", **{SIGNATURE_LABEL: label_value(signature)})
-    labels.pop(QUEUE_LABEL, None)
     args = ["worker", "--verify", repro, "--signature", signature, "--fixed-in", fixed_in]
-    pod = _pod_spec(c, image, args, _job_env(c, image), service_account)
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job_name(c.name, "verify", signature, short_hash([image, fixed_in], 6)),
-                     "namespace": c.namespace, "labels": labels,
-                     "ownerReferences": [owner_reference(c)]},
-        "spec": {"backoffLimit": 1,
-                 "template": {"metadata": {"labels": labels}, "spec": pod}},
-    }
+    parts = (c.name, "verify", signature, short_hash([image, fixed_in], 6))
+    return _followup(c, parts, "verifier", signature, args, image, service_account,
+                     VERIFY_DEADLINE_S)
 
 
 def bisector_job(c: Campaign, sample: dict[str, Any], worker: str, *, default_image: str,
                  service_account: str = "xla-sentinel-worker") -> dict[str, Any]:
-    """A Job that bisects one finding (a sample of a new signature candidate)."""
+    """A Job that bisects one finding (a sample of a new signature candidate); a slice
+    JobSet on a multi-host slice."""
     signature = str(sample["signature"])
     path = artifact_path(c, worker, str(sample.get("dir") or ""))
-    labels = _labels(c, "bisector", **{SIGNATURE_LABEL: label_value(signature)})
-    # A CPU-only bisector is short and urgent: not held in the campaign's queue. One that
-    # requests the campaign's TPUs or GPUs must go through Kueue like the workers, or it
-    # would take accelerators outside the queue's quota.
-    queued = QUEUE_LABEL in labels and c.spec.accelerator.type != "cpu"
-    if not queued:
-        labels.pop(QUEUE_LABEL, None)
     # `worker --bisect` runs `xla-sentinel bisect`'s pipeline and writes the result back as a
     # WorkerReport result (the worker's RBAC); the operator ingests it into the signature.
     image = c.spec.image or default_image
@@ -513,14 +565,6 @@ def bisector_job(c: Campaign, sample: dict[str, Any], worker: str, *, default_im
         # Also over jaxlib releases, in the environments the runner image holds
         # (docs/operator.md, "Version bisection").
         args += ["--versions", c.spec.bisect.versions]
-    pod = _pod_spec(c, image, args, _job_env(c, image), service_account)
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job_name(c.name, "bisect", str(sample["id"])[:16]),
-                     "namespace": c.namespace, "labels": labels,
-                     "ownerReferences": [owner_reference(c)]},
-        "spec": {"backoffLimit": 1, "suspend": queued,  # Kueue admits a queued Job
-                 "template": {"metadata": {"labels": {k: v for k, v in labels.items()
-                                                      if k != QUEUE_LABEL}},
-                              "spec": pod}},
-    }
+    parts = (c.name, "bisect", str(sample["id"])[:16])
+    return _followup(c, parts, "bisector", signature, args, image, service_account,
+                     BISECT_DEADLINE_S)

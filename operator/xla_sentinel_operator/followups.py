@@ -14,7 +14,7 @@ import kopf
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, SignatureEntry, label_value
 from xla_sentinel.spec.campaign import API_VERSION
 
-from . import desired, signatures
+from . import desired, jobsets, signatures
 from .kube import ApiError, path
 from .notify import CampaignIndex, maybe_alert, routing_campaign
 from .runtime import CONFLICT_ATTEMPTS, Runtime, campaign_ref, log, now_text, object_ref
@@ -39,12 +39,19 @@ async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: 
                                    service_account=rt.config.jobs.service_account)
         if job["metadata"]["name"] in started:
             continue
-        await rt.api.create(path("batch/v1", "jobs", c.namespace), job)
+        await rt.api.create(_collection(c, job), job)
         started.append(job["metadata"]["name"])
         added = True
         log.info("bisector.created", campaign=c.name, namespace=c.namespace,
                  signature=sample.get("signature"), job=job["metadata"]["name"])
     return started if added else None
+
+
+def _collection(c: desired.Campaign, job: dict[str, Any]) -> str:
+    """Where a one-off Job goes: a slice JobSet (multi-host TPU) or a Job."""
+    if job["kind"] == jobsets.KIND:
+        return path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace)
+    return path("batch/v1", "jobs", c.namespace)
 
 
 async def start_verification(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> None:
@@ -58,7 +65,7 @@ async def start_verification(rt: Runtime, c: desired.Campaign, sig: dict[str, An
                              str(spec.get("fixedIn") or ""),
                              default_image=rt.runner_image(c),
                              service_account=rt.config.jobs.service_account)
-    _, created = await rt.api.create(path("batch/v1", "jobs", c.namespace), job)
+    _, created = await rt.api.create(_collection(c, job), job)
     if created:
         log.info("verify.created", campaign=c.name, namespace=c.namespace,
                  signature=spec.get("signature"), job=job["metadata"]["name"])
@@ -128,6 +135,10 @@ async def ingest_result(rt: Runtime, c: desired.Campaign, name: str, result: dic
     object `name`, written into its signatures when it comes from the Job it names
     (result_problem); otherwise a ResultRefused Event and nothing else."""
     job = await rt.api.get(path("batch/v1", "jobs", c.namespace, name))
+    owner = jobsets.jobset_of_writer(name)
+    if job is None and owner is not None and rt.config.jobs.jobset:
+        # Host 0 of a slice JobSet writes it (`<jobset>-hosts-0-0`): the JobSet says for what.
+        job = await rt.api.get(path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace, owner))
     problem = result_problem(c, name, result, job)
     if problem is not None:
         await rt.event(campaign_ref(c), "Warning", "ResultRefused", problem)

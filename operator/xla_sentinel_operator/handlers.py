@@ -31,9 +31,10 @@ from xla_sentinel.cluster.report import (
 )
 from xla_sentinel.spec.campaign import API_VERSION
 
+from . import agents, desired, followups, ingest, periodic
+
 # Aliased: kopf passes the `campaigns` index to handlers by that argument name.
 from . import campaigns as campaign_flows
-from . import desired, followups, ingest, periodic
 from .kube import Kube, connection_from_kubeconfig, connection_in_cluster
 from .runtime import Runtime
 
@@ -149,6 +150,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     async def reconcile_campaign(body: kopf.Body, **_: Any) -> None:
         rt.reconciled.add(body.metadata.uid)  # kopf's indexes are filled: roll-ups may start
         await campaign_flows.reconcile(rt, body)
+        await agents.converge(rt, rt.campaign(body))  # spec.agents: the swarm beside the workers
 
     @kopf.on.field(field="spec.image", **fc)
     async def image_changed(old: str | None, new: str | None, body: kopf.Body, **_: Any) -> None:

@@ -23,7 +23,7 @@ from xla_sentinel.cluster.report import (
 )
 from xla_sentinel.spec.campaign import API_VERSION
 
-from . import desired, signatures
+from . import agents, desired, signatures
 from .followups import ingest_result, result_key, start_bisectors
 from .kube import ApiError, path
 from .notify import maybe_alert
@@ -52,7 +52,9 @@ async def ingest_result_once(rt: Runtime, c: desired.Campaign, name: str, key: s
     """A result object ingests once per content (`key`); its events and the catch-up
     re-ingestion bring it again."""
     if rt.ingested.get((c.namespace, name)) != key:
-        await ingest_result(rt, c, name, result)
+        # A fix agent pod's drafts (agents.py); a bisector's or verifier's result otherwise.
+        handle = agents.ingest_fix_drafts if result.get("type") == agents.FIX_DRAFT else ingest_result
+        await handle(rt, c, name, result)
         rt.ingested[(c.namespace, name)] = key
 
 

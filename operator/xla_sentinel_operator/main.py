@@ -38,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="runner image (libtpu) of TPU campaigns that name no spec.image")
     p.add_argument("--service-account", default=d.jobs.service_account,
                    help="service account of worker and bisector pods")
+    p.add_argument("--agent-service-account", default=d.jobs.agent_service_account,
+                   help="service account of agent pods (spec.agents)")
+    p.add_argument("--no-jobset", dest="jobset", action="store_false",
+                   help="the cluster has no JobSet (sigs.k8s.io/jobset): refuse multi-host TPU "
+                        "campaigns (condition Stalled, reason JobSetUnavailable)")
     p.add_argument("--rollup-interval", type=float, default=d.rollup_interval)
     p.add_argument("--alert-retry-interval", type=float, default=d.alerting.retry_interval)
     p.add_argument("--alert-resend-interval", type=_seconds, default=d.alerting.resend_interval,
@@ -69,7 +74,9 @@ def config_from_args(argv: list[str]) -> Config:
     return Config(
         namespaces=a.namespace, kubeconfig=a.kubeconfig, rollup_interval=a.rollup_interval,
         jobs=JobsConfig(runner_image=a.runner_image, gpu_runner_image=a.gpu_runner_image,
-                        tpu_runner_image=a.tpu_runner_image, service_account=a.service_account),
+                        tpu_runner_image=a.tpu_runner_image, service_account=a.service_account,
+                        agent_service_account=a.agent_service_account,
+                        jobset=a.jobset),
         alerting=AlertingConfig(retry_interval=a.alert_retry_interval,
                                 resend_interval=a.alert_resend_interval, attempts=a.alert_attempts,
                                 backoff=a.alert_backoff, rate=a.alert_rate, burst=a.alert_burst,

@@ -14,6 +14,7 @@ from typing import Any
 from xla_sentinel.cluster.report import REVISION_LABEL, WorkerReport
 from xla_sentinel.spec.campaign import CampaignSpec
 
+from . import jobsets
 from .desired import GROUP_LABEL, job_count, pod_count
 from .timestamps import parse_time
 
@@ -102,14 +103,16 @@ def retries(previous: dict[str, Any], jobs: list[dict[str, Any]], rev: str,
             now: datetime) -> tuple[dict[str, Any], list[Retry]]:
     """The retry record of failed worker Jobs (status.retries: per group the attempts, the
     uid of the failed Job counted last and the next retry time), and the Jobs due now.
-    A group whose Job runs again without a failure in the window starts over at 0."""
+    A group whose Job runs again without a failure in the window starts over at 0.
+    A slice JobSet (jobsets.as_worker_job) is never retried here: JobSet restarts its own
+    slice, and one that failed has spent its restarts."""
     present = {(j["metadata"].get("labels") or {}).get(GROUP_LABEL) for j in jobs}
     # A group between the deletion of its failed Job and the new one keeps its count.
     record: dict[str, Any] = {g: e for g, e in previous.items() if g not in present}
     due: list[Retry] = []
     for job in jobs:
         labels = job["metadata"].get("labels") or {}
-        if labels.get(REVISION_LABEL) != rev:
+        if labels.get(REVISION_LABEL) != rev or job.get("kind") == jobsets.KIND:
             continue
         group = str(labels.get(GROUP_LABEL) or job["metadata"]["name"])
         before = dict(previous.get(group) or {})
@@ -203,13 +206,17 @@ def health(spec: CampaignSpec, jobs: list[dict[str, Any]], reports: list[WorkerR
             why = failed.get("message") or failed.get("reason") or "failed"
             r = retry_at.get(name)
             when = f"; recreating it (attempt {r.attempts}) at {_text(r.at)}" if r else ""
-            return Health("Stalled", "WorkerJobFailed", f"Job {name}: {why}{when}")
+            return Health("Stalled", "WorkerJobFailed", f"{job.get('kind') or 'Job'} {name}: "
+                                                        f"{why}{when}")
         n_failed = failures_in_window(failures, job)
         limit = failure_limit(int(job.get("spec", {}).get("completions") or 1))
         if n_failed >= limit:
+            what = ("restarts of its slice" if job.get("kind") == jobsets.KIND
+                    else "worker pods failed")
             return Health("Stalled", "WorkersFailing",
-                          f"Job {job['metadata']['name']}: {n_failed} worker pods failed in the "
-                          f"last {int(FAILURE_WINDOW.total_seconds() // 60)} minutes (limit {limit})")
+                          f"{job.get('kind') or 'Job'} {job['metadata']['name']}: {n_failed} "
+                          f"{what} in the last {int(FAILURE_WINDOW.total_seconds() // 60)} "
+                          f"minutes (limit {limit})")
     n_groups = job_count(spec)
     all_done = (len(current) == n_groups
                 and all(_job_condition(j, "Complete") for j in current))

@@ -142,7 +142,7 @@ class Runtime:
                (meta.get("annotations") or {}).get(desired.IMAGE_PLATFORM_ANNOTATION))
         hit = self.parsed.get(uid)
         if hit is None or hit[0] != key or not uid:
-            hit = (key, campaign_of(body, self.config.jobs.images()))
+            hit = (key, campaign_of(body, self.config.jobs.images(), jobset=self.config.jobs.jobset))
             self.parsed[uid] = hit
         return hit[1]
 
@@ -163,17 +163,20 @@ class Refused(kopf.PermanentError):
         self.reason = reason
 
 
-def campaign_of(body: kopf.Body | dict[str, Any], images: dict[str, str] | None = None
-                ) -> desired.Campaign:
+def campaign_of(body: kopf.Body | dict[str, Any], images: dict[str, str] | None = None,
+                jobset: bool = True) -> desired.Campaign:
     """The parsed campaign; Refused (before any Job is made) for a spec the schema refuses,
-    a TPU slice GKE cannot run, or (given the configured runner images) an image of
-    another platform than the campaign's."""
+    a TPU slice GKE cannot run, a multi-host slice on a cluster without JobSet (`jobset`
+    False), or (given the configured runner images) an image of another platform than the
+    campaign's."""
     meta = body["metadata"]
     try:
         spec = parse_spec(dict(body.get("spec") or {}))
-        desired.tpu_slice(spec)  # a TPU slice GKE cannot run is refused before any Job
+        tpu_slice = desired.tpu_slice(spec)  # a TPU slice GKE cannot run is refused before any Job
     except (SpecError, tpu.TopologyError) as e:
         raise Refused(str(e)) from None
+    if tpu_slice is not None and tpu_slice.multi_host and not jobset:
+        raise Refused(desired.jobset_unavailable(spec, tpu_slice), "JobSetUnavailable")
     if images is not None:
         declared = (meta.get("annotations") or {}).get(desired.IMAGE_PLATFORM_ANNOTATION)
         try:

@@ -33,6 +33,89 @@ print("got", got.tolist(), "want", want.tolist())
 sys.exit(0 if np.array_equal(got, want) else 1)
 '''
 
+DIVIDE = REPROS / "divide_by_broadcast_reciprocal.py"  # a real XLA:CPU bug: x / y done as x * (1 / y)
+
+# The fix agent's HLO pass plugin for DIVIDE: undo x * (1 / y) into x / y. FUSIONS_ONLY is
+# its first draft, which knows only the form f32 takes (the reciprocal in one fusion, the
+# multiply in another) and misses bf16's (both in one fusion, between converts).
+EXACT_DIVISION = '''\
+"""Cure plugin: x * (1 / y), in one fusion or across two, back into x / y."""
+
+from xla_sentinel.xla import hlo_proto
+
+
+def _is_one(body, name):
+    instr = body.get(name)
+    while instr.opcode in ("broadcast", "convert") and instr.operands:
+        instr = body.get(instr.operands[0])
+    return instr.opcode == "constant" and instr.operand_text.strip() in ("1", "1.0")
+
+
+def _drop_dead(body):
+    while True:
+        dead = [i for i in body if not i.is_root and i.opcode != "parameter" and not body.users(i.name)]
+        if not dead:
+            return
+        for i in dead:
+            body.instructions.remove(i)
+
+
+def _edit(module):
+    bodies = {c.name: c for c in module.computations}
+    changed = False
+    for body in bodies.values():  # x * (1 / y) inside one computation
+        touched = False
+        for m in body:
+            for k, name in enumerate(m.operands if m.opcode == "multiply" else []):
+                recip = body.get(name)
+                if recip.opcode == "divide" and _is_one(body, recip.operands[0]):
+                    m.opcode = "divide"
+                    m.set_operands([m.operands[1 - k], recip.operands[1]])
+                    touched = True
+                    break
+        if touched and not body.is_entry:
+            _drop_dead(body)
+        changed |= touched
+    for comp in module.computations:  # 1 / y computed by one fusion, x * it by another
+        for fusion in comp:
+            if fusion.opcode != "fusion":
+                continue
+            body = bodies[fusion.callees()[0][1]]
+            root = body.root
+            if root.opcode != "divide" or not _is_one(body, root.operands[0]):
+                continue
+            plan = []
+            for user in comp.users(fusion.name):
+                if user.opcode != "fusion" or user.operands.count(fusion.name) != 1:
+                    plan = []
+                    break
+                ubody = bodies[user.callees()[0][1]]
+                param = ubody.parameters()[user.operands.index(fusion.name)]
+                muls = ubody.users(param.name)
+                if not muls or any(m.opcode != "multiply" or m.operands.count(param.name) != 1 for m in muls):
+                    plan = []
+                    break
+                plan.append((param, muls))
+            if not plan:
+                continue
+            root.is_root = False
+            body.get(root.operands[1]).is_root = True
+            _drop_dead(body)
+            for param, muls in plan:
+                for m in muls:
+                    other = next(o for o in m.operands if o != param.name)
+                    m.opcode = "divide"
+                    m.set_operands([other, param.name])
+            changed = True
+    return changed
+
+
+def transform(proto):
+    return hlo_proto.rewrite_proto(proto, _edit)
+'''
+FUSIONS_ONLY = EXACT_DIVISION.replace("for body in bodies.values():  # x * (1 / y) inside one computation",
+                                      "for body in []:")
+
 # Reaches the injected fault dus_copy_elided: x and x.at[i].set(v) both live after the
 # in-place update (tests/faults/test_fault_reach.py: random growth almost never builds this).
 DUS_SNIPPET = '''\
@@ -41,6 +124,16 @@ def f(x, v):
     return y, x * 2
 '''
 DUS_INPUTS = [["f32", [8]], ["f32", [1]]]
+# The fix agent's rewrite of the reduced program of that fault's finding (its bundle's
+# module.mlir: f(x, index, value, c) = (scatter of value into x at index, x * c)): a select
+# on the position, no in-place update for the fault to break.
+DUS_REWRITE = '''\
+import jax.numpy as jnp
+
+
+def f(x, i, v, c):
+    return jnp.where(jnp.arange(x.shape[0]) == i[0], v, x), x * c
+'''
 
 Step = Callable[[Any], "tuple[str, dict[str, Any]] | str"] | str
 

@@ -1,18 +1,20 @@
 """The tools over a real campaign's output: a one-program campaign whose corpus snippet
 reaches the injected fault dus_copy_elided, so its store holds a finding, a signature and
 the finding's repro bundle (the campaign bisects it), all made by the engine. Then, through
-the SDK's client over stdio: gaps, signatures, the finding's check and bisection, its
-bundle, a cure tried on the bundle's repro.py, the issue draft, the resources."""
+the SDK's client over stdio: gaps, signatures, the finding's check, bisection and
+reduction, its bundle, cures tried on the bundle's repro.py (flags, a rewrite of its
+program), a verified fix recorded beside its signature, the issue draft, the resources."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_fixtures import DUS_SNIPPET, SERVER, tool_result
+from agent_fixtures import DUS_REWRITE, DUS_SNIPPET, SERVER, tool_result
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from xla_sentinel.agents.tools import Workbench
@@ -77,6 +79,60 @@ async def test_tools_over_a_campaign_with_a_finding(campaign: dict[str, Path]) -
         assert record["signature"] == sig["id"] and "repro.py" in record["bundle"]
         missing = await session.call_tool("check_finding", {"finding": "nope"})
         assert missing.isError and "no finding.json" in missing.content[0].text
+
+
+async def test_a_rewrite_of_the_bundle_s_program_verified_and_recorded_for_its_signature(
+        campaign: dict[str, Path], tmp_path: Path) -> None:
+    """A rewrite cures the finding's bundle (the same inputs, the same float64 values, no
+    in-place update for the fault to break) and, submitted for the signature, is kept in the
+    store: the signatures resource, `xla-sentinel triage` and the HTML report show it. A
+    rewrite that computes something else is refused. reduce_finding gives the standalone
+    reproducer."""
+    out = tmp_path / "out"
+    shutil.copytree(campaign["out"], out)  # the fix changes the store: the module's campaign stays as it was
+    params = StdioServerParameters(command=SERVER[0], args=[
+        *SERVER[1:], "--campaign", str(campaign["campaign"]), "--out", str(out), "--inject-pass", FAULT])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+
+        async def call(tool: str, **args: Any) -> Any:
+            return tool_result(await session.call_tool(tool, args))
+
+        [sig] = await call("open_signatures")
+        finding = Path(sig["repro"]).parent.name
+        reduced = await call("reduce_finding", finding=finding)
+        assert reduced["reproduces"] and reduced["ops_after"] <= reduced["ops_before"]
+        assert "stablehlo.scatter" in reduced["files"]["module.mlir"] and "def main" in reduced["files"]["repro.py"]
+
+        cured = await call("try_cure", reproducer=sig["repro"], rewrite=DUS_REWRITE)
+        assert cured["verified_fix"], cured["reason"]
+        assert cured["reproducer"] == {"affected": "bug", "under_cure": "clean"}
+        assert cured["rewrite_verdicts"] == [{"target": "default", "verdict": "pass", "status": "judged"}]
+        wrong = await call("try_cure", reproducer=sig["repro"], rewrite="def f(x, i, v, c):\n    return x, x * c\n")
+        assert not wrong["verified_fix"] and wrong["reproducer"]["under_cure"] == "bug"
+        other = await session.call_tool("try_cure", {"reproducer": sig["repro"], "rewrite": "def f(x, i, v, c):\n"
+                                                     "    return x\n"})
+        assert other.isError and "computes the same values from the same inputs" in other.content[0].text
+        both = await session.call_tool("try_cure", {"reproducer": sig["repro"], "rewrite": DUS_REWRITE,
+                                                    "disable_passes": ["algsimp"]})
+        assert both.isError and "one of the two" in both.content[0].text
+
+        fix = await call("submit_fix", reproducer=sig["repro"], rewrite=DUS_REWRITE, agent="fix-1",
+                         model="scripted", signature=sig["id"], rationale="a select, not an in-place update")
+        assert fix["verified"] and fix["recorded_for"] == sig["id"]
+        [stored] = json.loads((await session.read_resource("sentinel://signatures")).contents[0].text)
+        assert stored["verified_fix"]["cure"] == cured["cure"] and stored["verified_fix"]["kind"] == "rewrite"
+        assert stored["verified_fix"]["claim"] == fix["claim"] and not stored["open"]
+        assert await call("open_signatures") == []
+        issue = await call("draft_issue", signature=sig["id"])
+        assert issue["source"].endswith("issue.md")
+
+    triage = subprocess.run([*SERVER[:-1], "triage", str(out)], capture_output=True, text=True, timeout=120)
+    header, row = triage.stdout.splitlines()
+    assert header.split()[-1] == "verified_fix" and row.endswith(cured["cure"])
+    subprocess.run([*SERVER[:-1], "report", str(out), "--html", str(tmp_path / "page.html")], check=True,
+                   capture_output=True, timeout=120)
+    assert f"verified cure: {cured['cure']}" in (tmp_path / "page.html").read_text()
 
 
 def test_the_campaign_s_work_is_queued_once_per_role(campaign: dict[str, Path]) -> None:

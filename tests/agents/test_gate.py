@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_fixtures import REGRESSION, SHIFT, SHIFT_REPRO
+from agent_fixtures import DIVIDE, EXACT_DIVISION, FUSIONS_ONLY, REGRESSION, SHIFT, SHIFT_REPRO
 from xla_sentinel.agents.gate import (
     Cure,
     GateError,
@@ -43,8 +43,12 @@ def test_bad_cures_are_refused_before_anything_runs() -> None:
         Cure(xla_flags=("--xla_cpu_enable_fast_math=true; rm -rf /",))
     with pytest.raises(GateError, match="not an HLO pass name"):
         Cure(disable_passes=("algsimp fusion",))
-    with pytest.raises(GateError, match="needs xla_flags or disable_passes"):
+    with pytest.raises(GateError, match="needs xla_flags, disable_passes or a pass plugin"):
         Cure()
+    with pytest.raises(GateError, match="plugin: .* is not FILE.py"):
+        Cure(plugin="relative/plugin.py:transform")
+    with pytest.raises(GateError, match="plugin: .* is not FILE.py"):
+        Cure(plugin=f"{Path(__file__).resolve()}:not a name")
 
 
 def test_claimed_reproductions_that_do_not_reproduce_are_refused(tmp_path: Path) -> None:
@@ -75,3 +79,31 @@ def test_a_real_bug_reproduction_and_fix_verified_and_a_wrong_cure_refused(tmp_p
     assert not wrong.verified and wrong.reason.startswith("not cured")
     # The known bugs' outcomes on this build are run once, then remembered.
     assert ledger.outcome(SHIFT, None)["cached"]
+
+
+def test_a_pass_plugin_cures_a_real_bug_and_a_partial_or_broken_one_does_not(tmp_path: Path) -> None:
+    """divide_by_broadcast_reciprocal (x / y compiled as x * (1 / y), flushed to 0 for large y):
+    the plugin that undoes the rewrite in both of the forms XLA:CPU leaves it in cures it,
+    with no regression; its draft that knows only the f32 form leaves bf16 wrong; a plugin
+    that returns no module fails the compile, an error, not a cure."""
+    ledger = Ledger(tmp_path / "agents.sqlite")
+
+    def plugin(name: str, code: str) -> Cure:
+        return Cure(plugin=f"{_script(tmp_path, name, code).resolve()}:transform")
+
+    fix = verify_fix(ledger, DIVIDE, plugin("exact_division.py", EXACT_DIVISION), [Path(REGRESSION[1])])
+    assert fix.verified, fix.reason
+    assert fix.evidence["under_cure"]["outcome"] == "clean" and fix.evidence["regressions"] == []
+    assert fix.evidence["regression_corpus"] == [
+        {"script": REGRESSION[1], "before": "bug", "after": "bug"}]
+    partial = verify_fix(ledger, DIVIDE, plugin("fusions_only.py", FUSIONS_ONLY), [])
+    assert not partial.verified and partial.evidence["under_cure"]["outcome"] == "bug"
+    output = partial.evidence["under_cure"]["output"]
+    assert "compiled [1.0, -1.0, 0.800000011920929]" in output  # f32: cured
+    assert "compiled [0.0, -0.0, 0.80078125]" in output  # bf16: still x * 0
+    broken = verify_fix(ledger, DIVIDE, plugin("junk.py", "def transform(proto):\n    return b'junk'\n"), [])
+    assert not broken.verified and broken.evidence["under_cure"]["outcome"] == "error"
+    assert "not an HloModuleProto" in broken.evidence["under_cure"]["output"]
+    # The outcome is remembered per plugin file's bytes: another plugin at the same path is run.
+    edited = plugin("exact_division.py", "def transform(proto):\n    return None\n")
+    assert not verify_fix(ledger, DIVIDE, edited, []).verified

@@ -11,16 +11,24 @@ import time
 from pathlib import Path
 
 import pytest
-from agent_fixtures import DUS_INPUTS, DUS_SNIPPET, REGRESSION, SERVER, SHIFT, tool_result
+from agent_fixtures import (
+    DIVIDE,
+    DUS_INPUTS,
+    DUS_SNIPPET,
+    EXACT_DIVISION,
+    REGRESSION,
+    SERVER,
+    SHIFT,
+    tool_result,
+)
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from xla_sentinel.xla.faults import fault_path
 
 TOOLS = {"coverage_gaps", "open_signatures", "failure_reports", "run_test", "submit_test", "check_finding",
-         "bisect_finding", "read_bundle", "submit_reproducer", "try_cure", "submit_fix", "draft_issue"}
-
-
+         "bisect_finding", "read_bundle", "submit_reproducer", "try_cure", "submit_fix", "draft_issue",
+         "replay", "reduce_finding"}
 
 
 async def test_stdio_tools_resources_and_a_crashing_snippet(tmp_path: Path) -> None:
@@ -72,6 +80,52 @@ async def test_stdio_tools_resources_and_a_crashing_snippet(tmp_path: Path) -> N
         assert "xla-shift-set-then-reshape" in docs.contents[0].text
         sigs = await session.read_resource("sentinel://signatures")
         assert json.loads(sigs.contents[0].text) == []
+
+
+def _lowered(fn, *args) -> str:
+    import jax
+
+    return jax.jit(fn).lower(*args).as_text()
+
+
+async def test_replay_and_a_pass_plugin_cure_over_stdio(tmp_path: Path) -> None:
+    """replay: two module files through the engine's replay path under the injected fault
+    dus_copy_elided, one of which it breaks; try_cure: an agent's HLO pass plugin (its
+    source) curing the real bug divide_by_broadcast_reciprocal, with the regression corpus."""
+    import numpy as np
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "dus.mlir").write_text(_lowered(lambda x, v: (x.at[2].set(v[0]), x * 2),
+                                              np.ones(8, np.float32), np.ones(1, np.float32)))
+    (traces / "affine.mlir").write_text(_lowered(lambda x: x * 3 + 1, np.ones(4, np.float32)))
+    params = StdioServerParameters(command=SERVER[0], args=[
+        *SERVER[1:], "--out", str(tmp_path / "out"), "--inject-pass", fault_path("dus_copy_elided"),
+        *[a for r in REGRESSION[1:2] for a in ("--regression", r)]])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        replayed = tool_result(await session.call_tool("replay", {"paths": [str(traces)]}))
+        assert {m["program"]: m["status"] for m in replayed["modules"]} == {"trace-dus": "judged",
+                                                                            "trace-affine": "judged"}
+        assert replayed["failing"] == ["trace-dus"]
+        assert {f["verdict"] for f in replayed["findings"]} == {"mismatch"}
+        assert all(Path(f["folder"], "finding.json").is_file() for f in replayed["findings"])
+        missing = await session.call_tool("replay", {"paths": [str(traces / "nope.mlir")]})
+        assert missing.isError and "no such file" in missing.content[0].text
+
+        cured = tool_result(await session.call_tool("try_cure", {"reproducer": str(DIVIDE),
+                                                                 "plugin_code": EXACT_DIVISION}))
+        assert cured["verified_fix"], cured["reason"]
+        assert cured["reproducer"] == {"affected": "bug", "under_cure": "clean"}
+        assert cured["regression_corpus"] == 1 and cured["regressions"] == []
+        assert cured["cure"].startswith("--inject-pass ") and cured["cure"].endswith(":transform")
+        both = await session.call_tool("try_cure", {"reproducer": str(DIVIDE), "plugin_code": EXACT_DIVISION,
+                                                    "plugin": "bench/nope.py"})
+        assert both.isError and "give one" in both.content[0].text
+        absent = await session.call_tool("try_cure", {"reproducer": str(DIVIDE), "plugin": "nope.py:transform"})
+        assert absent.isError and "no such file" in absent.content[0].text
+        neither = await session.call_tool("try_cure", {"reproducer": str(DIVIDE)})
+        assert neither.isError and "needs xla_flags, disable_passes or a pass plugin" in neither.content[0].text
 
 
 def _free_port() -> int:

@@ -9,7 +9,17 @@ import os
 from pathlib import Path
 
 import pytest
-from agent_fixtures import DUS_INPUTS, DUS_SNIPPET, REGRESSION, SHIFT, SHIFT_REPRO, scripted
+from agent_fixtures import (
+    DIVIDE,
+    DUS_INPUTS,
+    DUS_SNIPPET,
+    EXACT_DIVISION,
+    FUSIONS_ONLY,
+    REGRESSION,
+    SHIFT,
+    SHIFT_REPRO,
+    scripted,
+)
 from xla_sentinel.agents.gate import Ledger
 from xla_sentinel.agents.runtime import (
     AgentSetupError,
@@ -99,6 +109,49 @@ async def test_fix_agent_finds_and_verifies_the_cure_of_a_real_bug(tmp_path: Pat
     assert fix["verified"], fix["reason"]
     assert [Path(r["script"]).name for r in fix["evidence"]["also_cures"]] == ["divide_by_broadcast_reciprocal.py"]
     assert record["exit"] == 0 and [c["verified"] for c in record["claims"]] == [True]
+
+
+async def test_fix_agent_writes_a_pass_plugin_that_cures_a_real_bug(tmp_path: Path) -> None:
+    """divide_by_broadcast_reciprocal: the agent's first plugin (the f32 form only) leaves
+    bf16 wrong; the second cures it with no regression, and its fix draft is verified."""
+    seen: list = []
+    regression = REGRESSION[1:]  # its two known bugs that algsimp does not touch either
+    model = scripted([
+        ("try_cure", {"reproducer": str(DIVIDE), "plugin_code": FUSIONS_ONLY, "regression": regression}),
+        lambda r: ("try_cure", {"reproducer": str(DIVIDE), "plugin_code": EXACT_DIVISION, "regression": regression})
+        if not r["cured"] else "the first plugin cured it",
+        lambda r: ("submit_fix", {"reproducer": str(DIVIDE), "plugin_code": EXACT_DIVISION, "agent": "fix-2",
+                                  "model": "scripted", "regression": regression,
+                                  "rationale": "x * (1 / y) flushes 1 / y to 0 for large y: divide instead"})
+        if r["cured"] else "no cure",
+        "Fix: a pass plugin that turns x * (1 / y) back into x / y.",
+    ], seen)
+    record = await run_agent("fix", model, mcp_toolset(None, tmp_path), tmp_path, "fix-2", BUDGET,
+                             task_text=f"Find the cure of the bug {DIVIDE.name} reproduces: {DIVIDE}")
+    assert not seen[0]["cured"] and seen[0]["reproducer"]["under_cure"] == "bug"
+    assert seen[1]["cured"] and seen[1]["regressions"] == [] and seen[1]["regression_corpus"] == 2
+    fix = seen[2]
+    assert fix["verified"], fix["reason"]
+    assert fix["evidence"]["under_cure"]["outcome"] == "clean" and fix["evidence"]["also_cures"] == []
+    claims = _claims(tmp_path)
+    assert [(c["kind"], c["verified"], c["claim"].get("kind")) for c in claims] == [
+        ("fix", True, "plugin"), ("report", False, None)]
+    assert Path(claims[0]["claim"]["plugin"].rpartition(":")[0]).read_text() == EXACT_DIVISION
+    assert record["exit"] == 0
+
+
+async def test_a_lying_agent_s_false_cure_is_refused(tmp_path: Path) -> None:
+    """A pass plugin that changes nothing, claimed as the cure of a real bug."""
+    seen: list = []
+    model = scripted([
+        ("submit_fix", {"reproducer": str(DIVIDE), "plugin_code": "def transform(proto):\n    return None\n",
+                        "agent": "liar", "model": "scripted", "regression": [], "rationale": "fixed it"}),
+        "Fixed divide_by_broadcast_reciprocal with a pass plugin.",
+    ], seen)
+    await run_agent("fix", model, mcp_toolset(None, tmp_path), tmp_path, "liar", BUDGET, task_text="anything")
+    assert not seen[0]["verified"] and seen[0]["reason"].startswith("not cured")
+    assert seen[0]["recorded_for"] is None
+    assert [(c["kind"], c["verified"]) for c in _claims(tmp_path)] == [("fix", False), ("report", False)]
 
 
 async def test_a_lying_agent_s_claims_are_refused_by_the_gate(tmp_path: Path) -> None:

@@ -87,13 +87,13 @@ def test_runner_flavours_select_the_pinned_jax() -> None:
     assert jax_pin.specifier.contains(version)
     for flavour, extra in (("cpu", "cpu"), ("cuda", "cuda12"), ("tpu", "tpu")):
         assert f'{flavour}) jax="jax[{extra}]==${{JAX_VERSION}}"' in re.sub(r" +", " ", build)
-    assert "'.[engine]'" in build
+    assert "'.[engine,agents]'" in build  # agent pods (spec.agents) run the runner image
 
 
 def test_constraints_satisfy_every_dependency_the_project_declares() -> None:
     pins = _constraints()
     declared = PYPROJECT["project"]["dependencies"] + [
-        r for extra in ("engine", "operator") for r in PYPROJECT["project"]["optional-dependencies"][extra]]
+        r for extra in ("engine", "operator", "agents") for r in PYPROJECT["project"]["optional-dependencies"][extra]]
     for line in declared:
         req = Requirement(line)
         name = req.name.lower().replace("_", "-")

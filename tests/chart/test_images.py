@@ -225,6 +225,20 @@ def test_runner_image_runs_a_small_campaign(images: dict[str, dict[str, Any]], e
     assert (out_dir / "smoke" / "campaign.sqlite").is_file()
 
 
+
+def test_runner_image_runs_the_agent_runtime_to_its_credential_check(
+        images: dict[str, dict[str, Any]], engine: dict[str, str]) -> None:
+    """Agent pods (spec.agents) run `xla-sentinel agent` from the runner image: its agents
+    extra is installed (a missing one would say so and exit 1), and without the model's
+    credential the agent exits 2 naming the variable, before any tool runs."""
+    out = docker(
+        engine, "run", "--rm", *RESTRICTED, "--tmpfs", "/tmp:rw,size=256m,mode=1777",
+        images["runner-cpu"]["ref"],
+        "agent", "--role", "stress", "--model", "openai:gpt-5", "--out", "/tmp/agents", timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "OPENAI_API_KEY" in out.stderr and "agents extra" not in out.stderr, out.stderr
+
+
 # --- without the images ---------------------------------------------------------------------
 
 def _engine_only_modules() -> set[str]:

@@ -16,6 +16,7 @@ table entry naming a local command that stands for its entrypoint (the runner im
 
 from __future__ import annotations
 
+import base64
 import os
 import shlex
 import signal
@@ -149,6 +150,13 @@ class FakeNode:
                 env[var["name"]] = str(var["value"])
             elif "fieldRef" in (var.get("valueFrom") or {}):
                 env[var["name"]] = self._field(pod, var["valueFrom"]["fieldRef"]["fieldPath"])
+            elif "secretKeyRef" in (var.get("valueFrom") or {}):
+                # As the kubelet does, with the node's access: the pod's identity needs none.
+                ref = var["valueFrom"]["secretKeyRef"]
+                secret = self.api.get("v1/secrets", meta["namespace"], ref["name"]) or {}
+                value = (secret.get("data") or {}).get(ref["key"])
+                if value is not None:
+                    env[var["name"]] = base64.b64decode(value).decode()
         return env
 
     @staticmethod

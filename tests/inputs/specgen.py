@@ -51,6 +51,7 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
     (c.GeneratorSpec, "devices"): st.integers(1, c.MAX_DEVICES),
     (c.GeneratorSpec, "sharded"): st.floats(0, 1),
     (c.GeneratorSpec, "partitioners"): _unique(st.sampled_from(c.PARTITIONERS), min_size=1),
+    (c.GeneratorSpec, "version"): st.sampled_from(c.GENERATOR_VERSIONS),
     (c.MutationSpec, "perTrace"): st.integers(0, 10_000),
     (c.MutationSpec, "kinds"): _unique(st.sampled_from(c.MUTATION_KINDS), min_size=1),
     (c.TargetSpec, "name"): st.sampled_from(list(c.PRESETS)),
@@ -102,7 +103,19 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
 NESTED = {(c.CampaignSpec, "generator"), (c.CampaignSpec, "targets"), (c.CampaignSpec, "tolerances"),
           (c.CampaignSpec, "budget"), (c.CampaignSpec, "timeouts"), (c.CampaignSpec, "bisect"),
           (c.CampaignSpec, "accelerator"), (c.CampaignSpec, "artifacts"), (c.CampaignSpec, "alerts"),
-          (c.CampaignSpec, "mutations")}
+          (c.CampaignSpec, "mutations"), (c.CampaignSpec, "agents")}
+# spec.agents, drawn whole (its invalid forms: tests/k8s/test_swarm_pure.py).
+AGENT_BUDGET = st.fixed_dictionaries({}, optional={"tokens": st.integers(1, 10**7), "toolCalls": st.integers(1, 500),
+                                                   "seconds": st.floats(1e-3, 1e5)})
+AGENTS = st.fixed_dictionaries(
+    {"roles": st.lists(st.fixed_dictionaries({"role": st.sampled_from(c.AGENT_ROLES)},
+                                             optional={"replicas": st.integers(1, c.AGENT_REPLICAS_MAX),
+                                                       "budget": AGENT_BUDGET}),
+                       min_size=1, max_size=3, unique_by=lambda r: r["role"]),
+     "credentialSecretRef": st.fixed_dictionaries({"name": NAMES}, optional={"key": NAMES})},
+    optional={"model": st.sampled_from(["openai:gpt-5", "openai-chat:local"]), "budget": AGENT_BUDGET,
+              "endpoint": st.sampled_from(["http://127.0.0.1:8000/v1", "https://models.example"]),
+              "leaseSeconds": st.integers(60, 604800), "tasks": st.integers(1, 1000)})
 SPEC_CLASSES = (c.CampaignSpec, c.GeneratorSpec, c.TargetSpec, c.ToleranceSpec, c.BudgetSpec, c.TimeoutSpec,
                 c.BisectSpec, c.SecretKeyRef, c.AlertSpec, c.ArtifactSpec, c.AcceleratorSpec,
                 c.MutationSpec)
@@ -169,6 +182,8 @@ def valid_specs(draw: st.DrawFn, crd: bool = False) -> dict[str, Any]:
         spec["alerts"] = draw(_record(c.AlertSpec))
     if draw(st.booleans()):
         spec["mutations"] = draw(_record(c.MutationSpec))
+    if draw(st.booleans()):
+        spec["agents"] = draw(AGENTS)
     return spec
 
 
@@ -213,6 +228,7 @@ OUT_OF_RANGE: dict[tuple[type, str], list[tuple[Any, str]]] = {
     (c.GeneratorSpec, "devices"): [(0, "between 1 and"), (c.MAX_DEVICES + 1, "between 1 and")],
     (c.GeneratorSpec, "sharded"): [(-0.5, "[0, 1]"), (2.0, "[0, 1]")],
     (c.GeneratorSpec, "partitioners"): [(["shardyy"], "did you mean 'shardy'")],
+    (c.GeneratorSpec, "version"): [(3, "must be one of 1, 2"), (0, "must be one of 1, 2")],
     (c.CampaignSpec, "crossCheckEvery"): [(-1, ">= 0")],
     (c.MutationSpec, "perTrace"): [(-1, "between 0 and 10000"), (10_001, "between 0 and 10000")],
     (c.MutationSpec, "kinds"): [(["dtypes"], "did you mean 'dtype'")],

@@ -20,7 +20,7 @@ from xla_sentinel.xla.faults import fault_path
 from .alertmanager import Alertmanager
 from .conftest import ALERT_SECRET, API, eventually
 
-SPEC = {"seed": 3, "workers": 1, "generator": {"minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
+SPEC = {"seed": 3, "workers": 1, "generator": {"version": 1, "minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
         "targets": [{"name": "default"}, {"name": "O0"}],
         "references": ["f64_eager", "f64_jit", "eager"], "budget": {"programs": 8},
         "injectPasses": [fault_path("fusion_bf16_rounding")],

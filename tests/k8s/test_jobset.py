@@ -1,8 +1,8 @@
 """JobSet for multi-host TPU slices, on the real control plane with JobSet's real controller
 and webhooks (tests/controlplane/jobset.py) beside the real Job controller: one JobSet per
 slice with exclusive placement per GKE node pool and a failurePolicy that restarts the whole
-slice. The shape the operator should create (issue 26); the operator still makes one
-Indexed Job per slice (docs/operator.md, "Not done"), so this checks the JobSet side only.
+slice. A hand-written JobSet of the shape the operator creates (jobsets.py); the
+operator's own JobSets are test_jobset_operator.py's.
 
 No scheduler or kubelet runs: the test binds the slice's leader pod to a Node object of a
 node pool, as the scheduler would, and fails a host's pod through the status subresource, as

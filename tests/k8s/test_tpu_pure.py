@@ -1,6 +1,6 @@
-"""TPU slices on GKE: topology arithmetic per generation, a multi-host slice as one Indexed
-Job of its hosts with a headless Service and the TPU worker env, single-host slices as
-before, and JAX_PLATFORMS for accelerators. Pure functions, no API."""
+"""TPU slices on GKE: topology arithmetic per generation, single-host slices as one Indexed
+Job with a pod per shard, and JAX_PLATFORMS for accelerators (multi-host slices as JobSets:
+test_jobset_pure.py). Pure functions, no API."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from xla_sentinel.spec.campaign import parse_spec
-from xla_sentinel_operator import desired, rollup, tpu
+from xla_sentinel_operator import desired, tpu
 
 
 @pytest.mark.parametrize(("accelerator", "topology", "chips", "hosts", "per_host"), [
@@ -52,34 +52,10 @@ def env_of(job: dict) -> dict[str, Any]:
             for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
-def test_a_multi_host_slice_is_one_indexed_job_of_its_hosts_per_shard():
-    c = camp("4x4", 4)
-    jobs = desired.worker_jobs(c, default_image="img")
-    services = desired.worker_services(c)
-    assert len(jobs) == len(services) == 2  # workers: 2 slices
-    for shard, (job, service) in enumerate(zip(jobs, services, strict=True)):
-        spec, pod = job["spec"], job["spec"]["template"]["spec"]
-        assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 4
-        assert pod["subdomain"] == service["metadata"]["name"] and service["spec"]["clusterIP"] == "None"
-        # The Service selects exactly this slice's pods.
-        assert service["spec"]["selector"].items() <= spec["template"]["metadata"]["labels"].items()
-        env = env_of(job)
-        name = job["metadata"]["name"]
-        assert env["TPU_WORKER_HOSTNAMES"] == ",".join(
-            f"{name}-{h}.{service['metadata']['name']}" for h in range(4))
-        assert env["TPU_WORKER_ID"] == {"fieldRef": {"fieldPath": desired.COMPLETION_INDEX}}
-        assert env["XLA_SENTINEL_SHARD_INDEX"] == str(shard) and env["JAX_PLATFORMS"] == "tpu"
-        limits = pod["containers"][0]["resources"]["limits"]
-        assert limits["google.com/tpu"] == "4"
-        assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "4x4"
-    assert rollup.health(c.spec, [], [], desired.revision(c.spec), 0, None,
-                         rollup.parse_time("2026-11-29T12:00:00Z")).message == "0/2 worker Jobs exist"
-
-
 def test_a_single_host_slice_keeps_one_job_with_a_pod_per_shard():
     c = camp("2x4", 8, workers=3)
     (job,) = desired.worker_jobs(c, default_image="img")
-    assert job["spec"]["completions"] == 3 and desired.worker_services(c) == []
+    assert job["kind"] == "Job" and job["spec"]["completions"] == 3
     env = env_of(job)
     assert "TPU_WORKER_HOSTNAMES" not in env and env["JAX_PLATFORMS"] == "tpu"
     assert "subdomain" not in job["spec"]["template"]["spec"]
@@ -108,3 +84,27 @@ def test_the_hosts_of_a_slice_run_the_operators_shard_and_only_host_0_reports(mo
     args = worker_main._parser().parse_args([])
     assert args.shard_index == 1
     assert worker_main.make_reporter(args, parse_spec({}), "main-1") is None
+
+
+
+def test_a_slice_verifies_together_and_host_0_alone_writes_the_result(monkeypatch, tmp_path):
+    """Every host of a verifier slice runs the reproducer (a multi-host program needs all of
+    them), but only host 0 writes the result: hosts 1.. must not reach the API at all."""
+    import json
+
+    import xla_sentinel.cluster.report as report
+    from xla_sentinel.cluster import pod as worker_main
+
+    (tmp_path / "repro.py").write_text("raise SystemExit(0)\n")
+    apis: list[Any] = []
+    written: list[dict[str, Any]] = []
+    monkeypatch.setattr(worker_main, "_custom_api", lambda args: apis.append(args) or object())
+    monkeypatch.setattr(report, "write_result", lambda api, obj: written.append(obj))
+    argv = ["--verify", str(tmp_path), "--signature", "sig-1", "--campaign", "c", "--campaign-uid", "u"]
+    monkeypatch.setenv("TPU_WORKER_ID", "2")
+    assert worker_main.main(argv) == worker_main.EXIT_DONE
+    assert apis == [] and written == []
+    monkeypatch.setenv("TPU_WORKER_ID", "0")
+    assert worker_main.main(argv) == worker_main.EXIT_DONE
+    (obj,) = written
+    assert json.loads(obj["spec"]["result"])["result"] == "verified"

@@ -20,7 +20,7 @@ from xla_sentinel.spec.campaign import BudgetSpec, parse_spec
 from xla_sentinel_operator import desired
 
 SPEC = {"seed": 1, "workers": 1, "targets": [{"name": "default"}, {"name": "O0"}],
-        "references": ["f64_eager"], "generator": {"minOps": 1, "maxOps": 3, "dtypes": ["f32"]}}
+        "references": ["f64_eager"], "generator": {"version": 1, "minOps": 1, "maxOps": 3, "dtypes": ["f32"]}}
 
 
 def test_shard_is_done_only_when_its_budget_is_spent():

@@ -54,6 +54,14 @@ app.kubernetes.io/component: operator
 {{- end }}
 {{- end }}
 
+{{- define "xla-sentinel.agentServiceAccountName" -}}
+{{- if .Values.serviceAccounts.agent.create }}
+{{- default (printf "%s-agent" (include "xla-sentinel.fullname" .)) .Values.serviceAccounts.agent.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccounts.agent.name }}
+{{- end }}
+{{- end }}
+
 {{/* registry/repository:tag or @digest; the tag defaults to the chart's appVersion. */}}
 {{- define "xla-sentinel.image" -}}
 {{- $root := index . 0 }}
@@ -133,11 +141,13 @@ calls of operator/xla_sentinel_operator/handlers.py and kopf's own bookkeeping, 
 - apiGroups: [xlasentinel.dev]
   resources: [workerreports]
   verbs: [get, list, watch, delete]
-# Headless Services of multi-host TPU slices (desired.worker_services); removed with their
-# campaign by owner reference.
-- apiGroups: [""]
-  resources: [services]
-  verbs: [get, create]
+# Multi-host TPU slices run as JobSets (operator/xla_sentinel_operator/jobsets.py), which
+# make their hosts' headless Services themselves; removed with their campaign by owner reference.
+{{- if .Values.jobset.enabled }}
+- apiGroups: [jobset.x-k8s.io]
+  resources: [jobsets]
+  verbs: [get, list, watch, create, patch, delete]
+{{- end }}
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]

@@ -5,9 +5,13 @@
 - a reproduction counts once its script exits 1 on this build and 0 under its cure
   (`verify_reproduction`);
 - a fix counts once it cures the reproducer and changes no verdict of the regression
-  corpus of known bugs for the worse (`verify_fix`: a known bug's reproducer that passed
-  must still pass, one that failed must still run; one it cures as well is reported
-  under `also_cures`, not refused).
+  corpus of known bugs for the worse. A fix of the compiler (`Cure`: XLA flags, passes
+  to disable, an HLO pass plugin) is run on every reproducer of the corpus (`verify_fix`:
+  a known bug's reproducer that passed must still pass, one that failed must still run;
+  one it cures as well is reported under `also_cures`, not refused). A rewrite of the
+  program (`verify_rewrite`) changes no compiler, so no known bug's verdict: it counts once
+  the bundle's repro.py passes on the rewritten module (the same inputs, the same float64
+  reference values) and the campaign's targets judge the rewrite right.
 
 Every claim is written to the claims table (OUT/agents.sqlite) with the gate's decision
 and evidence: a verified claim is what the campaign keeps (a corpus entry, a reproducer,
@@ -32,6 +36,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from xla_sentinel.spec.plugins import split_ref
+
 # What a reproducer's exit tells: 1 the bug shows, 0 it does not. An uncaught exception
 # also exits 1, so a traceback on stderr makes it `error`, not `bug`.
 OUTCOMES = ("bug", "clean", "error", "timeout")
@@ -46,10 +52,13 @@ class GateError(ValueError):
 
 @dataclass(frozen=True)
 class Cure:
-    """A candidate cure: XLA flags and HLO passes to disable, as XLA_FLAGS sets them."""
+    """A candidate cure of the compiler: XLA flags and HLO passes to disable, as XLA_FLAGS
+    sets them, and an HLO pass plugin (`FILE.py[:FUNC]`, the `--inject-pass` format)
+    registered after fusion in the reproducer's process."""
 
     xla_flags: tuple[str, ...] = ()
     disable_passes: tuple[str, ...] = ()
+    plugin: str | None = None
 
     def __post_init__(self) -> None:
         for f in self.xla_flags:
@@ -58,15 +67,40 @@ class Cure:
         for p in self.disable_passes:
             if not _PASS.match(p):
                 raise GateError(f"disable_passes: {p!r} is not an HLO pass name")
-        if not self.xla_flags and not self.disable_passes:
-            raise GateError("a cure needs xla_flags or disable_passes")
+        if self.plugin is not None:
+            path, func = split_ref(self.plugin)
+            if path.suffix != ".py" or not path.is_absolute() or not path.is_file() or not func.isidentifier():
+                raise GateError(f"plugin: {self.plugin!r} is not FILE.py[:FUNC] (an absolute path to a file)")
+        if not self.xla_flags and not self.disable_passes and self.plugin is None:
+            raise GateError("a cure needs xla_flags, disable_passes or a pass plugin")
 
     def flags(self) -> list[str]:
         disabled = [f"--xla_disable_hlo_passes={','.join(self.disable_passes)}"] if self.disable_passes else []
         return [*disabled, *self.xla_flags]
 
     def describe(self) -> str:
-        return " ".join(self.flags())
+        return " ".join([*self.flags(), *([f"--inject-pass {self.plugin}"] if self.plugin else [])])
+
+    def key(self) -> str:
+        """What a reproducer's remembered outcome depends on: the cure, with the plugin's bytes."""
+        if self.plugin is None:
+            return self.describe()
+        digest = hashlib.sha256(split_ref(self.plugin)[0].read_bytes()).hexdigest()
+        return f"{self.describe()} sha256:{digest}"
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A candidate cure of the program: the StableHLO `module` that replaces a repro
+    bundle's module.mlir (`source`: what the agent wrote, a JAX snippet or the module),
+    run on the bundle's inputs against its float64 reference values."""
+
+    module: str
+    source: str
+    kind: str
+
+    def describe(self) -> str:
+        return f"rewrite ({self.kind}) sha256:{hashlib.sha256(self.module.encode()).hexdigest()[:12]}"
 
 
 @dataclass
@@ -85,18 +119,32 @@ def jaxlib_version() -> str:
         return "none"
 
 
+# Runs a reproducer with a cure's pass plugin registered first (xla/plugins.py: checked on
+# every result, so a broken plugin fails the compile, an `error`, never a cure).
+_WITH_PLUGIN = """\
+import runpy, sys
+from xla_sentinel.xla.plugins import register
+register([sys.argv[1]])
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def run_script(script: Path, cure: Cure | None = None, timeout: float = SCRIPT_SECONDS) -> dict[str, Any]:
     """Run a reproducer in a child process, under `cure` if given: its outcome and output.
 
     The cure goes in XLA_FLAGS (read by every XLA compile in the child; the repros of
     bench/repros append to it) and, for a bundle's repro.py, which sets its options per
-    compile, also as its `--xla-option`s.
+    compile, also as its `--xla-option`s; its plugin is registered in the child before the
+    script runs.
     """
     script = Path(script)
     if not script.is_file():
         raise GateError(f"{script}: no such reproducer")
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     argv = [sys.executable, script.name]
+    if cure is not None and cure.plugin:
+        argv = [sys.executable, "-c", _WITH_PLUGIN, cure.plugin, script.name]
     if cure is not None:
         env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), *cure.flags()]).strip()
         if "--xla-option" in script.read_text(errors="replace"):
@@ -182,7 +230,7 @@ class Ledger:
             for extra in sorted(script.parent.glob("*")):
                 if extra != script and extra.is_file() and extra.suffix in (".mlir", ".npz", ".py"):
                     digest.update(extra.name.encode() + extra.read_bytes())
-        key = "|".join([digest.hexdigest(), cure.describe() if cure else "", jaxlib_version(), sys.executable])
+        key = "|".join([digest.hexdigest(), cure.key() if cure else "", jaxlib_version(), sys.executable])
         row = self.outcomes.execute("SELECT outcome FROM outcomes WHERE key = ?", (key,)).fetchone()
         if row:
             return {**json.loads(row[0]), "cached": True}
@@ -252,3 +300,31 @@ def verify_fix(ledger: Ledger, reproducer: Path, cure: Cure, regression: Sequenc
 
 def decision_json(d: Decision) -> dict[str, Any]:
     return asdict(d)
+
+
+def verify_rewrite(ledger: Ledger, original: Path, rewritten: Path, rewrite: Rewrite,
+                   judged: Sequence[dict[str, Any]], timeout: float = SCRIPT_SECONDS) -> Decision:
+    """A rewrite counts once the bundle's repro.py exits 1 on the original module and 0 on
+    the rewrite (the same inputs and float64 reference values: `rewritten` is the bundle
+    with module.mlir replaced), and every target of the campaign judges the rewrite right
+    (`judged`: check_program's verdicts). It changes no compiler, so no known bug's verdict."""
+    affected = ledger.outcome(original, None, timeout)
+    under = ledger.outcome(rewritten, None, timeout)
+    regressions = [{"target": v["target"], "verdict": v["verdict"], "status": v.get("status")}
+                   for v in judged if v["verdict"] != "pass" or v.get("status") != "judged"]
+    cured = affected["outcome"] == "bug" and under["outcome"] == "clean"
+    evidence = {"script": str(original), "rewritten": str(rewritten), "jaxlib": jaxlib_version(),
+                "cure": rewrite.describe(), "affected": affected, "under_cure": under, "cured": cured,
+                "rewrite_verdicts": list(judged), "regressions": regressions, "also_cures": [],
+                "regression_corpus": []}
+    if affected["outcome"] != "bug":
+        return Decision(False, f"not cured: the bundle does not show a bug on jaxlib {jaxlib_version()}: "
+                        f"{affected['outcome']} (exit {affected['exit']})", evidence)
+    if under["outcome"] != "clean":
+        return Decision(False, f"not cured: on the rewrite the bundle's repro.py is {under['outcome']} "
+                        f"(exit {under['exit']}), not clean", evidence)
+    if regressions or not judged:
+        return Decision(False, "cures the reproducer but the campaign's targets do not all judge the rewrite "
+                        f"right: {regressions or 'no target ran'}", evidence)
+    return Decision(True, f"the rewrite passes the bundle's repro.py and {len(judged)} targets judge it right; "
+                    "a rewrite changes no known bug's verdict", evidence)

@@ -24,11 +24,14 @@ INSTRUCTIONS = """\
 xla-sentinel: continuous correctness testing of the XLA compiler. Tools judge programs under
 a campaign's targets (XLA configurations) against float64 references with the campaign's
 oracle. Find what to test (coverage_gaps, open_signatures, failure_reports), try programs
-(run_test: a JAX snippet defining f(*args) with INPUTS, or StableHLO text), and submit what
-you found (submit_test, submit_reproducer, submit_fix). Nothing you submit counts until the
-gate has verified it: a test must compile and be judged, a reproducer must exit 1 on this
-build and 0 under its cure, a fix must cure the reproducer without regressions in the known
-bugs' reproducers. Resources: sentinel://signatures, sentinel://findings/{id},
+(run_test: a JAX snippet defining f(*args) with INPUTS, or StableHLO text; replay: trace
+folders, XLA dumps, module files), reduce what fails (reduce_finding, bisect_finding), try
+cures (try_cure: XLA flags, passes to disable, an HLO pass plugin, or a rewrite of a
+bundle's program) and submit what you found (submit_test, submit_reproducer, submit_fix).
+Nothing you submit counts until the gate has verified it: a test must compile and be
+judged, a reproducer must exit 1 on this build and 0 under its cure, a fix must cure the
+reproducer without regressions in the known bugs' reproducers (a rewrite: without a
+target judging it wrong). Resources: sentinel://signatures, sentinel://findings/{id},
 sentinel://docs/{verdicts,ops,flags}."""
 
 VERDICTS_DOC = """\
@@ -47,7 +50,12 @@ def _flags_doc() -> str:
     from xla_sentinel.triage.known_bugs import entries
 
     lines = ["Cures are XLA flags as XLA_FLAGS takes them: --xla_disable_hlo_passes=NAME[,NAME]",
-             "(disable_passes: [NAME, ...]) and any --xla_NAME=VALUE (xla_flags).",
+             "(disable_passes: [NAME, ...]) and any --xla_NAME=VALUE (xla_flags); an HLO pass plugin",
+             "(plugin_code: Python source defining transform(proto: bytes) -> bytes | None over a",
+             "serialized HloModuleProto, registered after fusion; xla_sentinel.xla.hlo_proto.rewrite_proto",
+             "and xla_sentinel.xla.hlo parse and edit the module as text); or a rewrite of a repro",
+             "bundle's program (rewrite: a JAX snippet or StableHLO module taking the bundle's inputs",
+             "and computing its float64 reference values).",
              f"Passes the campaign watches: {', '.join(PASSES)}.", "", "Known bugs (the regression corpus):"]
     lines += [f"- {b['id']}: {b['title']} (reproducer {b.get('reproducer')})" for b in entries()]
     return "\n".join(lines)
@@ -80,10 +88,16 @@ def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) ->
         except (ToolError, GateError, ProgramError, SpecError) as e:
             raise McpToolError(str(e)) from None
 
-    def cure(disable_passes: list[str] | None, xla_flags: list[str] | None) -> Cure:
+    def cure(disable_passes: list[str] | None, xla_flags: list[str] | None, plugin: str | None = None,
+             plugin_code: str | None = None, plugin_function: str = "transform",
+             rewrite: str | None = None) -> Cure | None:
+        """The compiler cure the arguments give; None for a rewrite alone (the tool says
+        when there is neither, or both)."""
+        if rewrite is not None and not (disable_passes or xla_flags or plugin or plugin_code):
+            return None
         try:
-            return Cure(tuple(xla_flags or ()), tuple(disable_passes or ()))
-        except GateError as e:
+            return bench.cure(disable_passes or (), xla_flags or (), plugin, plugin_code, plugin_function)
+        except (GateError, ToolError) as e:
             raise McpToolError(str(e)) from None
 
     @server.tool()
@@ -126,10 +140,23 @@ def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) ->
         return await call(bench.check_finding, finding)
 
     @server.tool()
-    async def bisect_finding(finding: str, timeout: float = 120.0) -> dict[str, Any]:
-        """Localize and reduce a finding to its culprit op, fusion and curing pass; writes its
-        repro bundle (report.md, issue.md, repro.py)."""
-        return await call(bench.bisect_finding, finding, timeout)
+    async def bisect_finding(finding: str, timeout: float = 120.0, reduce: bool = True) -> dict[str, Any]:
+        """Localize (and reduce, unless reduce=false) a finding to its culprit op, fusion and
+        curing pass; writes its repro bundle (report.md, issue.md, repro.py)."""
+        return await call(bench.bisect_finding, finding, timeout, reduce)
+
+    @server.tool()
+    async def reduce_finding(finding: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Reduce a finding to a standalone reproducer: the fewest ops that still fail, in a
+        repro bundle; returns the ops before and after, and its repro.py and module.mlir."""
+        return await call(bench.reduce_finding, finding, timeout)
+
+    @server.tool()
+    async def replay(paths: list[str]) -> dict[str, Any]:
+        """Replay trace folders, XLA dump folders or module files (StableHLO, HLO text,
+        jax.export) under the campaign's targets, as `xla-sentinel replay` does: each module's
+        status, the findings (verdict, target, signature, folder) and signatures."""
+        return await call(bench.replay, paths)
 
     @server.tool()
     async def read_bundle(path: str) -> dict[str, Any]:
@@ -147,22 +174,35 @@ def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) ->
 
     @server.tool()
     async def try_cure(reproducer: str, disable_passes: list[str] | None = None,
-                       xla_flags: list[str] | None = None,
+                       xla_flags: list[str] | None = None, plugin: str | None = None,
+                       plugin_code: str | None = None, plugin_function: str = "transform",
+                       rewrite: str | None = None, rewrite_kind: str = "jax",
                        regression: list[str] | None = None) -> dict[str, Any]:
-        """Try a cure (HLO passes to disable, XLA flags) on a reproducer (a repro.py, a bundle
-        folder, or bench/repros/NAME.py) and on the regression corpus of known bugs (or the
-        reproducers listed in `regression`): cured or not, regressions, other bugs it cures."""
-        return await call(bench.try_cure, reproducer, cure(disable_passes, xla_flags), regression)
+        """Try a cure on a reproducer (a repro.py, a bundle folder, or bench/repros/NAME.py).
+        A cure of the compiler: HLO passes to disable, XLA flags, an HLO pass plugin (plugin:
+        FILE.py[:FUNC], or plugin_code: its Python source with transform(proto: bytes) ->
+        bytes | None), run on the reproducer and on the regression corpus of known bugs (or
+        the reproducers in `regression`). Or a rewrite of a bundle's program (rewrite: a JAX
+        snippet defining f, or StableHLO text, rewrite_kind "jax" or "stablehlo") that takes
+        the bundle's inputs and must compute its float64 reference values; the campaign's
+        targets judge it too. Returns cured or not, regressions, other bugs it cures."""
+        return await call(bench.try_cure, reproducer,
+                          cure(disable_passes, xla_flags, plugin, plugin_code, plugin_function, rewrite),
+                          regression, rewrite, rewrite_kind)
 
     @server.tool()
     async def submit_fix(reproducer: str, agent: str, model: str, disable_passes: list[str] | None = None,
-                         xla_flags: list[str] | None = None, rationale: str = "",
+                         xla_flags: list[str] | None = None, plugin: str | None = None,
+                         plugin_code: str | None = None, plugin_function: str = "transform",
+                         rewrite: str | None = None, rewrite_kind: str = "jax", rationale: str = "",
                          signature: str | None = None,
                          regression: list[str] | None = None) -> dict[str, Any]:
-        """Submit a fix draft: verified only if it cures the reproducer and no known bug's
-        reproducer gets worse under it."""
-        return await call(bench.submit_fix, reproducer, cure(disable_passes, xla_flags), agent, model,
-                          rationale, signature, regression)
+        """Submit a fix draft (the cure as for try_cure): verified only if it cures the
+        reproducer and no known bug's reproducer gets worse under it (a rewrite: no target
+        judges it wrong). A verified fix of a `signature` is kept beside it in the store."""
+        return await call(bench.submit_fix, reproducer,
+                          cure(disable_passes, xla_flags, plugin, plugin_code, plugin_function, rewrite),
+                          agent, model, rationale, signature, regression, rewrite, rewrite_kind)
 
     @server.tool()
     async def draft_issue(signature: str) -> dict[str, Any]:
@@ -171,7 +211,7 @@ def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) ->
 
     @server.resource("sentinel://signatures", mime_type="application/json")
     async def signatures() -> list[dict[str, Any]]:
-        """Every signature of the campaign."""
+        """Every signature of the campaign, with its verified cure (verified_fix)."""
         return await call(bench.signatures)
 
     @server.resource("sentinel://findings", mime_type="application/json")

@@ -46,9 +46,10 @@ ROLE_PROMPTS = {
         "the XLA flag or disabled pass under which it exits 0, and submit_reproducer with that "
         "cure. It counts only once it exits 1 on this build and 0 under the cure."),
     "fix": (
-        "You are a fix agent. For a bug's reproducer, find a cure (HLO passes to disable, XLA "
-        "flags) with try_cure, and submit_fix the one that cures it without regressions in the "
-        "known bugs' reproducers. A fix counts only once the gate verified it."),
+        "You are a fix agent. For a bug's reproducer, find a cure with try_cure (HLO passes to "
+        "disable, XLA flags, an HLO pass plugin that rewrites the optimized module, or for a "
+        "repro bundle a rewrite of its program), and submit_fix the one that cures it without "
+        "regressions in the known bugs' reproducers. A fix counts only once the gate verified it."),
 }
 
 
@@ -137,15 +138,22 @@ def mcp_toolset(campaign: Path | None, out: Path, url: str | None = None,
     return MCPToolset(transport, id="xla-sentinel", read_timeout=3600, init_timeout=120)
 
 
-def task_prompt(role: str, task: Task | None, text: str | None) -> str:
+def task_prompt(role: str, task: Task | None, text: str | None, agent: str | None = None,
+                model: str | None = None) -> str:
     what = text if text is not None else json.dumps(task.payload if task else {}, indent=1)
-    return f"{ROLE_PROMPTS[role]}\n\nYour task:\n{what}\n\nEnd with a short summary of what you submitted."
+    # The submit_* tools take the agent's name and model: its claims are found by them.
+    who = f"\n\nSubmit as agent {agent!r}, model {model!r}." if agent else ""
+    return f"{ROLE_PROMPTS[role]}\n\nYour task:\n{what}{who}\n\nEnd with a short summary of what you submitted."
 
 
 async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, budget: Budget,
                     task_text: str | None = None, lease_seconds: float | None = None,
-                    campaign: Path | None = None) -> dict[str, Any]:
-    """One agent loop; returns its record (also written as the transcript's header)."""
+                    campaign: Path | None = None, swarm: Any = None) -> dict[str, Any]:
+    """One agent loop; returns its record (also written as the transcript's header).
+
+    `swarm` (agents/swarm.Swarm, in an agent pod of a campaign's swarm): the task comes
+    from the campaign's queue of Leases, seeded also from its BugSignatures, and the
+    verified fix drafts go back to the operator through the pod's result object."""
     import anyio
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded, UserError
@@ -154,13 +162,17 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
 
     if role not in ROLES:
         raise ValueError(f"--role: {role!r}; one of {', '.join(ROLES)}")
-    queue = TaskQueue(out / "agents.sqlite")
+    queue: Any = swarm.queue if swarm is not None else TaskQueue(out / "agents.sqlite")
     ledger = Ledger(out / "agents.sqlite")
     task = None
     if task_text is None:
         from xla_sentinel.agents.tools import Workbench
 
         bench = Workbench(campaign, out)
+        if swarm is not None:  # the campaign's gaps and reports go to the shared queue
+            bench.queue.close()
+            bench.queue = queue
+            swarm.seed(queue)
         try:
             bench.seed_tasks()
         finally:
@@ -180,7 +192,7 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
     output, status, code, usage = None, "done", 0, {}
     finished = False
     try:
-        async with runner.iter(task_prompt(role, task, task_text), usage_limits=limits) as run:
+        async with runner.iter(task_prompt(role, task, task_text, agent, model_name), usage_limits=limits) as run:
             try:
                 with anyio.fail_after(budget.seconds):
                     async for _ in run:
@@ -222,6 +234,8 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
                       Decision(False, "an agent's own account: only the claims the gate verified count"))
     path.write_text(json.dumps({**record, "messages": json.loads(ModelMessagesTypeAdapter.dump_json(messages))},
                                indent=1, default=str))
+    if swarm is not None:  # only what the gate verified; the operator checks it again
+        record["fix_drafts"] = swarm.publish(claims, {"key": task.key, "payload": task.payload} if task else None)
     if task is not None and code == 0:
         queue.finish(task, agent, {"claims": record["claims"], "transcript": str(path)})
     queue.close()

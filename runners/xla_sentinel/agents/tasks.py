@@ -7,6 +7,9 @@ one machine or a shared volume, takes from the same queue: `lease` picks a task 
 it leased in one IMMEDIATE transaction (SQLite's write lock), so a second agent cannot
 pick it between the read and the write. A lease that runs out (the agent died) makes the
 task free again; `finish` by anyone but the holder of the lease is refused.
+
+In a cluster, the agent pods of a campaign share one queue of the same interface whose
+tasks are Leases (`kube_tasks.KubeTaskQueue`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROLES = ("stress", "reproduce", "fix")
+# The roles are declared with the schema (spec.agents names them).
+from xla_sentinel.spec.campaign import AGENT_ROLES as ROLES
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -41,7 +45,7 @@ class QueueError(ValueError):
 
 @dataclass(frozen=True)
 class Task:
-    id: int
+    id: int | str  # a row id here, a Lease name in kube_tasks.py
     role: str
     key: str
     payload: dict[str, Any]

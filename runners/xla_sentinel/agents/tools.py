@@ -6,8 +6,9 @@ tolerances, injected passes; the defaults without one) and its output folder (th
 `campaign.sqlite`, `findings/`, and the agents' own `agents.sqlite` and `agents/`).
 Agent-written code never runs in this process: a snippet is loaded by a worker process of
 its own (`LoadCorpus`, as the campaign loads corpus files), judged by the campaign's
-targets and oracle (`campaign/check.py`, the `xla-sentinel check` path), and a
-reproducer runs as a child process (`gate.run_script`).
+targets and oracle (`campaign/check.py`, the `xla-sentinel check` path), a reproducer
+runs as a child process (`gate.run_script`), and a cure's pass plugin is registered only
+in that child.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import shutil
 import sqlite3
 import textwrap
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +31,20 @@ from xla_sentinel.agents.gate import (
     Decision,
     GateError,
     Ledger,
+    Rewrite,
     verify_fix,
     verify_reproduction,
+    verify_rewrite,
     verify_test,
 )
 from xla_sentinel.agents.tasks import TaskQueue
 from xla_sentinel.campaign import coverage
 from xla_sentinel.campaign.check import check_program
 from xla_sentinel.core.dtypes import NP_DTYPES
-from xla_sentinel.core.program import Program, ProgramError
+from xla_sentinel.core.program import Program, ProgramError, load_arrays, param_specs
 from xla_sentinel.report.tables import collect, never_drawn
-from xla_sentinel.spec.campaign import DTYPES, CampaignSpec, load_campaign
-from xla_sentinel.storage.store import read_signatures
+from xla_sentinel.spec.campaign import DTYPES, BudgetSpec, CampaignSpec, load_campaign
+from xla_sentinel.storage.store import Store, read_fixes, read_signatures
 from xla_sentinel.triage import known_bugs
 from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
 from xla_sentinel.worker.protocol import LoadCorpus, RequestFailed
@@ -51,6 +55,17 @@ REPO = Path(__file__).resolve().parents[3]
 KINDS = ("jax", "stablehlo")
 RARE = 15  # how many of the least exercised keys a gap list shows
 _NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_KEEP_INPUTS = """
+
+import jax as _jax
+
+_rewritten = f
+
+
+def f(*args):
+    return _rewritten(*_jax.lax.optimization_barrier(args))
+"""
+_RESULTS = re.compile(r"func\.func (?:public )?@main\(.*?\)\s*->\s*(\(.*?\)|tensor<[^>]*>)\s*(?:attributes|\{)", re.S)
 
 
 class ToolError(ValueError):
@@ -131,17 +146,21 @@ class Workbench:
         return {**gaps, **({"note": note} if note else {})}
 
     def signatures(self) -> list[dict[str, Any]]:
-        """Every signature of the campaign, with `open`: not a known bug, not verified fixed."""
+        """Every signature of the campaign, with its verified cure (`verified_fix`, from the
+        store's fixes table) and `open`: not a known bug, not verified fixed, no verified cure."""
         db = self._store()
         if db is None:
             return []
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
             sigs = read_signatures(con)
+            fixes = read_fixes(con)
         finally:
             con.close()
         return [{**s.to_summary(), "repro": s.repro, "known_bug": s.known_bug,
-                 "open": s.known_bug is None and s.verification != "verified"} for s in sigs]
+                 "verified_fix": fixes.get(s.id),
+                 "open": s.known_bug is None and s.verification != "verified" and s.id not in fixes}
+                for s in sigs]
 
     def open_signatures(self) -> list[dict[str, Any]]:
         return [s for s in self.signatures() if s["open"]]
@@ -210,20 +229,9 @@ class Workbench:
         source = folder / ("test.py" if kind == "jax" else "test.mlir")
         source.write_text(code)
         base = {"test": digest, "source": str(source), "kind": kind}
-        # The snippet runs in a worker process of its own, never here: a crash or a hang
-        # is the test's verdict.
-        loader = Worker(f"agent-test-{digest}", (), folder / "load.log")
-        try:
-            reply = loader.call(LoadCorpus(str(source), self.spec.seed), self.spec.timeouts.programSeconds)
-        except WorkerDied as e:
-            return {**base, "status": "load_crashed", "error": str(e).splitlines()[0], "verdicts": []}
-        except WorkerHung as e:
-            return {**base, "status": "load_hung", "error": str(e).splitlines()[0], "verdicts": []}
-        except RequestFailed as e:
-            return {**base, "status": "load_error", "error": e.error.removeprefix("ProgramError: "),
-                    "verdicts": []}
-        finally:
-            loader.close()
+        reply = self._load(source, folder)
+        if isinstance(reply, dict):
+            return {**base, **reply, "verdicts": []}
         program = Program(id=f"agent-{digest}", module=reply.module, inputs=reply.inputs,
                           input_dtypes=reply.input_dtypes,
                           provenance={**reply.provenance, "source": "agent", "campaign": self.name})
@@ -235,6 +243,21 @@ class Workbench:
         return {**base, "program": str(folder / "program"), "status": status,
                 "ops": program.op_count, "verdicts": verdicts,
                 "failing": [v["target"] for v in verdicts if v["verdict"] not in ("pass", "unjudged")]}
+
+    def _load(self, source: Path, folder: Path) -> Any:
+        """Load a snippet or module file in a worker process of its own, never here: the
+        worker's reply, or {status, error} when it does not load or kills or hangs its worker."""
+        loader = Worker(f"agent-load-{folder.name}", (), folder / "load.log")
+        try:
+            return loader.call(LoadCorpus(str(source), self.spec.seed), self.spec.timeouts.programSeconds)
+        except WorkerDied as e:
+            return {"status": "load_crashed", "error": str(e).splitlines()[0]}
+        except WorkerHung as e:
+            return {"status": "load_hung", "error": str(e).splitlines()[0]}
+        except RequestFailed as e:
+            return {"status": "load_error", "error": e.error.removeprefix("ProgramError: ")}
+        finally:
+            loader.close()
 
     def submit_test(self, code: str, rationale: str, agent: str, model: str, kind: str = "jax",
                     inputs: list[Any] | None = None, special: bool = False) -> dict[str, Any]:
@@ -273,12 +296,67 @@ class Workbench:
         return {"finding": folder.name, "verdicts": verdicts,
                 "reproduces": any(v["verdict"] not in ("pass", "unjudged") for v in verdicts)}
 
-    def bisect_finding(self, finding: str, timeout: float = 120.0) -> dict[str, Any]:
-        """Localize and reduce a finding; writes its repro bundle (`xla-sentinel bisect`)."""
+    def bisect_finding(self, finding: str, timeout: float = 120.0, reduce: bool = True) -> dict[str, Any]:
+        """Localize (and reduce, unless `reduce` is False) a finding; writes its repro bundle
+        (`xla-sentinel bisect`)."""
         from xla_sentinel.bisect import bisect_finding
 
-        result = bisect_finding(self._finding_folder(finding), timeout=timeout)
+        result = bisect_finding(self._finding_folder(finding), timeout=timeout, reduce_case=reduce)
         return {k: v for k, v in result.items() if k != "stages"}
+
+    def reduce_finding(self, finding: str, timeout: float = 120.0) -> dict[str, Any]:
+        """A finding reduced to a standalone reproducer (bisect/reduce.py's fewest failing
+        ops, in its bundle): the ops before and after, and the bundle's repro.py and module."""
+        from xla_sentinel.bisect import bisect_finding
+
+        folder = self._finding_folder(finding)
+        result = bisect_finding(folder, timeout=timeout, reduce_case=True)
+        reduced = result["stages"].get("reduce", {})
+        out = {"finding": folder.name, "status": result["status"], "reproduces": result["reproduces"],
+               "ops_before": reduced.get("ops_before"), "ops_after": reduced.get("ops_after"),
+               "repro": result["repro"]}
+        if result["repro"]:
+            bundle = folder / result["repro"]
+            out["bundle"] = str(bundle)
+            out["files"] = {n: (bundle / n).read_text(errors="replace")[:12000]
+                            for n in ("repro.py", "module.mlir") if (bundle / n).is_file()}
+        return out
+
+    def replay(self, paths: Sequence[str]) -> dict[str, Any]:
+        """Replay trace folders, XLA dumps or module files under the campaign's targets (the
+        `xla-sentinel replay` path) into OUT/agents/replays/ID: per module its status, and
+        the findings and signatures."""
+        from xla_sentinel.campaign.engine import run_campaign
+        from xla_sentinel.programs.units import trace_units
+
+        if not paths:
+            raise ToolError("paths: give at least one trace folder, dump folder or module file")
+        missing = [p for p in paths if not Path(p).exists()]
+        if missing:
+            raise ToolError(f"paths: no such file or folder: {', '.join(missing)}")
+        units = trace_units(list(paths), self.spec.mutations)
+        if not units:
+            raise ToolError(f"paths: {', '.join(paths)} hold no module to replay")
+        digest = hashlib.sha256("\n".join(str(Path(p).resolve()) for p in paths).encode()).hexdigest()[:12]
+        out = (self.work / "replays" / digest).resolve()
+        if out.exists():
+            shutil.rmtree(out)
+        spec = replace(self.spec, traces=[str(p) for p in paths], corpus=[],
+                       budget=BudgetSpec(programs=len(units)), workers=min(self.spec.workers, len(units)))
+        spec.check()
+        summary = run_campaign(spec, out, name="replay", inject_passes=self.inject_passes)
+        con = sqlite3.connect(f"file:{out / 'campaign.sqlite'}?mode=ro", uri=True)
+        try:
+            modules = [{"program": pid, "status": status} for pid, status in
+                       con.execute("SELECT id, status FROM programs ORDER BY idx")]
+            findings = [{"id": i, "program": p, "target": t, "verdict": v, "signature": g, "folder": str(out / d)}
+                        for i, p, t, v, g, d in con.execute(
+                            "SELECT id, program, target, verdict, signature, dir FROM findings ORDER BY time")]
+        finally:
+            con.close()
+        return {"out": str(out), "modules": modules, "findings": findings,
+                "signatures": summary["signatures"], "trace_errors": summary["trace_errors"],
+                "failing": sorted({f["program"] for f in findings})}
 
     def read_bundle(self, path: str) -> dict[str, Any]:
         """The files of a repro bundle (report.md, issue.md, repro.py; text only)."""
@@ -323,27 +401,127 @@ class Workbench:
     def _regression(self, regression: Sequence[str] | None) -> list[Path]:
         return [self._script(r) for r in regression] if regression is not None else self.regression
 
-    def try_cure(self, reproducer: str, cure: Cure, regression: Sequence[str] | None = None) -> dict[str, Any]:
-        """Try a cure on a reproducer and the regression corpus: cured, not cured, regressions."""
-        decision = verify_fix(self.ledger, self._script(reproducer), cure, self._regression(regression))
+    def cure(self, disable_passes: Sequence[str] = (), xla_flags: Sequence[str] = (), plugin: str | None = None,
+             plugin_code: str | None = None, plugin_function: str = "transform") -> Cure:
+        """A cure of the compiler from a tool's arguments. `plugin` is an HLO pass plugin
+        file (FILE.py[:FUNC]); `plugin_code` its source, written to OUT/agents/plugins/."""
+        if plugin and plugin_code:
+            raise ToolError("plugin, plugin_code: give one (a plugin file, or its source)")
+        if plugin_code:
+            if not plugin_function.isidentifier():
+                raise ToolError(f"plugin_function: {plugin_function!r} is not a function name")
+            digest = hashlib.sha256(plugin_code.encode()).hexdigest()[:12]
+            path = self.work / "plugins" / f"cure_{digest}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(plugin_code))
+            plugin = f"{path.resolve()}:{plugin_function}"
+        elif plugin:
+            file, _, func = plugin.partition(":")
+            found = next((c for c in (Path(file), self.out / file, REPO / file) if c.is_file()), None)
+            if found is None:
+                raise ToolError(f"plugin: {plugin!r}: no such file")
+            plugin = f"{found.resolve()}" + (f":{func}" if func else "")
+        return Cure(tuple(xla_flags), tuple(disable_passes), plugin)
+
+    def rewrite(self, reproducer: str, code: str, kind: str = "jax") -> tuple[Rewrite, Path, list[dict[str, Any]]]:
+        """Replace a repro bundle's program by an agent's rewrite (a JAX snippet or StableHLO
+        text, loaded in a worker of its own): a copy of the bundle with the rewrite as its
+        module.mlir, and the campaign's verdicts on the rewrite with the bundle's inputs."""
+        if kind not in KINDS:
+            raise ToolError(f"rewrite_kind: {kind!r}; one of {', '.join(KINDS)}")
+        if not code.strip():
+            raise ToolError("rewrite: empty")
+        bundle = self._script(reproducer).parent
+        if not all((bundle / n).is_file() for n in ("module.mlir", "inputs.npz", "expected.npz")):
+            raise ToolError(f"reproducer: a rewrite replaces a repro bundle's program; {bundle} has no "
+                            "module.mlir, inputs.npz and expected.npz (bisect_finding writes them)")
+        original = (bundle / "module.mlir").read_text()
+        specs = param_specs(original)
+        code = textwrap.dedent(code)
+        if kind == "jax" and "INPUTS" not in code:  # the bundle's inputs, by default
+            code += f"\n\nINPUTS = {[(p['dtype'], tuple(p['shape'])) for p in specs]!r}\n"
+        digest = hashlib.sha256(f"{bundle.resolve()}\n{kind}\n{code}".encode()).hexdigest()[:12]
+        folder = self.work / "rewrites" / digest
+        if folder.exists():
+            shutil.rmtree(folder)
+        shutil.copytree(bundle, folder, ignore=shutil.ignore_patterns("logs", "program"))
+        source = folder / ("rewrite.py.txt" if kind == "jax" else "rewrite.mlir.txt")
+        loadable = folder / "load" / ("rewrite.py" if kind == "jax" else "rewrite.mlir")
+        loadable.parent.mkdir()
+        source.write_text(code)
+        loadable.write_text(code)
+        reply = self._load(loadable, loadable.parent)
+        if kind == "jax" and not isinstance(reply, dict) and param_specs(reply.module) != specs:
+            # jit drops the parameters a function does not read; a rewrite that ignores an
+            # input still takes it, as the bundle feeds every one.
+            loadable.write_text(code + _KEEP_INPUTS)
+            reply = self._load(loadable, loadable.parent)
+        if isinstance(reply, dict):
+            raise ToolError(f"rewrite: {reply['status']}: {reply['error']}")
+        module = reply.module
+        if param_specs(module) != specs or _results(module) != _results(original):
+            raise ToolError(f"rewrite: it takes {param_specs(module)} and returns {_results(module)}; the "
+                            f"bundle's program takes {specs} and returns {_results(original)}: a rewrite "
+                            "computes the same values from the same inputs")
+        (folder / "module.mlir").write_text(module)
+        dtypes = [p["dtype"] for p in specs]
+        Program(id=f"rewrite-{digest}", module=module, inputs=load_arrays(bundle / "inputs.npz", dtypes),
+                input_dtypes=dtypes, provenance={"source": "agent-rewrite", "bundle": str(bundle)}
+                ).save(folder / "load" / "program")
+        judged = check_program(folder / "load" / "program", self.campaign_path, self.inject_passes)
+        return Rewrite(module, code, kind), folder / "repro.py", judged
+
+    def _judge_fix(self, reproducer: str, cure: Cure | None, regression: Sequence[str] | None,
+                   rewrite: str | None, rewrite_kind: str) -> tuple[Path, str, Decision]:
+        if (cure is None) == (rewrite is None):
+            raise ToolError("a fix is a cure of the compiler (disable_passes, xla_flags, a pass plugin) "
+                            "or a rewrite of the program, one of the two")
+        script = self._script(reproducer)
+        if rewrite is not None:
+            made, rewritten, judged = self.rewrite(reproducer, rewrite, rewrite_kind)
+            return script, made.describe(), verify_rewrite(self.ledger, script, rewritten, made, judged)
+        assert cure is not None
+        return script, cure.describe(), verify_fix(self.ledger, script, cure, self._regression(regression))
+
+    def try_cure(self, reproducer: str, cure: Cure | None = None, regression: Sequence[str] | None = None,
+                 rewrite: str | None = None, rewrite_kind: str = "jax") -> dict[str, Any]:
+        """Try a cure on a reproducer and the regression corpus: cured, not cured, regressions.
+        A cure of the compiler (`cure`) runs on every reproducer of the corpus; a rewrite
+        (`rewrite`, replacing a bundle's program) on the bundle and the campaign's targets."""
+        script, described, decision = self._judge_fix(reproducer, cure, regression, rewrite, rewrite_kind)
         ev = decision.evidence
-        return {"cure": cure.describe(), "cured": ev["cured"], "regressions": ev["regressions"],
+        return {"cure": described, "cured": ev["cured"], "regressions": ev["regressions"],
                 "also_cures": ev["also_cures"], "verified_fix": decision.verified,
                 "reason": decision.reason, "reproducer": {"affected": ev["affected"]["outcome"],
                                                           "under_cure": ev["under_cure"]["outcome"]},
-                "regression_corpus": len(ev["regression_corpus"])}
+                "regression_corpus": len(ev["regression_corpus"]),
+                **({"rewrite_verdicts": [{k: v[k] for k in ("target", "verdict", "status")}
+                                         for v in ev["rewrite_verdicts"]]} if rewrite is not None else {})}
 
-    def submit_fix(self, reproducer: str, cure: Cure, agent: str, model: str, rationale: str = "",
-                   signature: str | None = None, regression: Sequence[str] | None = None) -> dict[str, Any]:
-        """A fix draft: verified once it cures the reproducer with no regression."""
+    def submit_fix(self, reproducer: str, cure: Cure | None, agent: str, model: str, rationale: str = "",
+                   signature: str | None = None, regression: Sequence[str] | None = None,
+                   rewrite: str | None = None, rewrite_kind: str = "jax") -> dict[str, Any]:
+        """A fix draft: verified once it cures the reproducer with no regression. A verified
+        fix of a `signature` is recorded beside it in the campaign's store."""
         _name(agent, "agent")
-        script = self._script(reproducer)
-        decision = verify_fix(self.ledger, script, cure, self._regression(regression))
-        claim = {"reproducer": str(script), "cure": cure.describe(), "signature": signature,
-                 "rationale": rationale}
+        if signature is not None and signature not in {s["id"] for s in self.signatures()}:
+            raise ToolError(f"signature: {signature!r} is not a signature of {self.out}")
+        script, described, decision = self._judge_fix(reproducer, cure, regression, rewrite, rewrite_kind)
+        claim = {"reproducer": str(script), "cure": described, "signature": signature, "rationale": rationale,
+                 "kind": "rewrite" if rewrite is not None else "plugin" if cure and cure.plugin else "flags",
+                 **({"plugin": cure.plugin} if cure and cure.plugin else {}),
+                 **({"rewrite": rewrite, "rewrite_kind": rewrite_kind,
+                     "rewritten": decision.evidence["rewritten"]} if rewrite is not None else {})}
         claim_id = self.ledger.record("fix", agent, model, claim, decision)
+        if decision.verified and signature is not None:
+            store = Store(self.out / "campaign.sqlite")
+            try:
+                store.record_fix(signature, cure=described, kind=claim["kind"], agent=agent, model=model,
+                                 claim=claim_id, reason=decision.reason)
+            finally:
+                store.close()
         return {"claim": claim_id, "verified": decision.verified, "reason": decision.reason,
-                "evidence": decision.evidence}
+                "recorded_for": signature if decision.verified else None, "evidence": decision.evidence}
 
     def draft_issue(self, signature: str) -> dict[str, Any]:
         """The upstream issue text of a signature: its bundle's issue.md once bisected,
@@ -351,7 +529,10 @@ class Workbench:
         sig = next((s for s in self.signatures() if s["id"] == signature), None)
         if sig is None:
             raise ToolError(f"signature: {signature!r} is not a signature of {self.out}")
-        fixes = [c for c in self.ledger.claims("fix") if c["verified"] and c["claim"].get("signature") == signature]
+        fixes = [c["claim"]["cure"] for c in self.ledger.claims("fix")
+                 if c["verified"] and c["claim"].get("signature") == signature]
+        if sig.get("verified_fix") and sig["verified_fix"]["cure"] not in fixes:
+            fixes.append(sig["verified_fix"]["cure"])
         if sig.get("repro"):
             for folder in (self.out / sig["repro"], self.out / "findings" / sig["repro"]):
                 if (folder / "issue.md").is_file():
@@ -364,13 +545,20 @@ class Workbench:
                  f"target `{sig.get('target')}`, dtype `{sig.get('dtype')}`, culprit pass "
                  f"`{sig.get('culprit_pass')}`, fusion `{sig.get('fusion_kind')}`.", "",
                  "## Reproducer", "", "Not reduced yet: run `xla-sentinel bisect` on one of its findings.", "",
-                 "## Flags that cure it", "",
-                 *([f"- `XLA_FLAGS={c['claim']['cure']}` (verified: {c['reason']})" for c in fixes]
-                   or ["- none verified"]), ""]
+                 "## Verified cures", "",
+                 *([f"- `{cure}`" for cure in fixes] or ["- none verified"]), ""]
         return {"signature": signature, "source": "store", "text": "\n".join(lines)}
 
     def claims(self, kind: str | None = None) -> list[dict[str, Any]]:
         return self.ledger.claims(kind)
+
+
+def _results(module: str) -> list[str]:
+    """The result types of @main (`f32[4,8]` as `4x8xf32`), from StableHLO text."""
+    m = _RESULTS.search(module)
+    if not m:
+        raise ToolError("rewrite: the module has no @main function with results")
+    return re.findall(r"tensor<([^>]*)>", m.group(1))
 
 
 def _recipe(inputs: list[Any]) -> list[tuple[str, list[int]]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
@@ -240,6 +241,7 @@ def _cmd_triage(args: argparse.Namespace) -> int:
             print(f"xla-sentinel: error: {line}", file=sys.stderr)
         shown_in = _configurations((str(r["signature"]), str(r.get("target")))
                                    for r in sorted(records, key=lambda r: str(r.get("time"))))
+        fixes: dict[str, dict[str, Any]] = {}  # verified cures are kept in a local store only
     else:
         db = storage.local_path(args.dir) / "campaign.sqlite"
         if not db.exists():
@@ -247,6 +249,7 @@ def _cmd_triage(args: argparse.Namespace) -> int:
         store = Store(db)
         sigs = store.signatures()
         shown_in = _configurations((f.signature, f.target) for f in store.findings())
+        fixes = store.fixes()
         store.close()
     if not sigs:
         print("no signatures")
@@ -260,8 +263,12 @@ def _cmd_triage(args: argparse.Namespace) -> int:
         cols += ["introduced_in", "last_good"]
     if any(s.verification for s in sigs):
         cols.append("verification")
+    # A fix draft the agents' gate verified (docs/agents.md), the last column: it has blanks.
+    if any(s.id in fixes for s in sigs):
+        cols.append("verified_fix")
     rows = [[",".join(shown_in.get(s.id) or [s.target or "-"]) if c == "configurations"
-             else _triage_cell(s, c) for c in cols] for s in sigs]
+             else fixes[s.id]["cure"] if c == "verified_fix" and s.id in fixes
+             else _triage_cell(s, c) if c != "verified_fix" else "-" for c in cols] for s in sigs]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for r in rows:
@@ -332,21 +339,41 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         budget = Budget(args.max_tokens, args.max_tool_calls, args.max_seconds)
     except ValueError as e:
         raise ProgramError(str(e)) from None
+    if args.tasks < 1:
+        raise ProgramError(f"--tasks: must be >= 1, got {args.tasks}")
     campaign = Path(args.campaign) if args.campaign else None
+    swarm, name = None, args.name
+    if args.task is None and os.environ.get("XLA_SENTINEL_TASK_QUEUE") == "kube":
+        # An agent pod of a campaign's swarm (docs/agents.md, "Running a swarm").
+        from xla_sentinel.agents.swarm import Swarm
+
+        swarm = Swarm.from_env()
+        name = swarm.agent
+        if campaign is None and os.environ.get("XLA_SENTINEL_SPEC"):
+            campaign = Path(args.out) / "campaign.json"  # JSON is YAML: load_campaign reads it
+            campaign.parent.mkdir(parents=True, exist_ok=True)
+            campaign.write_text(os.environ["XLA_SENTINEL_SPEC"])
     if campaign:
         load_campaign(campaign)
+    records: list[dict[str, Any]] = []
     try:
         model = make_model(args.model)
-        toolset = mcp_toolset(campaign, Path(args.out), args.mcp_url, args.inject_pass or ())
-        record = asyncio.run(run_agent(args.role, model, toolset, Path(args.out), args.name, budget,
-                                       args.task, campaign=campaign))
+        for _ in range(1 if args.task is not None else args.tasks):
+            toolset = mcp_toolset(campaign, Path(args.out), args.mcp_url, args.inject_pass or ())
+            record = asyncio.run(run_agent(args.role, model, toolset, Path(args.out), name, budget,
+                                           args.task, lease_seconds=args.lease_seconds,
+                                           campaign=campaign, swarm=swarm))
+            records.append(record)
+            if record["status"] == "no_task" or record["exit"] != 0:
+                break
     except AgentSetupError as e:
         print(f"xla-sentinel: error: agent: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ImportError as e:
         raise ProgramError(f"agent: the agents extra is not installed ({e}); pip install 'xla-sentinel[agents]'") from None
-    print(json.dumps(record, indent=1, default=str))
-    return int(record["exit"])
+    for record in records:
+        print(json.dumps(record, indent=1, default=str))
+    return int(records[-1]["exit"])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -433,6 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--max-tokens", type=int, default=400_000)
     agent.add_argument("--max-tool-calls", type=int, default=60)
     agent.add_argument("--max-seconds", type=float, default=1800.0)
+    agent.add_argument("--tasks", type=int, default=1, help="tasks to take from the queue, one after another "
+                       "(each with the budgets above); stops early when none is left or a budget stops one")
+    agent.add_argument("--lease-seconds", type=float, help="how long a taken task stays this agent's "
+                       "(default: --max-seconds + 60)")
     agent.set_defaults(fn=_cmd_agent)
 
     worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",

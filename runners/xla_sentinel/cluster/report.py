@@ -617,7 +617,8 @@ def result_from_object(body: dict[str, Any]) -> dict[str, Any] | None:
         data = json.loads(text)
     except ValueError:
         return None
-    return data if isinstance(data, dict) and data.get("type") in ("bisection", "verification") else None
+    # fixDraft: an agent pod's fix drafts (agents/swarm.py), each verified by the agents' gate.
+    return data if isinstance(data, dict) and data.get("type") in ("bisection", "verification", "fixDraft") else None
 
 
 def write_result(api: Any, obj: dict[str, Any]) -> None:

@@ -72,6 +72,24 @@ OP_NAMES = (
 # (`OpDef.family`), and the multi-output and buffers (in-place updates, donation) openings of
 # runners/xla_sentinel/programs/generator.py.
 SHAPE_FAMILIES = ("loops", "indices", "mixed_precision", "templates", "multi_output", "buffers")
+# Generator versions (GeneratorSpec.version, docs/detection.md "Defaults"). 1: the plain
+# generator of issues 1-27; 2: shape families, several devices and sizes past XLA:CPU's kernel
+# thresholds by default. A version's programs for a seed never change once released.
+GENERATOR_VERSIONS = (1, 2)
+GENERATOR_VERSION = GENERATOR_VERSIONS[-1]
+# Version 2's default weight of each family against a plain op (1): each family op is drawn
+# `weight` times as often as a plain one, an opening with `weight` times its share
+# (generator.MULTI_OUTPUT_P, BUFFERS_P). Loops and templates compile slowest, the buffers
+# opening's donated inputs cost a second run per target, and f64_numpy falls back to the XLA
+# float64 references on the indices family's s16/s64 converts: they weigh less (issue 28's
+# throughput measurement, docs/detection.md "Defaults").
+DEFAULT_FAMILY_WEIGHTS = {"loops": 0.5, "indices": 0.5, "mixed_precision": 1.0, "templates": 0.5,
+                          "multi_output": 0.5, "buffers": 0.15}
+# Devices and sharded share when `devices`/`sharded` are unset, by version. CPU workers always
+# have the virtual host devices; a partitioned program costs about 1.5x (docs/spmd.md,
+# "Speed") and more when its references disagree, so version 2 partitions 15 % of them.
+DEVICES_DEFAULT = {1: 1, 2: 4}
+SHARDED_DEFAULT = {1: 0.5, 2: 0.15}
 MAX_RANK = 8
 # Seeds and counts travel as int64 (the FuzzCampaign resource, SQLite).
 INT64_MAX = 2**63 - 1
@@ -176,15 +194,44 @@ class GeneratorSpec:
     # Coverage-guided generation (runners/xla_sentinel/campaign/guide.py): steer towards rarely exercised ops,
     # op pairs, dtypes and fusion kinds, and towards neighbours of near misses.
     guided: bool = False
-    # Program shapes from real bugs to draw (SHAPE_FAMILIES); none by default, so the
-    # programs of existing campaigns stay what they were.
-    shapes: list[str] = field(default_factory=list)
+    # Program shapes from real bugs to draw (SHAPE_FAMILIES). Unset: the version's default
+    # (version 2: every family, weighted by DEFAULT_FAMILY_WEIGHTS; version 1: none); `[]`
+    # draws none.
+    shapes: list[str] | None = None
     # SPMD (runners/xla_sentinel/programs/spmd.py): programs run on `devices` devices (virtual host devices on
     # the CPU), and a `sharded` share of them is partitioned over a random mesh by one of
-    # `partitioners`, drawn per program.
-    devices: int = 1
-    sharded: float = 0.5
+    # `partitioners`, drawn per program. Unset: the version's default (DEVICES_DEFAULT,
+    # SHARDED_DEFAULT; resolve_generator lowers devices to what an accelerator target has).
+    devices: int | None = None
+    sharded: float | None = None
     partitioners: list[str] = field(default_factory=lambda: list(PARTITIONERS))
+    # Which generator draws the programs (docs/detection.md, "Defaults"): the newest by
+    # default; `version: 1` keeps the programs a seed gave before issue 28 (no shape
+    # families, one device, no sizes past XLA:CPU's kernel thresholds).
+    version: int = GENERATOR_VERSION
+
+    def families(self) -> tuple[str, ...]:
+        """The shape families drawn: `shapes` when set, else the version's default."""
+        if self.shapes is not None:
+            return tuple(self.shapes)
+        return tuple(DEFAULT_FAMILY_WEIGHTS) if self.version >= 2 else ()
+
+    def family_weight(self, family: str) -> float:
+        """How much a family's ops and opening weigh against the plain ops (1): named
+        families weigh 1 (their programs stay those of version 1), default ones less."""
+        if family not in self.families():
+            return 0.0
+        return 1.0 if self.shapes is not None else DEFAULT_FAMILY_WEIGHTS[family]
+
+    def device_count(self) -> int:
+        if self.devices is not None:
+            return self.devices
+        return DEVICES_DEFAULT[self.version]
+
+    def sharded_share(self) -> float:
+        if self.sharded is not None:
+            return self.sharded
+        return SHARDED_DEFAULT[self.version]
 
     def check(self, path: str) -> None:
         # maxOps first: `maxOps: 0` is the field at fault, not minOps.
@@ -194,14 +241,17 @@ class GeneratorSpec:
         _require(1 <= self.maxDimSize <= 4096, f"{path}.maxDimSize", "must be between 1 and 4096")
         _require(0.0 <= self.specialValues <= 1.0, f"{path}.specialValues", "must be in [0, 1]")
         _require(bool(self.dtypes), f"{path}.dtypes", "must name at least one dtype")
-        _require(1 <= self.devices <= MAX_DEVICES, f"{path}.devices", f"must be between 1 and {MAX_DEVICES}")
-        _require(0.0 <= self.sharded <= 1.0, f"{path}.sharded", "must be in [0, 1]")
+        _require(self.version in GENERATOR_VERSIONS, f"{path}.version",
+                 f"must be one of {', '.join(map(str, GENERATOR_VERSIONS))}, got {show(self.version)}")
+        _require(1 <= self.device_count() <= MAX_DEVICES, f"{path}.devices",
+                 f"must be between 1 and {MAX_DEVICES}")
+        _require(0.0 <= self.sharded_share() <= 1.0, f"{path}.sharded", "must be in [0, 1]")
         _require(bool(self.partitioners), f"{path}.partitioners", "must name at least one partitioner")
         for i, p in enumerate(self.partitioners):
             _require_known(p, PARTITIONERS, f"{path}.partitioners[{i}]", "partitioner")
         for i, d in enumerate(self.dtypes):
             _require_known(d, DTYPES, f"{path}.dtypes[{i}]", "dtype")
-        for i, f in enumerate(self.shapes):
+        for i, f in enumerate(self.shapes or ()):
             _require_known(f, SHAPE_FAMILIES, f"{path}.shapes[{i}]", "shape family")
         for name in ("ops", "excludeOps"):
             for i, op in enumerate(getattr(self, name)):
@@ -372,6 +422,121 @@ class ArtifactSpec:
                      f"must be gs://... or s3://..., got {show(self.bucketURI)}")
 
 
+# The agent swarm (FuzzCampaign spec.agents, docs/agents.md "Running a swarm"): the roles an
+# agent takes work of (agents/tasks.py queues tasks by these), the model providers whose
+# credential the operator hands an agent pod, and the variable each provider reads it from.
+AGENT_ROLES = ("stress", "reproduce", "fix")
+# openai: the Responses API; openai-chat: Chat Completions, what most OpenAI-compatible
+# servers (vLLM, llama.cpp, LiteLLM) serve.
+AGENT_CREDENTIAL_ENV = {"openai": "OPENAI_API_KEY", "openai-chat": "OPENAI_API_KEY",
+                        "anthropic": "ANTHROPIC_API_KEY", "google-gla": "GOOGLE_API_KEY"}
+# google-vertex authenticates as the pod's cloud identity (workload identity): no Secret.
+AGENT_PROVIDERS = (*AGENT_CREDENTIAL_ENV, "google-vertex")
+AGENT_REPLICAS_MAX = 64
+ENDPOINT_PATTERN = re.compile(r"^https?://[^\s/]+(/\S*)?$")
+
+
+@dataclass(frozen=True)
+class CredentialRef(SecretKeyRef):
+    """The Secret key holding a model provider's API key."""
+
+    key: str = "api-key"
+
+
+@dataclass(frozen=True)
+class AgentBudgetSpec:
+    """What one agent pod may spend on one task (`xla-sentinel agent --max-*`)."""
+
+    tokens: int = 400_000
+    toolCalls: int = 60
+    seconds: float = 1800.0
+
+    def check(self, path: str) -> None:
+        _require(1 <= self.tokens <= INT64_MAX, f"{path}.tokens", "must be >= 1")
+        _require(1 <= self.toolCalls <= INT64_MAX, f"{path}.toolCalls", "must be >= 1")
+        _require_finite(self.seconds, f"{path}.seconds")
+        _require(self.seconds > 0, f"{path}.seconds", "must be > 0")
+
+
+@dataclass(frozen=True)
+class AgentRoleSpec:
+    """`replicas` agent pods of one role; model and budget default to spec.agents'."""
+
+    role: str
+    replicas: int = 1
+    model: str | None = None
+    budget: AgentBudgetSpec | None = None
+
+    def check(self, path: str) -> None:
+        _require_known(self.role, AGENT_ROLES, f"{path}.role", "agent role")
+        _require(1 <= self.replicas <= AGENT_REPLICAS_MAX, f"{path}.replicas",
+                 f"must be between 1 and {AGENT_REPLICAS_MAX}")
+        if self.model is not None:
+            check_model(self.model, f"{path}.model")
+        if self.budget is not None:
+            self.budget.check(f"{path}.budget")
+
+
+def check_model(model: str, path: str) -> None:
+    provider, sep, name = model.partition(":")
+    _require(bool(sep and name.strip()), path, f"must be provider:model like openai:gpt-5, got {show(model)}")
+    _require_known(provider, AGENT_PROVIDERS, path, "model provider")
+
+
+@dataclass(frozen=True)
+class AgentsSpec:
+    """The agent swarm of a campaign: pods per role beside the workers, taking tasks from
+    one queue of Leases, with the model's credential from a Secret."""
+
+    roles: list[AgentRoleSpec]
+    model: str = "openai:gpt-5"
+    # The Secret key holding the provider's API key (AGENT_CREDENTIAL_ENV names the variable).
+    credentialSecretRef: CredentialRef | None = None
+    # An OpenAI-compatible endpoint (OPENAI_BASE_URL) for openai: models.
+    endpoint: str | None = None
+    budget: AgentBudgetSpec = field(default_factory=AgentBudgetSpec)
+    # How long a taken task stays an agent's before another may take it (a dead pod's task).
+    leaseSeconds: int = 3600
+    # Tasks each agent pod takes one after another (each under `budget`); it stops early
+    # when its role's queue is empty or a budget stopped one.
+    tasks: int = 1
+
+    def role_model(self, role: AgentRoleSpec) -> str:
+        return role.model or self.model
+
+    def role_budget(self, role: AgentRoleSpec) -> AgentBudgetSpec:
+        return role.budget or self.budget
+
+    def check(self, path: str) -> None:
+        _require(bool(self.roles), f"{path}.roles", "must name at least one role (stress, reproduce, fix)")
+        seen: list[str] = []
+        for i, r in enumerate(self.roles):
+            r.check(f"{path}.roles[{i}]")
+            _require(r.role not in seen, f"{path}.roles[{i}].role", f"duplicate role {r.role!r}")
+            seen.append(r.role)
+        check_model(self.model, f"{path}.model")
+        self.budget.check(f"{path}.budget")
+        _require(60 <= self.leaseSeconds <= 7 * 86400, f"{path}.leaseSeconds",
+                 "must be between 60 and 604800")
+        _require(1 <= self.tasks <= 1000, f"{path}.tasks", "must be between 1 and 1000")
+        providers = {self.role_model(r).partition(":")[0] for r in self.roles}
+        needs = sorted({AGENT_CREDENTIAL_ENV[p] for p in providers if p in AGENT_CREDENTIAL_ENV})
+        if self.credentialSecretRef is None:
+            _require(not needs, f"{path}.credentialSecretRef",
+                     f"missing: the models of {', '.join(sorted(providers))} need an API key from a "
+                     f"Secret ({{name: SECRET, key: KEY}}, given to the pods as {', '.join(needs)})")
+        else:
+            self.credentialSecretRef.check(f"{path}.credentialSecretRef")
+            _require(len(needs) <= 1, f"{path}.credentialSecretRef",
+                     f"one Secret key cannot hold {' and '.join(needs)}: use one provider")
+        if self.endpoint is not None:
+            _require(bool(ENDPOINT_PATTERN.match(self.endpoint)), f"{path}.endpoint",
+                     f"must be an http(s) URL, got {show(self.endpoint)}")
+            _require(providers <= {"openai", "openai-chat"}, f"{path}.endpoint",
+                     "is an OpenAI-compatible endpoint (OPENAI_BASE_URL): for openai: and "
+                     "openai-chat: models only")
+
+
 @dataclass(frozen=True)
 class AcceleratorSpec:
     type: str = "cpu"
@@ -426,6 +591,7 @@ class CampaignSpec:
     artifacts: ArtifactSpec = field(default_factory=ArtifactSpec)
     alerts: AlertSpec = field(default_factory=AlertSpec)
     queueName: str | None = None
+    agents: AgentsSpec | None = None
 
     def check(self, path: str = "spec") -> None:
         # Generated programs draw from numpy's SeedSequence, which takes no negative seed.
@@ -478,6 +644,8 @@ class CampaignSpec:
             _require(bool(K8S_LABEL_PATTERN.fullmatch(self.queueName)), f"{path}.queueName",
                      f"must be a DNS label (a Kueue LocalQueue name: lower-case letters, digits "
                      f"and '-', at most 63), got {show(self.queueName)}")
+        if self.agents is not None:
+            self.agents.check(f"{path}.agents")
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -573,6 +741,17 @@ def build(cls: type, data: Any, path: str) -> Any:
     if missing:
         raise SpecError(f"{path}.{missing[0]}: required field is missing")
     return cls(**kwargs)
+
+
+def resolve_generator(spec: CampaignSpec) -> GeneratorSpec:
+    """The generator spec a campaign's programs are drawn with: an unset `devices` becomes
+    the version's default where every target runs on the CPU (whose workers always have
+    the virtual host devices), and no more than the accelerator's `count` where a target
+    runs on an accelerator (1 locally, where the count is not given)."""
+    gen = spec.generator
+    if gen.devices is not None or all(t.platform == "cpu" for t in spec.targets):
+        return gen
+    return dataclasses.replace(gen, devices=min(gen.device_count(), spec.accelerator.count))
 
 
 def parse_spec(data: Any, path: str = "spec") -> CampaignSpec:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,13 @@ CREATE TABLE IF NOT EXISTS signatures (
     id TEXT PRIMARY KEY, verdict TEXT NOT NULL, target TEXT, culprit_op TEXT, culprit_pass TEXT,
     fusion_kind TEXT, dtype TEXT, count INTEGER NOT NULL, first_seen TEXT NOT NULL,
     last_seen TEXT NOT NULL, repro TEXT, known_bug TEXT, bisected INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS fixes (
+    signature TEXT PRIMARY KEY, cure TEXT NOT NULL, kind TEXT NOT NULL, agent TEXT NOT NULL,
+    model TEXT NOT NULL, claim INTEGER NOT NULL, reason TEXT NOT NULL, time TEXT NOT NULL);
 """
+# The fixes table: a signature's verified cure (the latest), as the agents' gate verified it
+# (agents/gate.py; the claim is the row of OUT/agents.sqlite's claims table). Its columns.
+FIX_COLUMNS = ("signature", "cure", "kind", "agent", "model", "claim", "reason", "time")
 # Signature columns added after the first schema, each with its type: a store file written
 # before them gets them on open (ALTER TABLE), and readers of a file they cannot migrate
 # (report.py opens it read-only) take the missing ones as None.
@@ -180,6 +187,19 @@ class Store:
             cur = self.db.execute(f"UPDATE signatures SET {cols} WHERE id=?", (*fields.values(), sig_id))
         return cur.rowcount == 1
 
+    def record_fix(self, sig_id: str, *, cure: str, kind: str, agent: str, model: str, claim: int,
+                   reason: str) -> None:
+        """Keep a verified cure beside its signature (the latest replaces an earlier one)."""
+        if self.signature_count(sig_id) == 0:
+            raise StoreError(f"{self.path}: no signature {sig_id}")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        with self.lock:
+            self.db.execute(f"INSERT OR REPLACE INTO fixes ({', '.join(FIX_COLUMNS)}) VALUES (?,?,?,?,?,?,?,?)",
+                            (sig_id, cure, kind, agent, model, claim, reason, now))
+
+    def fixes(self) -> dict[str, dict[str, Any]]:
+        return read_fixes(self.db)
+
     def programs_with_status(self, status: str) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT id, stats FROM programs WHERE status=? ORDER BY idx", (status,))
         return [{"program": pid, **json.loads(stats or "{}")} for pid, stats in rows]
@@ -205,3 +225,12 @@ def read_signatures(db: sqlite3.Connection) -> list[Signature]:
     cols = [f for f in SIGNATURE_FIELDS if f in have]
     cur = db.execute(f"SELECT {', '.join(cols)} FROM signatures ORDER BY first_seen")
     return [Signature(**dict(zip(cols, row, strict=True))) for row in cur]
+
+
+def read_fixes(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """The verified cure of each signature that has one; none from a file written before
+    the fixes table."""
+    if not _columns(db, "fixes"):
+        return {}
+    cur = db.execute(f"SELECT {', '.join(FIX_COLUMNS)} FROM fixes")
+    return {row[0]: dict(zip(FIX_COLUMNS[1:], row[1:], strict=True)) for row in cur}

@@ -1,0 +1,234 @@
+"""The agent swarm of a campaign (spec.agents; docs/agents.md "Running a swarm"): the agent
+Jobs that should exist, and the fix drafts agent pods report back.
+
+Agents run as one Indexed Job per role, not a Deployment: an agent's work is finite (the
+tasks of its role, each under a token, tool-call and wall-time budget) and a Deployment
+would restart a finished or budget-stopped agent forever, spending tokens on an empty
+queue. A Job's index gives each replica a stable name (`<job>-<index>`, also after a
+retry), which is its holder identity on the task Leases and the one WorkerReport name the
+admission policy lets its pod write. Exit 1 (a budget stopped it) and 2 (a missing or
+rejected credential) fail the index at once: a retry would only spend more or fail alike.
+
+Fix drafts travel as results (agents/swarm.py writes a `fixDraft` WorkerReport result):
+the operator takes one only from a pod of a fix agent Job of the same campaign, and only
+drafts the agents' gate verified (cured, no regression); it writes BugSignature
+status.fixDraft and posts an Event. The agent pods cannot write BugSignatures.
+
+Pure desired-state functions first; `converge` and `ingest_fix_drafts` are the thin API part.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from xla_sentinel.agents.kube_tasks import ROLE_LABEL as AGENT_ROLE_LABEL
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL
+from xla_sentinel.spec.campaign import (
+    AGENT_CREDENTIAL_ENV,
+    API_VERSION,
+    AgentRoleSpec,
+    CampaignSpec,
+)
+
+from . import desired, signatures
+from .kube import path
+from .runtime import Runtime, campaign_ref, log, now_text, object_ref
+
+FIX_DRAFT = "fixDraft"
+OUT = "/tmp/agent"  # the agent's own folder (claims, transcripts); on the pod's tmp volume
+# Index failures that are final: 1 a budget stopped the agent, 2 a bad credential or input.
+AGENT_FAILURE_POLICY = {"rules": [
+    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    {"action": "FailIndex", "onExitCodes": {"containerName": "agent", "operator": "In",
+                                            "values": [1, 2]}},
+]}
+DRAFT_FIELDS = ("cure", "reproducer", "agent", "model", "rationale", "reason", "regressionCorpus",
+                "regressions", "alsoCures", "evidence", "time")
+
+
+def revision(spec: CampaignSpec) -> str:
+    """Hash of what agent pods see; a change replaces the agent Jobs (not the workers)."""
+    data = spec.to_dict()
+    return desired.short_hash([data.get(k) for k in ("agents", "image", "corpus", "injectPasses",
+                                                      "targets", "references", "tolerances")], 8)
+
+
+def _args(spec: CampaignSpec, role: AgentRoleSpec) -> list[str]:
+    agents = spec.agents
+    assert agents is not None
+    budget = agents.role_budget(role)
+    return ["agent", "--role", role.role, "--model", agents.role_model(role), "--out", OUT,
+            "--tasks", str(agents.tasks), "--lease-seconds", str(agents.leaseSeconds),
+            "--max-tokens", str(budget.tokens), "--max-tool-calls", str(budget.toolCalls),
+            "--max-seconds", str(budget.seconds)]
+
+
+def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str) -> list[dict[str, Any]]:
+    agents = c.spec.agents
+    assert agents is not None
+    env: list[dict[str, Any]] = [
+        {"name": "XLA_SENTINEL_TASK_QUEUE", "value": "kube"},
+        {"name": "XLA_SENTINEL_SPEC", "value": spec_json},
+        {"name": "XLA_SENTINEL_CAMPAIGN", "value": c.name},
+        {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
+        {"name": "XLA_SENTINEL_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        desired.POD_ENV,
+        # Agents judge and cure on XLA:CPU (bench/repros and the gate run there).
+        {"name": "JAX_PLATFORMS", "value": "cpu"},
+    ]
+    provider = agents.role_model(role).partition(":")[0]
+    ref = agents.credentialSecretRef
+    if ref is not None and provider in AGENT_CREDENTIAL_ENV:
+        # From the Secret by the kubelet; the agent keeps it out of its MCP server's workers.
+        env.append({"name": AGENT_CREDENTIAL_ENV[provider],
+                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    if agents.endpoint:
+        env.append({"name": "OPENAI_BASE_URL", "value": agents.endpoint})
+    return env
+
+
+def agent_jobs(c: desired.Campaign, *, default_image: str,
+               service_account: str = "xla-sentinel-agent") -> list[dict[str, Any]]:
+    """The agent Jobs the campaign should have: one Indexed Job per role of spec.agents."""
+    if c.spec.agents is None:
+        return []
+    rev = revision(c.spec)
+    spec_json = json.dumps(c.spec.to_dict(), sort_keys=True)
+    image = c.spec.image or default_image
+    jobs = []
+    for role in c.spec.agents.roles:
+        labels = {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent",
+                  AGENT_ROLE_LABEL: role.role}
+        volumes = [{"name": "tmp", "emptyDir": {}}]
+        mounts = [{"name": "tmp", "mountPath": "/tmp"}]
+        if c.spec.artifacts.pvc:  # the corpus and the campaign's bundles live there
+            volumes.append({"name": "artifacts", "persistentVolumeClaim": {"claimName": c.spec.artifacts.pvc}})
+            mounts.append({"name": "artifacts", "mountPath": desired.ARTIFACTS_MOUNT})
+        pod = {"restartPolicy": "Never", "serviceAccountName": service_account,
+               "securityContext": desired.POD_SECURITY,
+               "containers": [{"name": "agent", "image": image, "args": _args(c.spec, role),
+                               "env": _env(c, role, spec_json), "volumeMounts": mounts,
+                               "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+                               "securityContext": desired.CONTAINER_SECURITY}],
+               "volumes": volumes}
+        jobs.append({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": desired.job_name(c.name, "agent", role.role, rev),
+                         "namespace": c.namespace, "labels": labels,
+                         "ownerReferences": [desired.owner_reference(c)]},
+            "spec": {"completionMode": "Indexed", "completions": role.replicas,
+                     "parallelism": role.replicas, "backoffLimitPerIndex": 2,
+                     "podFailurePolicy": AGENT_FAILURE_POLICY, "suspend": bool(c.spec.suspend),
+                     "template": {"metadata": {"labels": labels}, "spec": pod}}})
+    return jobs
+
+
+def plan_agents(c: desired.Campaign, want: list[dict[str, Any]], have: list[dict[str, Any]]
+                ) -> tuple[list[dict[str, Any]], list[str], dict[str, bool]]:
+    """(Jobs to create, Job names to delete, suspend to set by name): the wanted ones of the
+    current revision, none of an older revision or a role no longer listed."""
+    names = {j["metadata"]["name"] for j in have}
+    wanted = {j["metadata"]["name"] for j in want}
+    create = [] if c.spec.suspend else [j for j in want if j["metadata"]["name"] not in names]
+    delete = sorted(names - wanted)
+    suspend = {j["metadata"]["name"]: bool(c.spec.suspend) for j in have
+               if j["metadata"]["name"] in wanted
+               and bool((j.get("spec") or {}).get("suspend")) != bool(c.spec.suspend)}
+    return create, delete, suspend
+
+
+async def converge(rt: Runtime, c: desired.Campaign) -> None:
+    """Create, delete and (un)suspend the campaign's agent Jobs (handlers.reconcile_campaign)."""
+    jobs_path = path("batch/v1", "jobs", c.namespace)
+    have = await rt.api.list(jobs_path, {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent"})
+    want = agent_jobs(c, default_image=rt.runner_image(c),
+                      service_account=rt.config.jobs.agent_service_account)
+    create, delete, suspend = plan_agents(c, want, have)
+    for job in create:
+        _, created = await rt.api.create(jobs_path, job)
+        if created:
+            log.info("agents.created", campaign=c.name, namespace=c.namespace,
+                     job=job["metadata"]["name"], replicas=job["spec"]["completions"])
+    for name, value in suspend.items():
+        await rt.api.patch(f"{jobs_path}/{name}", {"spec": {"suspend": value}})
+    for name in delete:
+        await rt.api.delete(f"{jobs_path}/{name}")
+        log.info("agents.retired", campaign=c.name, namespace=c.namespace, job=name)
+
+
+# --- fix drafts ---------------------------------------------------------------------------
+
+def writer_problem(c: desired.Campaign, name: str, job: dict[str, Any] | None) -> str | None:
+    """Why result object `name` is not a fix agent pod's of campaign `c`, or None. A pod may
+    write only the object named `<job>-<index>` after itself (the admission policy)."""
+    labels = ((job or {}).get("metadata") or {}).get("labels") or {}
+    if job is None:
+        return f"{name}: no agent Job {name.rpartition('-')[0]!r} (a fix draft comes from a fix agent's pod)"
+    if labels.get(desired.ROLE_LABEL) != "agent" or labels.get(AGENT_ROLE_LABEL) != "fix" \
+            or labels.get(CAMPAIGN_LABEL) != desired.campaign_selector(c.name)[CAMPAIGN_LABEL]:
+        return f"{name}: Job {job['metadata']['name']} is no fix agent of campaign {c.name}"
+    return None
+
+
+def draft_problem(draft: Any) -> str | None:
+    """Why a fix draft does not count, or None: only what the gate verified does (it cured
+    the reproducer, no reproducer of the regression corpus got worse)."""
+    if not isinstance(draft, dict) or not draft.get("signature") or not draft.get("cure"):
+        return "a fix draft names its signature and cure"
+    if not (draft.get("verified") is True and draft.get("cured") is True):
+        return f"fix draft for {draft['signature']}: not verified by the gate"
+    if draft.get("regressions"):
+        return f"fix draft for {draft['signature']}: regressions {draft['regressions']}"
+    return None
+
+
+def fix_draft_status(draft: dict[str, Any], job: str) -> dict[str, Any]:
+    """BugSignature status.fixDraft from a verified draft (crds/bugsignature.yaml)."""
+    out = {k: draft[k] for k in DRAFT_FIELDS if draft.get(k) not in (None, "")}
+    return {**out, "job": job}
+
+
+async def ingest_fix_drafts(rt: Runtime, c: desired.Campaign, name: str, result: dict[str, Any]) -> None:
+    """A fix agent pod's drafts (result `name`): each verified one becomes its signature's
+    status.fixDraft, with an Event on the signature and the campaign; anything else is a
+    Warning Event and nothing more."""
+    job_name = name.rpartition("-")[0] or name
+    job = await rt.api.get(path("batch/v1", "jobs", c.namespace, job_name))
+    problem = writer_problem(c, name, job)
+    if problem is not None:
+        await rt.event(campaign_ref(c), "Warning", "ResultRefused", problem)
+        log.warning("fixdraft.refused", campaign=c.name, namespace=c.namespace, reason=problem)
+        return
+    for draft in result.get("drafts") or []:
+        problem = draft_problem(draft)
+        if problem is not None:
+            await rt.event(campaign_ref(c), "Warning", "FixDraftRefused", f"{name}: {problem}")
+            continue
+        await _write_draft(rt, c, draft, job_name)
+
+
+async def _write_draft(rt: Runtime, c: desired.Campaign, draft: dict[str, Any], job: str) -> None:
+    signature = str(draft["signature"])
+    record = fix_draft_status(draft, job)
+    ns, sig_name = c.namespace, signatures.signature_name(signature)
+    async with rt.lock(ns, signature):
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, sig_name))
+        if sig is None:
+            await rt.event(campaign_ref(c), "Warning", "FixDraftRefused",
+                           f"fix draft for {signature}: no BugSignature {sig_name}")
+            return
+        if (sig.get("status") or {}).get("fixDraft") == record:
+            return  # ingested before (a restarted operator reads results again)
+        # A replace of the whole draft (merge patch: null clears an earlier draft's keys).
+        # Guarded: a 409 (written in between) raises, and the re-ingestion loop retries.
+        old = (sig.get("status") or {}).get("fixDraft") or {}
+        patch = {**{k: None for k in old if k not in record}, **record}
+        sig = await rt.api.patch(path(API_VERSION, "bugsignatures", ns, sig_name, "status"),
+                                 signatures.guarded(sig, {"status": {"fixDraft": patch}}))
+    message = (f"agent {draft.get('agent')} ({draft.get('model')}): {draft['cure']} cures {signature}, "
+               f"verified by the gate ({draft.get('reason')})")
+    await rt.event(object_ref(sig, "BugSignature"), "Normal", "FixDrafted", message)
+    await rt.event(campaign_ref(c), "Normal", "FixDrafted", message)
+    log.info("fixdraft.ingested", signature=signature, namespace=ns, cure=draft["cure"],
+             agent=draft.get("agent"), at=now_text())

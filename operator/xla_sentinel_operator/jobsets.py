@@ -1,0 +1,126 @@
+"""Multi-host TPU slices as JobSets (jobset.x-k8s.io/v1alpha2, sigs.k8s.io/jobset): the
+shape of one slice's JobSet, the names JobSet gives its hosts, and a JobSet's status read
+as the roll-up reads a worker Job's.
+
+A slice of `hosts` hosts is one JobSet holding one replicatedJob (HOSTS_JOB) of one
+Indexed Job of `hosts` pods. JobSet places every pod of a slice in one GKE node pool
+(exclusive topology: one slice per pool, never split across two pools that match the same
+selector) and, when any host fails, recreates the whole slice (failurePolicy): a TPU slice
+runs its hosts in lockstep, so one lost host stalls the others.
+
+Pure functions; desired.py decides what a campaign wants, campaigns.py and followups.py
+apply it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+API_VERSION = "jobset.x-k8s.io/v1alpha2"
+PLURAL = "jobsets"
+KIND = "JobSet"
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+NODEPOOL = "cloud.google.com/gke-nodepool"
+# The replicatedJob of a slice: its Job is `<jobset>-hosts-0`, its pods `<jobset>-hosts-0-<h>`.
+HOSTS_JOB = "hosts"
+# Label JobSet puts on its Jobs and pods: which restart of the slice they belong to.
+RESTART_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+# The JobSet's one Job (`<jobset>-hosts-0`) is what desired.JOB_NAME_MAX bounds.
+SUFFIX = f"-{HOSTS_JOB}-0"
+# Reasons a slice's Job fails for good: retrying the slice would fail the same way (the pod
+# failure policy's exit 2, bad input) or run past the deadline it was given again.
+FATAL_JOB_REASONS = ["PodFailurePolicy", "DeadlineExceeded"]
+
+
+def job_name(jobset: str) -> str:
+    """The one Job of a slice's JobSet."""
+    return f"{jobset}{SUFFIX}"
+
+
+def hostnames(jobset: str, hosts: int) -> list[str]:
+    """The DNS names of a slice's hosts, through the headless Service JobSet makes for it
+    (named after its subdomain, the JobSet's name): `<jobset>-hosts-0-<h>.<jobset>`.
+    libtpu reads them from TPU_WORKER_HOSTNAMES, host h at position h."""
+    return [f"{job_name(jobset)}-{h}.{jobset}" for h in range(hosts)]
+
+
+def jobset_of_writer(writer: str) -> str | None:
+    """The JobSet whose host 0 writes the report or result named `writer`
+    (cluster.report.writer_name of pod `<jobset>-hosts-0-0-xxxxx`), or None."""
+    tail = f"{SUFFIX}-0"
+    return writer[:-len(tail)] if writer.endswith(tail) and len(writer) > len(tail) else None
+
+
+def slice_jobset(*, name: str, namespace: str, labels: dict[str, str], job_labels: dict[str, str],
+                 owner: dict[str, Any], pod_labels: dict[str, str], pod: dict[str, Any],
+                 hosts: int, max_restarts: int, suspend: bool,
+                 pod_failure_policy: dict[str, Any] | None = None,
+                 deadline_s: int | None = None) -> dict[str, Any]:
+    """One slice as a JobSet. `labels` go on the JobSet (Kueue reads its queue label there);
+    its Job carries `job_labels` (the campaign's, no role: never taken for a worker Job); its pods
+    carry `pod_labels` (role, group, revision: the network policy and the Services select on
+    them). `suspend`: created suspended (spec.suspend, or Kueue admits it by unsuspending)."""
+    job_spec: dict[str, Any] = {
+        "completionMode": "Indexed", "completions": hosts, "parallelism": hosts,
+        # Any failed host fails the Job at once; the JobSet then restarts the whole slice.
+        "backoffLimit": 0,
+        "template": {"metadata": {"labels": pod_labels}, "spec": pod},
+    }
+    if pod_failure_policy is not None:
+        job_spec["podFailurePolicy"] = pod_failure_policy
+    if deadline_s is not None:
+        job_spec["activeDeadlineSeconds"] = deadline_s
+    return {
+        "apiVersion": API_VERSION, "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                     "annotations": {EXCLUSIVE_TOPOLOGY: NODEPOOL},
+                     "ownerReferences": [owner]},
+        "spec": {
+            "suspend": suspend,
+            # The hosts' names (hostnames()): JobSet's headless Service, named as the JobSet;
+            # they resolve before the pods are ready, as libtpu needs at start.
+            "network": {"enableDNSHostnames": True, "subdomain": name,
+                        "publishNotReadyAddresses": True},
+            "failurePolicy": {"maxRestarts": max_restarts, "rules": [
+                {"name": "fatal", "action": "FailJobSet",
+                 "onJobFailureReasons": FATAL_JOB_REASONS}]},
+            "replicatedJobs": [{"name": HOSTS_JOB, "replicas": 1, "template": {
+                "metadata": {"labels": job_labels}, "spec": job_spec}}],
+        },
+    }
+
+
+def _condition(js: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for cond in (js.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def as_worker_job(js: dict[str, Any]) -> dict[str, Any]:
+    """A slice's JobSet in the shape the roll-up reads worker Jobs (metadata, spec.completions
+    and suspend, status active/ready/succeeded/failed/conditions), with `kind: JobSet` so
+    the roll-up leaves its retries to JobSet. Pods: JobSet counts Jobs (one per slice), each
+    of `completions` hosts. `failed` is the slice's restarts: each began with a failed host.
+    Failed only once JobSet gave up (maxRestarts spent, or a fatal failure)."""
+    spec, status = js.get("spec") or {}, js.get("status") or {}
+    rjobs = spec.get("replicatedJobs") or [{}]
+    hosts = int(((rjobs[0].get("template") or {}).get("spec") or {}).get("completions") or 1)
+    counts = {"active": 0, "ready": 0, "succeeded": 0}
+    for r in status.get("replicatedJobsStatus") or []:
+        for key in counts:
+            counts[key] += int(r.get(key) or 0) * hosts
+    conditions = []
+    if (done := _condition(js, "Completed")) is not None:
+        conditions.append({**done, "type": "Complete"})
+    if (failed := _condition(js, "Failed")) is not None:
+        restarts = int(status.get("restarts") or 0)
+        conditions.append({**failed, "message": f"{failed.get('message') or failed.get('reason')} "
+                                                f"(after {restarts} restarts of the slice)"})
+    meta = js.get("metadata") or {}
+    return {"kind": KIND,
+            "metadata": {"name": meta.get("name"), "uid": meta.get("uid"),
+                         "labels": dict(meta.get("labels") or {})},
+            "spec": {"completions": hosts, "suspend": bool(spec.get("suspend"))},
+            "status": {**counts, "failed": int(status.get("restarts") or 0),
+                       "restarts": int(status.get("restarts") or 0), "conditions": conditions}}
