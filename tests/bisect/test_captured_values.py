@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,9 +121,10 @@ def test_a_real_bug_after_a_capturing_cond_is_localized(tmp_path: Path) -> None:
     assert json.loads((folder / "finding.json").read_text())["culprit_op"] == result["culprit_op"]
 
 
-def test_a_fault_inside_a_branch_is_localized_to_the_cond(tmp_path: Path) -> None:
-    # The culprit is the case itself: the reduced case keeps it, its captured values fed
-    # as parameters with their float64 reference values.
+def test_a_fault_inside_a_branch_is_localized_to_the_op_in_it(tmp_path: Path) -> None:
+    # The suffix search stops at the case: the reduced case keeps it, its captured values
+    # fed as parameters with their float64 reference values; the regions stage
+    # (bisect/regions.py) then names the shift inside the taken branch.
     inputs = shift_inputs()
     inputs[1][0, 0] = 1  # the shifting branch is taken
     folder = make_finding(tmp_path / "captured-shift", captured_shift, inputs,
@@ -131,7 +133,11 @@ def test_a_fault_inside_a_branch_is_localized_to_the_cond(tmp_path: Path) -> Non
     result = bisect_finding(folder, timeout=TIMEOUT)
 
     assert result["status"] == "localized", result["stages"]
-    assert result["culprit_op"].startswith("case ("), result["stages"]["graph"]
+    assert result["stages"]["graph"]["culprit_op"].startswith("case ("), result["stages"]["graph"]
+    k = result["stages"]["graph"]["culprit_index"]
+    assert result["culprit_op"] == "shift_right_arithmetic (s32->s32)", result["stages"]["regions"]
+    assert re.fullmatch(rf"main/case#{k}/branch\d/shift_right_arithmetic#\d+", result["culprit_path"]), \
+        result["stages"]["regions"]
     reduce = result["stages"]["reduce"]
     assert "stablehlo.case" in reduce["kept_ops"] and reduce["ops_after"] < reduce["ops_before"], reduce
     module = (folder / result["repro"] / "module.mlir").read_text()

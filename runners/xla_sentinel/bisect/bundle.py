@@ -109,6 +109,8 @@ def _fmt_shapes(arrays: list[np.ndarray]) -> str:
 def _what(ctx: Context, opts: str, evidence: dict[str, Any]) -> str:
     assert ctx.culprit is not None
     op = f"`{ctx.ops[ctx.culprit]['text']}`"
+    if ctx.culprit_path:  # the op inside the culprit's regions (bisect/regions.py)
+        op = f"`{ctx.inner_text}` (at `{ctx.culprit_path}`, inside {op})"
     if ctx.compiler_failure:
         error = (evidence.get("error") or "").strip().splitlines()
         return (f"XLA with `{opts}` fails ({ctx.record['verdict']}) on a module whose only "
@@ -139,7 +141,7 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
     opts = " ".join(f"--{k}={v}" for k, v in sorted(ctx.lab.options.items())) or "(default options)"
     lines = [
         f"# XLA:CPU {'compiler ' + ctx.record['verdict'] if ctx.compiler_failure else 'miscompile'}: "
-        f"{ctx.canonical_op(ctx.culprit)}"
+        f"{ctx.culprit_name()}"
         + ("" if ctx.compiler_failure else " gives wrong results"),
         "",
         f"Found by xla-sentinel as finding `{ctx.record.get('id')}` (verdict "
@@ -170,6 +172,8 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
         "",
         f"- op (stage graph, {len(graph.get('probes', []))} suffix probes): "
         f"`{ctx.canonical_op(ctx.culprit)}`",
+        *([f"- inside regions (stage regions, {ctx.evidence.get('regions', {}).get('probes')} probes): "
+           f"`{ctx.culprit_path}`: `{ctx.inner_text}` (`{ctx.inner_op}`)"] if ctx.culprit_path else []),
         f"- fusion: {hit.get('kind', 'not found in optimized HLO')}"
         + (f" `{hit['fusion']}` with {', '.join(hit.get('fusion_ops', [])) or 'no other ops'}"
            if hit.get("fusion") else ""),
@@ -353,7 +357,7 @@ def issue_text(ctx: Context, case: Case, module: str, expected: list[np.ndarray]
     assert ctx.culprit is not None
     passes = ctx.evidence.get("passes", {})
     opts = " ".join(f"--{k}={v}" for k, v in sorted(ctx.lab.options.items())) or "(default options)"
-    op = ctx.canonical_op(ctx.culprit)
+    op = ctx.culprit_name()
     kind = f"compiler {ctx.record['verdict']}" if ctx.compiler_failure else "wrong results"
     # The names run() copied the plugins under, beside the reproducer.
     plugins = [f"plugin_{i}_{split_ref(r)[0].name}:{split_ref(r)[1]}"

@@ -38,6 +38,11 @@ class Context:
     fusion_kind: str | None = None
     culprit_pass: str | None = None
     repro: str | None = None  # bundle folder, relative to finding_dir
+    # The op inside the culprit's regions that goes wrong (bisect/regions.py): where it
+    # sits (`main/while#3/body/add#7`), its canonical form and its text.
+    culprit_path: str | None = None
+    inner_op: str | None = None
+    inner_text: str | None = None
     _types: dict[str, dict[str, Any]] = field(default_factory=dict)
     _defined_at: dict[str, int] = field(default_factory=dict)  # value -> op index (-1: argument)
 
@@ -158,6 +163,11 @@ class Context:
                            for o in outs],
                     discrete=any(self.ops[i]["discrete"] for i in keep),
                     ops=sorted(keep))
+
+    def culprit_name(self) -> str:
+        """The culprit in canonical form: the op inside its regions where one was found."""
+        assert self.culprit is not None
+        return self.inner_op or self.canonical_op(self.culprit)
 
     def canonical_op(self, i: int) -> str:
         """The op in a form that does not depend on the program: name, comparison

@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xla_sentinel.bisect import bundle, fusion, graph, passes, reduce, reproduce, shrink
+from xla_sentinel.bisect import bundle, fusion, graph, passes, reduce, regions, reproduce, shrink
 from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import Lab, LabError
 from xla_sentinel.core.program import Program, ProgramError
 from xla_sentinel.worker.protocol import EveryValue, Info
 
-STAGES = (reproduce, graph, reduce, shrink, fusion, passes, bundle)
+STAGES = (reproduce, graph, reduce, regions, shrink, fusion, passes, bundle)
 # A hang's probes: a case that still hangs costs this long, one that finishes (a cut of the
 # program) takes a few seconds even on a loaded machine.
 HANG_PROBE_S = 30.0
@@ -88,8 +88,9 @@ def bisect_finding(finding_dir: Path, *, timeout: float = 120.0, reduce_case: bo
                    hang_probe_s: float = HANG_PROBE_S) -> dict[str, Any]:
     """Localize, reduce (unless `reduce_case` is False) and bundle one finding; updates its
     finding.json and returns {"status", "reproduces", "culprit_op", "fusion_kind",
-    "culprit_pass", "repro", "stages"}. A hang's target probes time out after
-    `hang_probe_s` each."""
+    "culprit_pass", "culprit_path", "repro", "stages"}: `culprit_op` is the op inside the
+    culprit's regions where bisect/regions.py found one, `culprit_path` where it sits. A
+    hang's target probes time out after `hang_probe_s` each."""
     ctx = open_context(finding_dir, timeout, hang_probe_s)
     try:
         for stage in STAGES:
@@ -114,7 +115,8 @@ def _record(finding_dir: Path, record: dict[str, Any], ctx: Context) -> dict[str
     result = {
         "status": ctx.stopped or "localized",
         "reproduces": bool(ctx.evidence.get("reproduce", {}).get("fails")),
-        "culprit_op": ctx.canonical_op(ctx.culprit) if located and ctx.culprit is not None else None,
+        "culprit_op": ctx.culprit_name() if located and ctx.culprit is not None else None,
+        "culprit_path": ctx.culprit_path if located else None,
         "fusion_kind": ctx.fusion_kind if located else None,
         "culprit_pass": ctx.culprit_pass if located else None,
         "repro": ctx.repro if located else None,

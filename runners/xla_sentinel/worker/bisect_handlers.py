@@ -1,6 +1,6 @@
 """What a worker does with the bisector's requests (runs inside the worker, with jax).
 
-`Info`, `Cut` and `Strip` read and edit modules; `RunHlo` compiles and runs HLO text;
+`Info`, `Cut`, `Region` and `Strip` read and edit modules; `RunHlo` compiles and runs HLO text;
 `EveryValue` evaluates every value of a module op by op in float64 and `Legal` a case's
 outputs under the legal settings, both unsharded where the module is partitioned;
 `ListPasses` lists the HLO passes XLA runs on a module. Running a module is the campaign's `Run`
@@ -34,6 +34,7 @@ from xla_sentinel.worker.protocol import (
     ModuleText,
     Outputs,
     PassNames,
+    Region,
     RunHlo,
     Strip,
     Values,
@@ -208,6 +209,17 @@ def info(req: Info) -> ModuleInfo:
 @handles(Cut)
 def cut(req: Cut) -> ModuleText:
     return ModuleText(mod.cut(req.module, req.keep, req.params, req.outputs))
+
+
+@handles(Region)
+def region(req: Region) -> ModuleInfo:
+    """A region of the module, calls inlined (the bisector's descent, bisect/regions.py)."""
+    text = mod.inline_calls(req.module)
+    ops, arguments = mod.region_ops(text, req.path), mod.region_arguments(text, req.path)
+    if req.expose:
+        text = mod.expose(text, req.path, req.expose)
+    return ModuleInfo({"module": text, "ops": ops, "arguments": arguments,
+                       "returns": mod.module_info(text)["returns"]})
 
 
 @handles(Strip)

@@ -329,6 +329,19 @@ class Cut(Request[ModuleText]):
 
 
 @dataclass
+class Region(Request[ModuleInfo]):
+    """The module with its calls inlined and the ops of the block at `path` ([op index,
+    region index] per level from @main) listed; with `expose` (op indices in that block,
+    -k-1 for its argument k), the module whose @main returns only their results
+    (xla/cuts.expose). Reply info: {"module", "ops", "arguments", "returns"}."""
+
+    module: str
+    path: list[list[int]]
+    expose: list[int]
+    cmd: ClassVar[str] = "region"
+
+
+@dataclass
 class Strip(Request[ModuleText]):
     """The module without debug locations."""
 

@@ -315,3 +315,262 @@ def strip_locations(text: str) -> str:
 
     with _context():
         return ir.Module.parse(text).operation.get_asm(enable_debug_info=False)
+
+
+# Inside regions (issue 28): a culprit that is a region op (a loop, a conditional, a
+# manual computation) or a call is descended into by exposing inner values as extra results
+# of every op around them, up to @main, which then returns only those.
+# How a region's values leave its op, per op kind (`_thread`).
+EXPOSABLE = {"stablehlo.while": (1,), "stablehlo.case": None, "stablehlo.if": None,
+             "sdy.manual_computation": (0,)}  # None: every region (each branch)
+_MESH_AXIS = re.compile(r'"(\w+)"\s*=\s*(\d+)')
+_QUOTED = re.compile(r'"(\w+)"')
+
+
+def inline_calls(text: str) -> str:
+    """The module with every func.call reachable from @main inlined, its callee's ops
+    cloned in its place as written (MLIR's inliner leaves calls inside StableHLO regions,
+    whose dialect declares no inlining, and canonicalizes what it inlines)."""
+    from jaxlib.mlir import ir
+
+    with _context():
+        module = ir.Module.parse(text)
+        funcs = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+                 for op in module.body.operations if "sym_name" in op.attributes}
+        main, _ = _main_block(module)
+        for _ in range(_MAX_INLINES):
+            call = next((op for op in _walk(main) if op.name == "func.call"), None)
+            if call is None:
+                break
+            _inline(call, funcs[ir.FlatSymbolRefAttr(call.attributes["callee"]).value])
+        else:
+            raise CutError(f"more than {_MAX_INLINES} calls to inline (recursion?)")
+        return module.operation.get_asm(enable_debug_info=True)
+
+
+_MAX_INLINES = 1000
+
+
+def _inline(call: Any, callee: Any) -> None:
+    from jaxlib.mlir import ir
+
+    block = callee.regions[0].blocks[0]
+    mapping = dict(zip(block.arguments, call.operands, strict=True))
+    ip = ir.InsertionPoint(call)
+    for old in _body(block):
+        new = old.clone(ip=ip)
+        # The clone still reads the callee's values, in its operands and in its regions.
+        for inner_old, inner_new in zip([old, *_walk(old)], [new, *_walk(new)], strict=True):
+            for k, v in enumerate(inner_old.operands):
+                if v in mapping:
+                    inner_new.operands[k] = mapping[v]
+        mapping.update(zip(old.results, new.results, strict=True))
+    ret = block.operations[len(block.operations) - 1].operation
+    for r, v in zip(call.results, ret.operands, strict=True):
+        r.replace_all_uses_with(mapping.get(v, v))
+    call.erase()
+
+
+def _main_block(module: Any) -> Any:
+    from jaxlib.mlir import ir
+
+    for op in module.body.operations:
+        if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op.operation, op.regions[0].blocks[0]
+    raise CutError("module has no @main function")
+
+
+def _body(block: Any) -> list[Any]:
+    """A block's ops without its terminator."""
+    return [op.operation for op in block.operations][:-1]
+
+
+def _descend(main_block: Any, path: list[list[int]]) -> tuple[list[tuple[Any, int]], Any]:
+    """The ops (with the region taken) from @main's block down `path` ([op index, region
+    index] per level), and the block reached."""
+    chain, block = [], main_block
+    for j, r in path:
+        ops = _body(block)
+        if j >= len(ops) or r >= len(ops[j].regions):
+            raise CutError(f"no region {r} of op {j} at {path}")
+        chain.append((ops[j], r))
+        block = ops[j].regions[r].blocks[0]
+    return chain, block
+
+
+def region_ops(text: str, path: list[list[int]]) -> list[dict[str, Any]]:
+    """The ops of the block at `path` (module info's form, names from types only, since
+    a value's printed name inside a region means nothing outside it): name, first line of
+    text, operand and result types, region count, location."""
+    from jaxlib.mlir import ir
+
+    with _context():
+        module = ir.Module.parse(text)
+        _, block = _descend(_main_block(module)[1], path)
+        out = []
+        for op in _body(block):
+            lines = op.get_asm(large_elements_limit=4).strip().splitlines()
+            out.append({"name": op.name, "text": lines[0][:300] if lines else op.name,
+                        "operands": [describe_type(str(v.type)) for v in op.operands],
+                        "results": [describe_type(str(r.type)) for r in op.results],
+                        "regions": len(op.regions), "location": str(op.location)[:300]})
+        return out
+
+
+def region_arguments(text: str, path: list[list[int]]) -> list[dict[str, Any]]:
+    """The types of the block arguments of the block at `path` (describe_type)."""
+    from jaxlib.mlir import ir
+
+    with _context():
+        module = ir.Module.parse(text)  # held: the blocks below live as long as it does
+        _, block = _descend(_main_block(module)[1], path)
+        return [describe_type(str(a.type)) for a in block.arguments]
+
+
+def expose(text: str, path: list[list[int]], ops: list[int]) -> str:
+    """The module whose @main returns only the tensor results of ops `ops` of the block at
+    `path` (-k-1 for its block argument k): each region op on the way out carries them as
+    extra results. A while carries
+    the value of its first iteration (a flag picks it once; the trip count and the body's
+    other ops are untouched), so it is computed from the loop's initial values, which a
+    cut feeds exactly; a case or if returns zeros from its other branches; a manual
+    computation returns each device's value stacked along a new leading dimension."""
+    from jaxlib.mlir import ir
+
+    with _context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        main, block = _main_block(module)
+        chain, inner = _descend(block, path)
+        body = _body(inner)
+        arguments = list(inner.arguments)
+        values = [r for j in ops for r in ([arguments[-j - 1]] if j < 0 else body[j].results)
+                  if describe_type(str(r.type))["dtype"]]
+        if not values:
+            raise CutError(f"ops {ops} at {path} give no tensor to expose")
+        for op, r in reversed(chain):
+            values = _thread(module, op, r, values)
+        ret = block.operations[len(block.operations) - 1].operation
+        ir.Operation.create("func.return", operands=values, ip=ir.InsertionPoint(ret))
+        ret.erase()
+        fn_type = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+        main.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(fn_type.inputs, [v.type for v in values]))
+        if "res_attrs" in main.attributes:
+            del main.attributes["res_attrs"]  # they describe @main's own results
+        if not module.operation.verify():
+            raise CutError(f"exposing ops {ops} at {path} does not verify")
+        return module.operation.get_asm(enable_debug_info=True)
+
+
+def _zeros(t: Any, ip: Any) -> Any:
+    from jaxlib.mlir import ir
+
+    dtype = describe_type(str(t))["dtype"]
+    zero = "false" if dtype == "bool" else "0" if dtype and dtype[0] in "su" else "0.0"
+    if dtype is None or dtype.startswith("c"):
+        raise CutError(f"no zero of type {t}")
+    return ir.Operation.create("stablehlo.constant", results=[t], ip=ip, attributes={
+        "value": ir.Attribute.parse(f"dense<{zero}> : {t}")}).results[0]
+
+
+def _rebuild(op: Any, operands: list[Any], extra_types: list[Any], attrs: dict[str, Any]) -> Any:
+    """`op` again with more operands and results, its regions moved over, its old results'
+    uses pointed at the new op's; the old op is erased."""
+    from jaxlib.mlir import ir
+
+    new = ir.Operation.create(op.name, results=[*(r.type for r in op.results), *extra_types],
+                              operands=operands, attributes=attrs, regions=len(op.regions),
+                              loc=op.location, ip=ir.InsertionPoint(op))
+    for old_region, new_region in zip(op.regions, new.regions, strict=True):
+        for b in list(old_region.blocks):
+            b.append_to(new_region)
+    for k, r in enumerate(op.results):
+        r.replace_all_uses_with(new.results[k])
+    op.erase()
+    return new
+
+
+def _retarget(block: Any, extra: list[Any], name: str) -> None:
+    """Give the block's terminator (`name`) the extra operands."""
+    from jaxlib.mlir import ir
+
+    term = block.operations[len(block.operations) - 1].operation
+    ir.Operation.create(name, operands=[*term.operands, *extra], ip=ir.InsertionPoint(term))
+    term.erase()
+
+
+def _thread(module: Any, op: Any, r: int, values: list[Any]) -> list[Any]:
+    """`values` (of region `r` of `op`) as extra results of `op`; returns them."""
+    from jaxlib.mlir import ir
+
+    allowed = EXPOSABLE.get(op.name, ())
+    if allowed is not None and r not in allowed:
+        raise CutError(f"cannot expose values of region {r} of {op.name}")
+    attrs = {op.attributes[k].name: op.attributes[k].attr for k in range(len(op.attributes))}
+    types = [v.type for v in values]
+    n = len(op.results)
+    if op.name == "stablehlo.while":
+        i1 = ir.IntegerType.get_signless(1)
+        flag_t = ir.RankedTensorType.get([], i1)
+        before = ir.InsertionPoint(op)
+        inits = [_zeros(t, before) for t in [*types, flag_t]]
+        cond, body = (op.regions[k].blocks[0] for k in (0, 1))
+        for t in [*types, flag_t]:
+            cond.add_argument(t, ir.Location.unknown())
+            body.add_argument(t, ir.Location.unknown())
+        carried, flag = list(body.arguments)[-len(types) - 1:-1], list(body.arguments)[-1]
+        end = ir.InsertionPoint(body.operations[len(body.operations) - 1])
+        # First iteration: flag false, the value is taken; later ones keep it.
+        picked = [ir.Operation.create("stablehlo.select", results=[t], operands=[flag, c, v],
+                                      ip=end).results[0]
+                  for t, c, v in zip(types, carried, values, strict=True)]
+        true = ir.Operation.create("stablehlo.constant", results=[flag_t], ip=end, attributes={
+            "value": ir.Attribute.parse(f"dense<true> : {flag_t}")}).results[0]
+        _retarget(body, [*picked, true], "stablehlo.return")
+        new = _rebuild(op, [*op.operands, *inits], [*types, flag_t], attrs)
+        return list(new.results)[n:n + len(types)]
+    if op.name in ("stablehlo.case", "stablehlo.if"):
+        for k, region in enumerate(op.regions):
+            block = region.blocks[0]
+            if k == r:
+                _retarget(block, values, "stablehlo.return")
+            else:
+                end = ir.InsertionPoint(block.operations[len(block.operations) - 1])
+                _retarget(block, [_zeros(t, end) for t in types], "stablehlo.return")
+        return list(_rebuild(op, list(op.operands), types, attrs).results)[n:]
+    # sdy.manual_computation: each device's value, with a leading dimension of 1, joined
+    # along it over the manual axes.
+    outs = str(attrs["out_shardings"])
+    mesh_name = re.search(r"<@([\w.$-]+)", outs) or re.search(r"<@([\w.$-]+)", str(attrs["in_shardings"]))
+    if mesh_name is None:
+        raise CutError("manual computation without a named mesh")
+    sizes = _mesh_sizes(module, mesh_name.group(1))
+    manual = _QUOTED.findall(str(attrs["manual_axes"]))
+    devices = 1
+    for a in manual:
+        devices *= sizes[a]
+    block = op.regions[0].blocks[0]
+    end = ir.InsertionPoint(block.operations[len(block.operations) - 1])
+    stacked, global_types, specs = [], [], []
+    for v in values:
+        t = ir.RankedTensorType(v.type)
+        one = ir.RankedTensorType.get([1, *t.shape], t.element_type)
+        stacked.append(ir.Operation.create("stablehlo.reshape", results=[one], operands=[v],
+                                           ip=end).results[0])
+        global_types.append(ir.RankedTensorType.get([devices, *t.shape], t.element_type))
+        axes = ", ".join(f'"{a}"' for a in manual)
+        dims = ", ".join([f"{{{axes}}}", *["{}"] * len(t.shape)])
+        specs.append(f"<@{mesh_name.group(1)}, [{dims}]>")
+    _retarget(block, stacked, "sdy.return")
+    listed = outs.rstrip()
+    assert listed.endswith("]>"), listed
+    joined = listed[:-2] + (", " if "<@" in listed else "") + ", ".join(specs) + "]>"
+    attrs["out_shardings"] = ir.Attribute.parse(joined)
+    return list(_rebuild(op, list(op.operands), global_types, attrs).results)[n:]
+
+
+def _mesh_sizes(module: Any, name: str) -> dict[str, int]:
+    for op in module.body.operations:
+        if op.operation.name == "sdy.mesh" and f"@{name} " in str(op.operation):
+            return {a: int(s) for a, s in _MESH_AXIS.findall(str(op.operation))}
+    raise CutError(f"no sdy.mesh @{name}")
