@@ -78,6 +78,18 @@ def test_malformed_files_get_one_clear_error_each_and_the_campaign_goes_on(campa
     assert summary["findings"] == {}
 
 
+
+def test_corpus_modules_are_judged_when_f64_eager_is_the_only_float64_reference(tmp_path: Path) -> None:
+    """A module without a generator graph has no ops to run one by one in float64: its
+    f64_eager is the promoted module (as f64_jit's is). Naming f64_eager alone made every
+    corpus program reference_failed with no evidence (seen through the agents' run_test)."""
+    _write(tmp_path / "corpus", GOOD)
+    spec = parse_spec({**BASE, "references": ["f64_eager", "eager"], "corpus": [str(tmp_path / "corpus")],
+                       "budget": {"programs": len(GOOD)}})
+    summary = run_campaign(spec, tmp_path / "out")
+    assert summary["program_status"] == {"judged": len(GOOD)}, summary["program_status"]
+
+
 def test_corpus_programs_carry_coverage_into_the_summary(campaign) -> None:
     _, summary = campaign
     cov = summary["coverage"]

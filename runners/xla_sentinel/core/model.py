@@ -35,6 +35,10 @@ class Verdict(StrEnum):
     INPUT_CLOBBERED = "input_clobbered"
     RESULT_CLOBBERED = "result_clobbered"
     DONATION_MISMATCH = "donation_mismatch"
+    # A declared or recognized invariant of an output (docs/detection.md, "Invariants") missed
+    # by more than legal rounding allows: a softmax row that does not sum to one, NaN from
+    # finite logits, a probability outside [0, 1]; judged before the numbers are compared.
+    INVARIANT_VIOLATED = "invariant_violated"
 
 
 class Reference(StrEnum):

@@ -22,7 +22,8 @@ from xla_sentinel.core.dtypes import FLOATS
 from xla_sentinel.core.model import BUFFER_VERDICTS, XLA_F64_REFERENCES, Reference
 from xla_sentinel.core.program import Program, result_dtypes
 from xla_sentinel.core.versions import current_jaxlib
-from xla_sentinel.judge import oracle, targets
+from xla_sentinel.judge import invariants, oracle, targets
+from xla_sentinel.judge.invariant_patterns import recognized
 from xla_sentinel.judge.targets import Target
 from xla_sentinel.ops import exact
 from xla_sentinel.spec.campaign import SpecError
@@ -182,6 +183,59 @@ def _classes(x: np.ndarray) -> np.ndarray:
     """0 finite, 1 NaN, 2 +inf, 3 -inf (the classes the oracle's NaN rule compares)."""
     x = np.asarray(x, np.float64)
     return np.select([np.isnan(x), np.isposinf(x), np.isneginf(x)], [1, 2, 3], 0)
+
+
+def program_invariants(program: Program, info: dict[str, Any] | None) -> list[invariants.Invariant]:
+    """What a program's outputs must satisfy (docs/detection.md, "Invariants"): a generated
+    program's templates declare it, a replayed module's dataflow shows it, and a trace may
+    declare more in meta.json. A malformed declaration is left out (it judges nothing)."""
+    if program.graph is not None:
+        found = invariants.declared(program.graph)
+    else:
+        found = recognized(info) if info is not None else []
+    try:
+        found += invariants.from_provenance(program.provenance)
+    except invariants.InvariantError:
+        pass
+    return found
+
+
+def invariant_violations(declared: Sequence[invariants.Invariant], results: dict[str, list[np.ndarray]],
+                         ref64: list[np.ndarray], infos: list[oracle.OutputInfo], inputs: Sequence[np.ndarray],
+                         literal: str, noise: Callable[[], list[list[np.ndarray]] | None],
+                         overflow: Callable[[], list[bool] | None],
+                         undetermined: list[np.ndarray] | None = None) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Per configuration (targets and own-precision references) that misses an invariant,
+    (output, evidence) of the first one it misses, the others it misses in `also_missed`. Non-finite values that the literal
+    evaluation also gives, or in an output that may overflow legally (evaluate.overflow_prone),
+    are what the program's own precision says: the `finite` rule passes over them, and
+    over the literal evaluation itself."""
+    broken: dict[str, tuple[int, dict[str, Any]]] = {}
+    lit = results.get(literal)
+    for name, outs in results.items():
+        for inv in declared:
+            i = inv.output
+            if i >= len(infos) or i >= len(outs) or infos[i].dtype not in FLOATS:
+                continue
+            if inv.kind == "finite" and name == literal:
+                continue
+            shape = np.shape(outs[i])
+            excused = np.zeros(shape, bool)
+            if undetermined is not None and np.shape(undetermined[i]) == shape:
+                excused |= undetermined[i]
+            if lit is not None and name != literal and np.shape(lit[i]) == shape:
+                excused |= ~np.isfinite(np.asarray(lit[i], np.float64))
+            v = invariants.check(inv, outs, ref64, infos[i].dtype, inputs=inputs, noise=noise, excused=excused)
+            if v is not None and inv.kind == "finite" and (prone := overflow()) and prone[i]:
+                v = None
+            if v is None:
+                continue
+            if name in broken:
+                # The first one missed is the verdict's; the others are named beside it.
+                broken[name][1]["also_missed"].append({"invariant": inv.kind, "output": i, "count": v.count})
+            else:
+                broken[name] = (i, {**v.evidence(), "dtype": infos[i].dtype, "also_missed": []})
+    return broken
 
 
 R = TypeVar("R", bound=Reply)
@@ -392,8 +446,12 @@ class Assessor:
                 # A replayed module has no graph: its float64 reference is the module with
                 # float types promoted, and its op-by-op reference the module's ops each
                 # compiled alone (worker/bisect_handlers.op_by_op), both in the reference process.
-                text_kind = {"f64_jit": "f64_text", "eager": "eager_module"}.get(kind)
-                if text_kind:
+                # f64_eager is the promoted module too: without a graph there are no ops to
+                # run one by one in float64, and a campaign naming only f64_eager of the
+                # float64 references still has one (it was reference_failed, no evidence).
+                text_kind = {"f64_jit": "f64_text", "f64_eager": "f64_text",
+                             "eager": "eager_module"}.get(kind)
+                if text_kind and text_kind not in refs:
                     refs[text_kind] = self.call(slot.programs, ModuleReference(
                         text_kind, program.module, program.inputs))  # type: ignore[arg-type]
                 continue
@@ -628,8 +686,22 @@ class Assessor:
         def overflow() -> list[bool] | None:
             return noise_outcome().overflow
 
+        # Invariants first (docs/detection.md, "Invariants"), on every configuration's outputs:
+        # a target that misses one is judged no further; an own-precision reference that
+        # does is a finding against it.
+        broken = invariant_violations(program_invariants(program, info), results, ref64.outputs, infos,
+                                      program.inputs, literal, noise, overflow, ref64.undetermined)
+        for name, (i, ev) in broken.items():
+            if name in OWN_PRECISION_REFERENCES:
+                result.verdicts.append(TargetVerdict(Target(name, {}), "invariant_violated", ev, i, results[name]))
         suspects = []
         for t in self.targets:
+            if t.name in broken and t.name in results:
+                i, ev = broken[t.name]
+                verdict, ev = self._screen(slot, program, t, results[t.name],
+                                           oracle.Judgement("invariant_violated", i, ev), result)
+                result.verdicts.append(TargetVerdict(t, verdict, ev, i, results[t.name]))
+                continue
             if t.name not in results:
                 continue
             j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides,
@@ -658,7 +730,7 @@ class Assessor:
                             if (j := oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete,
                                                   self.k_overrides, literal=literal, overflow_prone=overflow,
                                                   undetermined=undetermined)).verdict != "pass"]
-        flagged = {t.name for t, _ in suspects}
+        flagged = {t.name for t, _ in suspects} | set(broken)
         passed = {n for n in results if n not in flagged}
         for t, j in suspects:
             verdict, ev = self._screen(slot, program, t, results[t.name], j, result)

@@ -15,7 +15,8 @@ import ml_dtypes
 import numpy as np
 
 from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES
-from xla_sentinel.core.graph import Value
+from xla_sentinel.core.graph import Graph, Value
+from xla_sentinel.ops.entries.templates import INVARIANTS as TEMPLATE_INVARIANTS
 
 
 def _float_special(rng: np.random.Generator, dt: np.dtype, n: int) -> np.ndarray:
@@ -60,10 +61,55 @@ def make_array(rng: np.random.Generator, shape: Sequence[int], dtype: str, speci
 
 
 def make_inputs(recipe: dict[str, Any], params: Sequence[Value]) -> list[np.ndarray]:
-    """Arrays for the program's parameters (Graph.inputs), in argument order, from a recipe."""
+    """Arrays for the program's parameters (Graph.inputs), in argument order, from a recipe.
+    The parameters the recipe's `stress` names are then redrawn by stress_array."""
     rng = np.random.default_rng([recipe["seed"], recipe["index"], 0x1A9])
     special = bool(recipe.get("special", False))
-    return [make_array(rng, v.shape, v.dtype, special) for v in params]
+    arrays = [make_array(rng, v.shape, v.dtype, special) for v in params]
+    stress = recipe.get("stress") or ()
+    if stress:
+        # A stream of its own: every other parameter keeps the values it had.
+        srng = np.random.default_rng([recipe["seed"], recipe["index"], STRESS_STREAM])
+        for k, v in enumerate(params):
+            if v.input in stress:
+                arrays[k] = stress_array(srng, v.shape, v.dtype)
+    return arrays
+
+
+# Stress inputs for the invariants of templates (docs/detection.md, "Invariants"): from
+# generator version 2 on, a share STRESS_P of the programs whose templates declare
+# invariants draw their float operands huge (logits around 1e10, or an eighth of the
+# dtype's largest value where that is less), so a softmax's max shift, a layer norm's
+# variance or an exp near overflow is exercised. Drawn from their own stream, decided by
+# stress_recipe: version 1 draws exactly what it drew before.
+STRESS_P = 0.1
+STRESS_STREAM = 0x57E55
+STRESS_LOGIT = 1e10
+
+
+def stress_array(rng: np.random.Generator, shape: Sequence[int], dtype: str) -> np.ndarray:
+    """Normal values of magnitude min(1e10, max/8) of `dtype`, a quarter of them ordinary."""
+    dt = NP_DTYPES[dtype]
+    n = int(np.prod(shape, dtype=np.int64))
+    scale = min(STRESS_LOGIT, float(ml_dtypes.finfo(dt).max) / 8)
+    flat = rng.normal(size=n) * scale
+    plain = rng.random(n) < 0.25
+    flat[plain] = rng.normal(size=int(plain.sum()))
+    with np.errstate(over="ignore"):
+        return flat.astype(dt).reshape(tuple(shape))
+
+
+def stress_recipe(graph: Graph, seed: int, index: int, version: int) -> dict[str, Any]:
+    """The recipe's `stress` part: {"stress": [parameter positions]} for a share STRESS_P of
+    the programs where a template that declares invariants (templates.INVARIANTS) reads a
+    float parameter as its first operand; {} otherwise, and always under generator version 1."""
+    if version < 2:
+        return {}
+    positions = sorted({v.input for n in graph.nodes if n.op in TEMPLATE_INVARIANTS and n.args
+                        for v in [graph.values[n.args[0]]] if v.input is not None and v.dtype in FLOATS})
+    if not positions or np.random.default_rng([seed, index, STRESS_STREAM, 1]).random() >= STRESS_P:
+        return {}
+    return {"stress": positions}
 
 
 def matching_array(rng: np.random.Generator, shape: Sequence[int], dtype: str,

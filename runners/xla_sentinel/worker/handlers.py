@@ -15,7 +15,7 @@ from xla_sentinel.core.program import promote_floats
 from xla_sentinel.ops.rules import has_discrete_ops
 from xla_sentinel.programs import evaluate, spmd
 from xla_sentinel.programs.generator import generate
-from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.programs.inputs import make_inputs, stress_recipe
 from xla_sentinel.spec import options
 from xla_sentinel.spec.campaign import GeneratorSpec, build
 from xla_sentinel.worker.protocol import (
@@ -56,7 +56,8 @@ EAGER_ALL_XLA = os.environ.get("XLA_SENTINEL_EAGER_ALL_XLA") == "1"
 def generate_program(req: Generate) -> Generated:
     spec = build(GeneratorSpec, req.generator, "spec.generator")
     graph = generate(req.seed, req.index, spec, req.bias)
-    recipe = {"seed": req.seed, "index": req.index, "special": req.special}
+    recipe = {"seed": req.seed, "index": req.index, "special": req.special,
+              **stress_recipe(graph, req.seed, req.index, spec.version)}  # version 1: none
     inputs = make_inputs(recipe, graph.inputs)
     return Generated(module=spmd.lower_text(graph), graph=graph, inputs=inputs,
                      input_dtypes=[v.dtype for v in graph.inputs], recipe=recipe)
