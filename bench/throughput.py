@@ -23,6 +23,11 @@ findings and cross-checks. Then, in-process on the same programs, the XLA compil
 program of each configuration (targets, references; the cross-check only on the programs
 the campaign samples) and the seconds each configuration costs, so where the remaining
 time goes is visible. Usage: python bench/throughput.py [--programs N] [--seed S] [--rows R,..] [--no-in-process]
+
+`--generators` (issue 28) runs instead the campaign as it runs now twice in one run, with the
+old default generator (`generator.version: 1`) and the new one (version 2: shape families,
+4 devices, large sizes), the same seed and budget, and prints programs per core-second of
+each, the ratio new/old, and the kernel decisions (coverage.KERNEL_DECISIONS) each reached.
 """
 
 from __future__ import annotations
@@ -90,13 +95,14 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _spec(seed: int, programs: int, references: list[str]) -> object:
+def _spec(seed: int, programs: int, references: list[str], generator: dict | None = None) -> object:
     return parse_spec({"seed": seed, "budget": {"programs": programs}, "workers": 1,
-                       "references": references, "bisect": {"enabled": False}})
+                       "references": references, "bisect": {"enabled": False},
+                       "generator": generator or {}})
 
 
 def campaign(seed: int, programs: int, references: list[str], eager_all_xla: bool,
-             zygote: bool) -> dict[str, object]:
+             zygote: bool, generator: dict | None = None) -> dict[str, object]:
     # The worker processes read it when they start (handlers.EAGER_ALL_XLA).
     os.environ["XLA_SENTINEL_EAGER_ALL_XLA"] = "1" if eager_all_xla else "0"
     # The campaign stops the forkserver at its end, so the CPU time of the workers it
@@ -105,7 +111,7 @@ def campaign(seed: int, programs: int, references: list[str], eager_all_xla: boo
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cpu0 = _cpu_seconds()
-            s = run_campaign(_spec(seed, programs, references), Path(tmp))
+            s = run_campaign(_spec(seed, programs, references, generator), Path(tmp))
             cpu = _cpu_seconds() - cpu0
     finally:
         del os.environ["XLA_SENTINEL_EAGER_ALL_XLA"]
@@ -117,7 +123,8 @@ def campaign(seed: int, programs: int, references: list[str], eager_all_xla: boo
             "programs_per_core_s": round(s["programs"] / cpu, 3), "executions": s["executions"],
             "findings": s["findings"], "program_status": s["program_status"],
             "cross_checks": s.get("cross_checks", {}), "reference_fallbacks": s.get("reference_fallbacks", {}),
-            "eager_xla_ops": sum(s.get("eager_xla_ops", {}).values())}
+            "eager_xla_ops": sum(s.get("eager_xla_ops", {}).values()),
+            "kernel_decisions": s["kernel_decisions"]}
 
 
 def in_process(seed: int, programs: int) -> dict[str, object]:
@@ -172,6 +179,18 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
             "seconds_by_configuration": {k: round(v, 2) for k, v in seconds.items()}}
 
 
+def generators(seed: int, programs: int) -> dict[str, object]:
+    """The old and the new default generator, one after the other on the same machine."""
+    old = campaign(seed, programs, AFTER, False, True, {"version": 1})
+    new = campaign(seed, programs, AFTER, False, True, {"version": 2})
+    reached_old, reached_new = set(old["kernel_decisions"]["reached"]), set(new["kernel_decisions"]["reached"])
+    return {"generator v1": old, "generator v2": new,
+            "ratio_v2_over_v1": {k: round(new[k] / old[k], 2) for k in ("programs_per_s", "programs_per_core_s")},
+            "kernel_decisions": {"v1": len(reached_old), "v2": len(reached_new),
+                                 "only_v2": sorted(reached_new - reached_old),
+                                 "only_v1": sorted(reached_old - reached_new)}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--programs", type=int, default=60)
@@ -180,7 +199,13 @@ def main() -> int:
     # (eager's compiled kernels, reused across programs) fill up.
     ap.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
     ap.add_argument("--no-in-process", action="store_true", help="skip the per-configuration part")
+    ap.add_argument("--generators", action="store_true",
+                    help="compare the old (version 1) and new (version 2) default generators instead")
     args = ap.parse_args()
+    if args.generators:
+        json.dump(generators(args.seed, args.programs), sys.stdout, indent=1)
+        print()
+        return 0
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     if unknown := [r for r in rows if r not in ROWS]:
         ap.error(f"--rows: unknown {', '.join(unknown)}")

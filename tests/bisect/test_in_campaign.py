@@ -23,7 +23,7 @@ def _run(out: Path) -> dict[str, Any]:
         "seed": 3, "workers": 1, "targets": ["default"],
         "references": ["f64_eager", "f64_jit", "eager"],
         # exp is the only op fusion_bf16_rounding corrupts here: one bug, many programs.
-        "generator": {"minOps": 4, "maxOps": 12, "dtypes": ["f32"], "ops": ["exp", "add", "mul", "sub"],
+        "generator": {"version": 1, "minOps": 4, "maxOps": 12, "dtypes": ["f32"], "ops": ["exp", "add", "mul", "sub"],
                       "maxDimSize": 8, "specialValues": 0.0},
         "budget": {"programs": 6}, "bisect": {"enabled": True, "perSignature": BISECTED},
     })

@@ -17,7 +17,7 @@ from xla_sentinel.campaign.engine import run_campaign
 from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel.xla.buffers import FAULT_ENV
 
-BASE = {"seed": 3, "generator": {"minOps": 2, "maxOps": 4, "dtypes": ["f32", "s32"], "shapes": ["buffers"]},
+BASE = {"seed": 3, "generator": {"version": 1, "minOps": 2, "maxOps": 4, "dtypes": ["f32", "s32"], "shapes": ["buffers"]},
         "targets": ["default", "O0"], "references": ["f64_numpy", "eager"], "workers": 1,
         "bisect": {"enabled": False}}
 

@@ -14,8 +14,8 @@ from xla_sentinel.worker.handlers import run
 from xla_sentinel.worker.protocol import Run
 from xla_sentinel.xla import buffers
 
-BUFFERS = GeneratorSpec(dtypes=["f32", "s32", "bf16"], maxOps=8, shapes=["buffers"])
-PLAIN = GeneratorSpec(dtypes=["f32", "s32", "bf16"], maxOps=8)
+BUFFERS = GeneratorSpec(version=1, dtypes=["f32", "s32", "bf16"], maxOps=8, shapes=["buffers"])
+PLAIN = GeneratorSpec(version=1, dtypes=["f32", "s32", "bf16"], maxOps=8)
 
 
 def _opened(graph: Graph) -> list[str]:

@@ -56,7 +56,7 @@ def test_a_known_bug_rule_matches_a_buffer_verdict_through_the_program(tmp_path:
         {"id": "clobber-in-loop", "title": "t", "match": {"verdict": ["input_clobbered", "result_clobbered"]},
          "program": {"through": ["loop_dus", "dynamic_update_slice", "scatter", "loop_shift",
                                  "loop_scatter_add", "while_loop", "scan"]}}]}))
-    graphs = (generate(4, i, GeneratorSpec(shapes=["buffers"])) for i in range(40))
+    graphs = (generate(4, i, GeneratorSpec(version=1, shapes=["buffers"])) for i in range(40))
     graph = next(g for g in graphs if any(n.family == "buffers" for n in g.nodes))
     found = Finding(id="f", campaign="c", program="p", target="default", verdict=Verdict.INPUT_CLOBBERED,
                     dir="findings/f", time="t")

@@ -15,7 +15,7 @@ from xla_sentinel.xla import compiler
 
 pytestmark = pytest.mark.usefixtures("x64")
 
-SPEC = GeneratorSpec(minOps=2, maxOps=12)
+SPEC = GeneratorSpec(version=1, minOps=2, maxOps=12)
 
 
 def _warm_guide(seed: int, n: int) -> Guide:
@@ -50,7 +50,7 @@ def test_heavily_exercised_ops_and_dtypes_are_drawn_less() -> None:
     # Pretend a campaign has drawn add and f32 a thousand times.
     for i in range(1000):
         guide.observe(10_000 + i, {"ops": {"add": 1}, "dtypes": ["f32"]}, None, None)
-    spec = GeneratorSpec(minOps=6, maxOps=12, dtypes=["f32", "s32"])
+    spec = GeneratorSpec(version=1, minOps=6, maxOps=12, dtypes=["f32", "s32"])
     plain, guided = Counter(), Counter()
     plain_dt, guided_dt = Counter(), Counter()
     for index in range(60):

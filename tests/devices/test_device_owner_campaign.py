@@ -47,7 +47,7 @@ def transform(proto):
 
 
 def _spec(**over: object):
-    return parse_spec({"seed": 11, "generator": {"minOps": 3, "maxOps": 8, "dtypes": ["f32"]},
+    return parse_spec({"seed": 11, "generator": {"version": 1, "minOps": 3, "maxOps": 8, "dtypes": ["f32"]},
                        "targets": ["default", "O0"], "references": ["f64_numpy", "eager"],
                        "workers": SLOTS, "bisect": {"enabled": False}, **over})
 
@@ -168,7 +168,7 @@ def test_without_the_knob_each_slot_compiles_its_cpu_targets_itself(tmp_path: Pa
 def test_an_owner_that_crashes_is_the_verdict_of_its_program_and_is_restarted(
         tmp_path: Path, cpu_as_device: None) -> None:
     spec = _spec(budget={"programs": 6}, targets=["default"],
-                 generator={"minOps": 2, "maxOps": 4, "dtypes": ["f32"], "ops": ["atan2", "add"]})
+                 generator={"version": 1, "minOps": 2, "maxOps": 4, "dtypes": ["f32"], "ops": ["atan2", "add"]})
     with census("cpu") as seen:
         summary = run_campaign(spec, tmp_path, inject_passes=[fault_path("abort_on_pattern")])
     # Every program was judged, each abort a crash finding on disk and in the store.

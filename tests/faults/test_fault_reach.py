@@ -22,7 +22,7 @@ from xla_sentinel.worker.protocol import RequestFailed, Run
 from xla_sentinel.xla import compiler
 from xla_sentinel.xla.faults import fault_path
 
-SPEC = GeneratorSpec(minOps=2, maxOps=16)  # bench/detection.py's generator settings
+SPEC = GeneratorSpec(version=1, minOps=2, maxOps=16)  # bench/detection.py's generator settings
 SEED = 3
 
 

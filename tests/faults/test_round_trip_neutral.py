@@ -25,7 +25,7 @@ from xla_sentinel.programs.inputs import make_inputs
 from xla_sentinel.spec.campaign import GeneratorSpec
 from xla_sentinel.xla import compiler, hlo, hlo_proto
 
-SMOKE = GeneratorSpec(minOps=2, maxOps=16, dtypes=["f32", "bf16", "f16", "s32", "u8", "bool"])
+SMOKE = GeneratorSpec(version=1, minOps=2, maxOps=16, dtypes=["f32", "bf16", "f16", "s32", "u8", "bool"])
 O0 = {"xla_backend_optimization_level": 0}
 
 

@@ -18,7 +18,7 @@ from xla_sentinel.spec.campaign import SpecError, parse_spec
 from xla_sentinel.xla.faults import fault_path
 
 # Bisection has its own tests (tests/bisect); here it would only add seconds per finding.
-F32 = {"seed": 3, "generator": {"minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
+F32 = {"seed": 3, "generator": {"version": 1, "minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
        "targets": ["default", "O0"], "references": ["f64_eager", "f64_jit", "eager"], "workers": 1,
        "bisect": {"enabled": False}}
 
@@ -48,7 +48,7 @@ def test_injected_fault_is_found_with_evidence(tmp_path: Path) -> None:
 
 def test_a_compiler_abort_is_contained_and_the_campaign_goes_on(tmp_path: Path) -> None:
     spec = _spec(budget={"programs": 4}, targets=["default"],
-                 generator={"minOps": 2, "maxOps": 4, "dtypes": ["f32"], "ops": ["atan2", "add"]})
+                 generator={"version": 1, "minOps": 2, "maxOps": 4, "dtypes": ["f32"], "ops": ["atan2", "add"]})
     summary = run_campaign(spec, tmp_path, inject_passes=[fault_path("abort_on_pattern")])
     assert summary["programs"] == 4
     assert summary["findings"].get("crash", 0) >= 1
@@ -76,7 +76,7 @@ def test_a_hanging_compile_becomes_a_hang_finding(tmp_path: Path) -> None:
 def test_clean_campaign_reports_no_false_finding(tmp_path: Path) -> None:
     """A few hundred programs on the unmodified jaxlib: anything reported must be a known,
     explained XLA bug (runners/xla_sentinel/triage/known_bugs.yaml), never noise."""
-    spec = parse_spec({"seed": 2024, "generator": {"maxOps": 20,
+    spec = parse_spec({"seed": 2024, "generator": {"version": 1, "maxOps": 20,
                                                    "dtypes": ["f32", "bf16", "f16", "s32", "u8", "bool"]},
                        "budget": {"programs": 240}, "workers": 2})
     summary = run_campaign(spec, tmp_path)

@@ -130,7 +130,7 @@ def test_the_refused_shapes_do_differ_legally(graph: Graph, dtype: str) -> None:
 
 
 def test_generated_bitwise_outputs_agree_bitwise_with_op_by_op(x64: None) -> None:
-    spec = GeneratorSpec(maxOps=6)
+    spec = GeneratorSpec(version=1, maxOps=6)
     judged = 0
     for index in range(40):
         graph = generate(5, index, spec)

@@ -65,9 +65,10 @@ FINDING_FIELDS = ["campaign", "culprit_op", "culprit_pass", "dir", "dtype", "evi
 # eager_xla_ops with the own-precision one in numpy; unavailable_targets with accelerator
 # targets (issue 13: a target whose platform this machine lacks is left out);
 # undecided_outputs with references judged per output.
+# kernel_decisions: which of coverage.KERNEL_DECISIONS the campaign reached (issue 28).
 SUMMARY_FIELDS = ["campaign", "corpus_errors", "coverage", "cross_checks", "eager_xla_ops", "elapsed_s", "executions",
                   "findings", "findings_known", "findings_new", "harness_share", "injected_passes",
-                  "jax_version", "jaxlib_version", "program_status", "programs", "programs_per_s",
+                  "jax_version", "jaxlib_version", "kernel_decisions", "program_status", "programs", "programs_per_s",
                   "reference_fallbacks", "references", "seed", "shard", "signatures", "signatures_known",
                   "signatures_new", "targets",
                   "trace_errors", "unavailable_targets", "undecided_outputs", "worker_restarts", "worker_seconds"]
@@ -109,7 +110,7 @@ def _check(out: Path, summary: dict[str, Any], findings: set, signatures: set,
 
 def test_fixed_seed_mismatch_campaign_reports_what_it_reported_before(tmp_path: Path) -> None:
     spec = parse_spec({**BASE, "targets": ["default", "O0"],
-                       "generator": {"minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
+                       "generator": {"version": 1, "minOps": 3, "maxOps": 12, "dtypes": ["f32"]},
                        "budget": {"programs": 8}})
     summary = run_campaign(spec, tmp_path, inject_passes=[fault_path("fusion_bf16_rounding")])
     assert summary["program_status"] == {"judged": 8}
@@ -120,7 +121,7 @@ def test_fixed_seed_mismatch_campaign_reports_what_it_reported_before(tmp_path: 
 
 def test_fixed_seed_crash_campaign_reports_what_it_reported_before(tmp_path: Path) -> None:
     spec = parse_spec({**BASE, "targets": ["default"],
-                       "generator": {"minOps": 2, "maxOps": 4, "dtypes": ["f32"], "ops": ["atan2", "add"]},
+                       "generator": {"version": 1, "minOps": 2, "maxOps": 4, "dtypes": ["f32"], "ops": ["atan2", "add"]},
                        "budget": {"programs": 4}})
     summary = run_campaign(spec, tmp_path, inject_passes=[fault_path("abort_on_pattern")])
     assert summary["program_status"] == {"judged": 4}

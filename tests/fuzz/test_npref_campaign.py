@@ -59,7 +59,7 @@ def test_the_targets_that_drop_nan_are_flagged_and_the_one_that_keeps_it_is_not(
 def test_a_sampled_program_is_cross_checked_by_the_compiled_float64_reference_alone(tmp_path: Path) -> None:
     # Every program sampled (crossCheckEvery 1), none a suspect: each runs its target, the
     # two default references and f64_jit, not f64_eager (assess.SAMPLE_REFERENCES).
-    spec = parse_spec({"seed": 3, "generator": {"minOps": 2, "maxOps": 5, "dtypes": ["f32"],
+    spec = parse_spec({"seed": 3, "generator": {"version": 1, "minOps": 2, "maxOps": 5, "dtypes": ["f32"],
                                                 "specialValues": 0.0},
                        "targets": ["default"], "budget": {"programs": 3}, "workers": 1,
                        "crossCheckEvery": 1, "bisect": {"enabled": False}})

@@ -23,7 +23,7 @@ from xla_sentinel.xla.compiler import run_module
 
 pytestmark = pytest.mark.usefixtures("x64")
 
-SPEC = {"minOps": 2, "maxOps": 16, "dtypes": ["f32", "bf16", "f16", "f64", "s32", "s8", "u8", "u32", "bool"]}
+SPEC = {"version": 1, "minOps": 2, "maxOps": 16, "dtypes": ["f32", "bf16", "f16", "f64", "s32", "s8", "u8", "u32", "bool"]}
 # Float64 against float64: transcendental functions and summation order, a few ulps of
 # the largest term; far below any dtype under test.
 PROGRAM_ERROR = 1e-9
@@ -175,3 +175,25 @@ def test_a_subnormal_made_by_next_after_is_zero_once_promoted() -> None:
     (got,) = npref.evaluate_module(text, [a, b]).outputs
     np.testing.assert_array_equal(got, np.asarray(want))
     assert np.array_equal(np.signbit(got), [True, False])
+
+
+def _wide_integer_converts(d: jax.Array, i: jax.Array) -> tuple[jax.Array, ...]:
+    return tuple(v.astype(t) for v in (d, i) for t in (jnp.int16, jnp.uint16, jnp.int64, jnp.uint64))
+
+
+def test_converts_to_the_wider_index_integers_have_a_numpy_form_bit_for_bit_with_xla() -> None:
+    """Converts to s16, u16, s64 and u64 (the indices family draws them) were evaluated by
+    XLA as fallbacks, which sent their programs to the f64_eager and f64_jit cross-checks.
+    Now numpy: truncation, saturation at each end (2**63 and more included, where float64
+    cannot hold int64's max), NaN to 0, integers wrapping, bit for bit with XLA."""
+    d = np.array([2.0**63, 2.0**64, 9.2e18, -9.3e18, 65535.9, -1.5, 40000.0, -40000.0,
+                  np.nan, np.inf, -np.inf, -0.0, 1e300])
+    i = np.array([np.iinfo(np.int32).min, -1, 0, 70000, -70000, 32767, 65536, 5, 1, 2, 3, 4, 7],
+                 np.int32)
+    text = jax.jit(_wide_integer_converts).lower(d, i).as_text()
+    want = run_module(text, [d, i], REFERENCE_OPTIONS).outputs
+    got = npref.evaluate_module(text, [d, i])
+    assert not got.fallbacks, got.fallbacks
+    for k, (a, w) in enumerate(zip(got.outputs, want, strict=True)):
+        assert a.dtype == np.asarray(w).dtype, k
+        np.testing.assert_array_equal(a, np.asarray(w), err_msg=f"output {k}")

@@ -74,7 +74,7 @@ def test_numpy_reproduces_xla_eager_per_op(name: str, dtype: str) -> None:
         assert not any(claimed(g) for g in (single_op(name, dtype, seed=s) for s in (0, 1)) if g)
 
 
-PROGRAMS = GeneratorSpec(minOps=2, maxOps=16, dtypes=["f32", "bf16", "f16", "f64", "s32", "u8", "bool"])
+PROGRAMS = GeneratorSpec(version=1, minOps=2, maxOps=16, dtypes=["f32", "bf16", "f16", "f64", "s32", "u8", "bool"])
 
 
 @pytest.mark.parametrize("special", [False, True])

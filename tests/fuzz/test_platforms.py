@@ -23,7 +23,7 @@ MODULE = """module @m {
 
 
 def _spec(targets: list) -> object:
-    return parse_spec({"seed": 3, "generator": {"minOps": 2, "maxOps": 4}, "targets": targets,
+    return parse_spec({"seed": 3, "generator": {"version": 1, "minOps": 2, "maxOps": 4}, "targets": targets,
                        "budget": {"programs": 2}, "workers": 1, "bisect": {"enabled": False}})
 
 

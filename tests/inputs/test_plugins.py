@@ -69,7 +69,7 @@ def test_a_plugin_that_breaks_on_some_programs_is_a_plugin_error_not_a_finding(t
     for name, result in (("text.py", "'HloModule m'"), ("garbage.py", "b'garbage'")):
         (tmp_path / name).write_text("def transform(proto):\n"
                                      f"    return None if b'xla_sentinel_probe' in proto else {result}\n")
-    spec = parse_spec({"seed": 1, "generator": {"maxOps": 4, "dtypes": ["f32"]}, "targets": ["default"],
+    spec = parse_spec({"seed": 1, "generator": {"version": 1, "maxOps": 4, "dtypes": ["f32"]}, "targets": ["default"],
                        "references": ["f64_jit"], "budget": {"programs": 2}, "workers": 1,
                        "bisect": {"enabled": False}})
     for name in ("text.py", "garbage.py"):

@@ -89,7 +89,7 @@ def _campaign(out: Path) -> None:
         "seed": 3, "workers": 1, "targets": ["default"], "references": ["f64_numpy", "eager"],
         # exp is what fusion_bf16_rounding corrupts here; seed 3 finds it in two programs
         # and bisects the first.
-        "generator": {"minOps": 4, "maxOps": 8, "dtypes": ["f32"], "ops": ["exp", "add", "mul", "sub"],
+        "generator": {"version": 1, "minOps": 4, "maxOps": 8, "dtypes": ["f32"], "ops": ["exp", "add", "mul", "sub"],
                       "maxDimSize": 8, "specialValues": 0.0},
         "budget": {"programs": 4}, "bisect": {"enabled": True, "perSignature": 1},
     })

@@ -29,3 +29,16 @@ def test_values_are_escaped() -> None:
 def test_no_signatures_and_no_findings_say_so() -> None:
     text = render_page(Page(title="t", source="s", generated="2026-01-01T00:00:00+00:00"))
     assert "No bug signatures." in text and "No findings yet." in text
+
+
+def test_kernel_decisions_section_lists_reached_and_never_reached() -> None:
+    page = Page(title="t", source="s", generated="2026-01-01T00:00:00+00:00",
+                decisions=[("fusion:ynn", "a <YNNPACK> fusion", 3), ("fusion:onednn", "oneDNN", 0)],
+                decisions_with_hlo=5)
+    text = render_page(page)
+    assert '<h2 id="kernel-decisions">Kernel decisions</h2>' in text
+    assert "1 of 2 reached, in the first target's optimized HLO of 5 programs" in text
+    assert '<tr data-decision="fusion:ynn"><td>fusion:ynn</td><td>a &lt;YNNPACK&gt; fusion</td><td class="n">3</td>' in text
+    assert '<tr data-decision="fusion:onednn"><td>fusion:onednn</td><td>oneDNN</td><td class="n empty">never</td>' in text
+    # No decisions (a page of the operator's namespace view): no section.
+    assert "kernel-decisions" not in render_page(Page(title="t", source="s", generated="2026-01-01T00:00:00+00:00"))

@@ -20,7 +20,7 @@ from xla_sentinel.spec.campaign import DTYPES, SHAPE_FAMILIES, GeneratorSpec
 from xla_sentinel.xla import compiler, hlo
 
 pytestmark = pytest.mark.usefixtures("x64")
-SHAPES = GeneratorSpec(dtypes=list(DTYPES), maxOps=12, shapes=list(SHAPE_FAMILIES))
+SHAPES = GeneratorSpec(version=1, dtypes=list(DTYPES), maxOps=12, shapes=list(SHAPE_FAMILIES))
 CONFIGS = {"default": {}, "O0": {"xla_backend_optimization_level": 0},
            "no_fusion_emitters": {"xla_cpu_use_fusion_emitters": False}}
 
@@ -88,19 +88,19 @@ def test_scatter_add_drops_rows_outside_the_operand_and_adds_repeated_ones() -> 
 
 
 def test_shapes_are_drawn_only_where_the_campaign_names_them() -> None:
-    plain = GeneratorSpec(dtypes=list(DTYPES), maxOps=12)
+    plain = GeneratorSpec(version=1, dtypes=list(DTYPES), maxOps=12)
     families: set[str] = set()
     for index in range(60):
         assert not any(n.family for n in generate(2, index, plain).nodes)
         families |= {n.family for n in generate(2, index, SHAPES).nodes if n.family}
     assert families == set(SHAPE_FAMILIES) - {"multi_output"}
-    only_loops = GeneratorSpec(dtypes=["f32"], maxOps=12, shapes=["loops"])
+    only_loops = GeneratorSpec(version=1, dtypes=["f32"], maxOps=12, shapes=["loops"])
     drawn = {n.family for i in range(30) for n in generate(2, i, only_loops).nodes}
     assert drawn == {None, "loops"}
 
 
 def test_high_ranks_have_size_one_dimensions_and_compile() -> None:
-    spec = GeneratorSpec(dtypes=["f32", "bf16", "s32"], maxOps=8, maxRank=8)
+    spec = GeneratorSpec(version=1, dtypes=["f32", "bf16", "s32"], maxOps=8, maxRank=8)
     high = 0
     for index in range(40):
         graph = generate(4, index, spec)
@@ -120,7 +120,7 @@ def test_high_ranks_have_size_one_dimensions_and_compile() -> None:
 
 
 def test_multi_output_opening_returns_a_value_it_also_fuses_into_consumers() -> None:
-    spec = GeneratorSpec(dtypes=["f32", "bf16"], maxOps=6, shapes=["multi_output"])
+    spec = GeneratorSpec(version=1, dtypes=["f32", "bf16"], maxOps=6, shapes=["multi_output"])
     multi_fusions = 0
     opened = 0
     for index in range(40):

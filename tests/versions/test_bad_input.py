@@ -77,7 +77,7 @@ def test_an_option_the_targets_own_release_does_not_know_is_one_error_at_campaig
     from xla_sentinel.cli import main as cli
     from xla_sentinel.judge.targets import release_option_errors
 
-    spec = {"generator": {"minOps": 2, "maxOps": 4}, "budget": {"programs": 1}, "workers": 1,
+    spec = {"generator": {"version": 1, "minOps": 2, "maxOps": 4}, "budget": {"programs": 1}, "workers": 1,
             "targets": [{"name": "ftz", "options": {"xla_cpu_ftz": False}},
                         {"name": "old_ftz", "jaxlib": with_old_env.jaxlib, "options": {"xla_cpu_ftz": False}}]}
     campaign = tmp_path / "campaign.yaml"

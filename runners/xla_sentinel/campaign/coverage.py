@@ -5,7 +5,9 @@ programs, StableHLO op names for replayed and corpus modules), producer -> consu
 pairs, the dtypes and ranks of every value, the special-value kinds present in its
 inputs, and what XLA did with it in the default target's optimized HLO: fusions by kind
 (kLoop, kInput, kOutput, kCustom, and ynn for YNNPACK custom fusions) and which HLO
-opcodes ended up inside a fusion of each kind (`fused`, e.g. "kLoop:transpose").
+opcodes ended up inside a fusion of each kind (`fused`, e.g. "kLoop:transpose"), and
+which of XLA:CPU's kernel decisions it reached (`kernel_decisions`, the KERNEL_DECISIONS
+table: fusion kinds with YNNPACK and oneDNN, emitter paths, thunks, in-place buffers).
 Which passes changed the module is measured on a sample only (see `PASS_SAMPLE_EVERY`):
 it costs one extra compile per pass.
 
@@ -34,7 +36,7 @@ FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom", "ynn")
 SPECIAL_KINDS = ("nan", "inf", "neg_zero", "subnormal", "huge", "tie_half", "int_min", "int_max")
 # Coverage counters a campaign sums; each maps a key to the number of programs that had it.
 SECTIONS = ("ops", "op_pairs", "dtypes", "ranks", "special", "fusion_kinds", "fused", "passes_changed",
-            "shapes")
+            "shapes", "kernel_decisions")
 # Ranks above what the op table was first written for (the rank 7-8 bugs).
 HIGH_RANK = 6
 
@@ -43,6 +45,44 @@ HIGH_RANK = 6
 PASSES = ("algsimp", "fusion", "cse", "dce", "constant_folding", "tree_reduction_rewriter",
           "dot-library-rewriter")
 PASS_SAMPLE_EVERY = 32
+
+# XLA:CPU's kernel decisions, as its optimized HLO shows them (kernel_decisions): one table,
+# read by summary.json, the HTML report and the guide. Each is reached by a program whose
+# first target's optimized HLO holds it at least once.
+KERNEL_DECISIONS: dict[str, str] = {
+    "fusion:kLoop": "a loop fusion (elementwise emitter)",
+    "fusion:kInput": "an input fusion (reduction emitter)",
+    "fusion:kOutput": "an output fusion (a consumer fused into a dot or conv)",
+    "fusion:ynn": "a kCustom __ynn_fusion: YNNPACK (dots, reductions of 4,096 elements and more)",
+    "fusion:onednn": "a kCustom __onednn_fusion: oneDNN",
+    "fusion:xnn": "a kCustom __xnn_fusion: XNNPACK",
+    "fusion:multi_output": "a fusion with a tuple-shaped root (multi-output fusion)",
+    "fusion:wrapped": "one op alone in a fusion (wrapped_*: emitted on its own)",
+    "emitter:parallel": "a fusion split into parallel partitions (outer_dimension_partitions)",
+    "emitter:reduce": "a reduce emitted inside a loop or input fusion",
+    "emitter:tree_reduction": "a reduction rewritten into reduce-window steps (tree_reduction_rewriter)",
+    "emitter:dynamic_update_slice": "a fusion rooted at a dynamic-update-slice (emitted in place)",
+    "emitter:scatter": "a fusion rooted at a scatter",
+    "emitter:concatenate": "a fusion rooted at a concatenate",
+    "emitter:transpose": "a transpose inside a fusion",
+    "thunk:dot": "a dot left to the runtime's dot thunk (Eigen), not fused",
+    "thunk:convolution": "a convolution thunk",
+    "thunk:sort": "a sort thunk",
+    "thunk:while": "a while loop kept as a loop (not unrolled)",
+    "thunk:conditional": "a conditional",
+    "thunk:custom_call": "a custom call (TopK, oneDNN ops)",
+    "thunk:onednn": "a oneDNN custom call (__onednn$matmul, convolution, layernorm, softmax)",
+    "thunk:collective": "a collective: all-reduce, all-gather, all-to-all, reduce-scatter, collective-permute",
+    "buffer:io_alias": "input_output_alias: an output takes over a donated input's buffer",
+    "buffer:in_place_update": "a dynamic-update-slice or scatter writes into its operand's buffer (no copy first)",
+    "buffer:copy_protect": "a copy protects a value before an in-place update (copy insertion)",
+}
+_CUSTOM_FUSIONS = {"__ynn_fusion": "fusion:ynn", "__onednn_fusion": "fusion:onednn",
+                   "__xnn_fusion": "fusion:xnn"}
+_COLLECTIVES = ("all-reduce", "all-gather", "all-to-all", "reduce-scatter", "collective-permute",
+                "all-reduce-start", "all-gather-start", "collective-permute-start")
+_IN_PLACE = ("dynamic-update-slice", "scatter")
+_IO_ALIAS = re.compile(r"input_output_alias=\{\s*\{")
 
 _STABLEHLO_OP = re.compile(r"=\s*\"?((?:stablehlo|chlo)\.[\w.]+)")
 
@@ -135,7 +175,71 @@ def hlo_coverage(hlo_text: str) -> dict[str, Any]:
         for instr in module.computation(body):
             if instr.opcode not in ("parameter", "constant"):
                 fused.add(f"{kind}:{instr.opcode}")
-    return {"fusion_kinds": kinds, "fused": sorted(fused)}
+    return {"fusion_kinds": kinds, "fused": sorted(fused), "kernel_decisions": kernel_decisions(hlo_text)}
+
+
+def kernel_decisions(hlo_text: str) -> list[str]:
+    """The KERNEL_DECISIONS an optimized HLO module reached, sorted.
+
+    In-place buffers are read from the module as XLA:CPU emits it: a dynamic-update-slice
+    or scatter (bare, or the root of its fusion) whose updated operand is a `copy` was
+    protected by copy insertion, any other updates its operand's buffer in place (buffer
+    assignment shares the two when nothing reads the operand later)."""
+    module = hlo.parse(hlo_text)
+    found: set[str] = set()
+    header = hlo_text.split("\n", 1)[0]
+    if _IO_ALIAS.search(header):
+        found.add("buffer:io_alias")
+    bodies = module.fusion_bodies()
+    for comp, instr in module.instructions():
+        if comp.name in bodies:
+            body_kind = bodies[comp.name].fusion_kind
+            if instr.opcode == "reduce" and body_kind in ("kLoop", "kInput"):
+                found.add("emitter:reduce")
+            if instr.opcode == "transpose":
+                found.add("emitter:transpose")
+            continue
+        op = instr.opcode
+        if op == "fusion":
+            kind = instr.fusion_kind or ""
+            found.add(_CUSTOM_FUSIONS.get(instr.custom_fusion_kind or "", f"fusion:{kind}"))
+            if instr.shape_text.startswith("("):
+                found.add("fusion:multi_output")
+            if instr.name.startswith("wrapped_"):
+                found.add("fusion:wrapped")
+            if re.search(r'"outer_dimension_partitions":\["', instr.attr("backend_config") or ""):
+                found.add("emitter:parallel")
+            callee = next((c for k, c in instr.callees() if k == "calls"), None)
+            root = module.computation(callee).root.opcode if callee else ""
+            if root == "reduce-window":
+                found.add("emitter:tree_reduction")
+            if root in ("dynamic-update-slice", "scatter", "concatenate"):
+                found.add(f"emitter:{root.replace('-', '_')}")
+            if root in _IN_PLACE:
+                found.add(_in_place(comp, instr))
+        elif op in _IN_PLACE:
+            found.add(_in_place(comp, instr))
+        elif op == "reduce-window":
+            found.add("emitter:tree_reduction")
+        elif op in ("dot", "convolution", "sort", "while", "conditional"):
+            found.add(f"thunk:{op}")
+        elif op == "custom-call":
+            target = instr.attr("custom_call_target") or ""
+            found.add("thunk:onednn" if "__onednn$" in target else "thunk:custom_call")
+        elif op in _COLLECTIVES:
+            found.add("thunk:collective")
+    return sorted(found & set(KERNEL_DECISIONS))
+
+
+def _in_place(comp: hlo.Computation, instr: hlo.Instruction) -> str:
+    """copy_protect when an operand of the update is a copy, else in_place_update."""
+    for name in instr.operands:
+        try:
+            if comp.get(name).opcode == "copy":
+                return "buffer:copy_protect"
+        except KeyError:
+            continue
+    return "buffer:in_place_update"
 
 
 def program_coverage(graph: Graph | None, module: str, inputs: Iterable[np.ndarray],
@@ -164,7 +268,7 @@ class Coverage:
         self.programs += 1
         for s in ("ops", "op_pairs", "fusion_kinds"):
             self.sections[s].update(cov.get(s, {}))
-        for s in ("dtypes", "ranks", "special", "fused", "passes_changed", "shapes"):
+        for s in ("dtypes", "ranks", "special", "fused", "passes_changed", "shapes", "kernel_decisions"):
             self.sections[s].update(str(k) for k in cov.get(s, []))
         if "fusion_kinds" in cov:
             self.with_hlo += 1
@@ -177,6 +281,15 @@ class Coverage:
         for s, c in self.sections.items():
             out[s] = dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
         return out
+
+
+def decisions_summary(cov: Coverage) -> dict[str, Any]:
+    """summary.json `kernel_decisions`: programs (with HLO) that reached each decision of
+    KERNEL_DECISIONS, in table order, and the decisions no program reached."""
+    seen = cov.sections["kernel_decisions"]
+    return {"programs_with_hlo": cov.with_hlo,
+            "reached": {d: seen[d] for d in KERNEL_DECISIONS if seen[d]},
+            "not_reached": [d for d in KERNEL_DECISIONS if not seen[d]]}
 
 
 def total(stats: Iterable[dict[str, Any]]) -> Coverage:

@@ -19,7 +19,7 @@ from xla_sentinel.campaign.guide import Guide
 from xla_sentinel.core.program import Program
 from xla_sentinel.judge.assess import Assessment, Slot
 from xla_sentinel.programs import units
-from xla_sentinel.spec.campaign import CampaignSpec
+from xla_sentinel.spec.campaign import CampaignSpec, resolve_generator
 from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
 from xla_sentinel.worker.protocol import (
     Generate,
@@ -53,7 +53,7 @@ class ProgramSources:
         self.out = out
         self.trace_units = units.trace_units(spec.traces, spec.mutations)
         self.corpus_units = units.corpus_units(spec.corpus)  # after the trace units
-        self.guide = Guide(spec.seed) if spec.generator.guided else None
+        self.guide = Guide(spec.seed, decisions=spec.generator.version >= 2) if spec.generator.guided else None
 
     @property
     def file_units(self) -> int:
@@ -118,7 +118,7 @@ class ProgramSources:
     def _generate(self, slot: Slot, idx: int) -> Program | None:
         special = np.random.default_rng([self.spec.seed, idx, 0x5BEC]).random() < self.spec.generator.specialValues
         bias = self.guide.bias(idx) if self.guide else None
-        req = Generate(self.spec.seed, idx, asdict(self.spec.generator), bool(special), bias)
+        req = Generate(self.spec.seed, idx, asdict(resolve_generator(self.spec)), bool(special), bias)
         try:
             reply = slot.programs.call(req, self.spec.timeouts.programSeconds)
         except (WorkerDied, WorkerHung, RequestFailed) as e:

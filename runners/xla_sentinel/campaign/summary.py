@@ -62,6 +62,8 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         "trace_errors": store.programs_with_status("trace_error"),
         "corpus_errors": store.programs_with_status("corpus_error"),
         "coverage": coverage.total(stored).to_json(),
+        # Which of XLA:CPU's kernel decisions (coverage.KERNEL_DECISIONS) the campaign reached.
+        "kernel_decisions": coverage.decisions_summary(coverage.total(stored)),
         # Time the worker processes spent in jax/XLA against the slots' wall time: what
         # is left is the harness (pipes, pickling, the oracle, the store).
         "worker_seconds": round(worker_s, 2),

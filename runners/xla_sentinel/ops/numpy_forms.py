@@ -195,18 +195,24 @@ def np_nextafter(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.nextafter(x, y)
 
 
-def np_convert(x: np.ndarray, dtype: str) -> np.ndarray:
+def np_convert(x: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
     """lax.convert_element_type: floats round to nearest even (ml_dtypes for bf16), a
     float to an integer truncates, saturates at the integer's range and maps NaN to 0;
-    anything to bool is `!= 0` (NaN is true); integers wrap."""
-    dt = NP_DTYPES[dtype]
+    anything to bool is `!= 0` (NaN is true); integers wrap. `dtype`: a program dtype's
+    name, or a numpy dtype (the wider index integers a module can hold, s16 to u64)."""
+    dt = NP_DTYPES[dtype] if isinstance(dtype, str) else np.dtype(dtype)
     x = np.asarray(x)
     if dt == np.bool_:
         return x != 0
     if np_is_float(x) and dt.kind in "iu":
         info = np.iinfo(dt)
-        v = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0, posinf=info.max, neginf=info.min)
-        return np.clip(v, info.min, info.max).astype(dt)
+        v = np.trunc(x.astype(np.float64))
+        # Compared in float64, where 2**(bits-1) (2**bits unsigned) is exact although the
+        # integer's max is not for 64 bits: clipping to float(max) would round up to 2**63
+        # and overflow the cast.
+        high, low = v >= float(info.max) + 1, v < float(info.min)
+        safe = np.where(high | low | np.isnan(v), 0, v).astype(dt)
+        return np.where(high, dt.type(info.max), np.where(low, dt.type(info.min), safe))
     if x.dtype == BF16 or x.dtype.kind in "iub":
         x = x.astype(np.float64) if dt.kind == "f" or dt == BF16 else x
     with np.errstate(over="ignore"):

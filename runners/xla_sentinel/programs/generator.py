@@ -42,6 +42,20 @@ BUFFER_OPS = ("dynamic_update_slice", "scatter", "loop_dus", "loop_scatter_add",
               "while_loop", "scan")
 # Ranks the op table was written for; above it (maxRank up to 8) dimensions are mostly 1.
 BASE_RANK = 5
+# Version 2: a LARGE_P share of programs (its own stream) is sized past where XLA:CPU
+# changes kernels: YNNPACK reductions from 4,096 elements, parallel loop partitions of big
+# outputs, batches of 16,385 rows and more (the NaN-dropping max reduction lived there).
+# They hold a few cheap ops only (elementwise, conversions, reductions), so a campaign's
+# throughput stays that of small programs.
+LARGE_P = 0.05
+LARGE_SHAPES = ((4096,), (4097,), (64, 64), (8192,), (4099, 3), (16385,), (16385, 2),
+                (16385, 4), (2, 16385), (32768,), (65536,))
+LARGE_MAX_ELEMENTS = 1 << 17
+LARGE_MAX_OPS = 6
+LARGE_CATEGORIES = ("elementwise", "conversion", "reduction")
+# Reductions whose cost grows with the window (a cumulative op is a scan over the whole
+# axis, a reduce_window's window may be as long as the axis): not at these sizes.
+LARGE_EXCLUDED = ("cumsum", "cumprod", "cummax", "cummin", "reduce_window")
 
 
 class _Builder:
@@ -52,6 +66,7 @@ class _Builder:
         self.spec = spec
         self.max_rank = spec.maxRank
         self.max_dim = spec.maxDimSize
+        self.max_elements = MAX_ELEMENTS
         self.graph = Graph()
         self.vals: list[Val] = []
         # Values returned whatever consumes them later (idioms that need both outputs).
@@ -105,7 +120,7 @@ class _Builder:
             return False
         # Empty results (a VALID conv with a window dilated past its input) are legal, but
         # every planner downstream draws sizes from 1..d.
-        if math.prod(out.shape) > MAX_ELEMENTS or len(out.shape) > max(BASE_RANK, self.max_rank) \
+        if math.prod(out.shape) > self.max_elements or len(out.shape) > max(BASE_RANK, self.max_rank) \
                 or 0 in out.shape:
             self.rollback(mark)
             return False
@@ -171,7 +186,7 @@ def _state_update(b: _Builder, spec: GeneratorSpec) -> None:
     the old value's reader is scheduled after it).
     """
     dus = OPS["dynamic_update_slice"]
-    allowed = {op.name for op in ops_for(b.vals[0].dtype, spec.ops, spec.excludeOps, spec.shapes)}
+    allowed = {op.name for op in ops_for(b.vals[0].dtype, spec.ops, spec.excludeOps, spec.families())}
     source = b.vals[0]
     if dus.name not in allowed or source.rank == 0 or not b.try_op(dus, source):
         return
@@ -190,7 +205,7 @@ def _multi_output(b: _Builder, spec: GeneratorSpec) -> None:
     consumers (the aliased multi-output fusions of real bugs). Random growth rarely
     returns a value it also reads."""
     source = b.vals[0]
-    candidates = ops_for(source.dtype, spec.ops, spec.excludeOps, spec.shapes)
+    candidates = ops_for(source.dtype, spec.ops, spec.excludeOps, spec.families())
     producers = [op for op in candidates if op.category == "elementwise"]
     readers = [op for op in candidates if op.category in ("elementwise", "reduction")]
     for _ in range(MAX_TRIES):
@@ -220,7 +235,7 @@ def _buffers(b: _Builder, spec: GeneratorSpec) -> bool:
         return False
     source = ranked[0]
     allowed = [OPS[n] for n in BUFFER_OPS
-               if OPS[n] in ops_for(source.dtype, spec.ops, spec.excludeOps, (*spec.shapes, "loops"))]
+               if OPS[n] in ops_for(source.dtype, spec.ops, spec.excludeOps, (*spec.families(), "loops"))]
     placed = 0
     for _ in range(int(b.rng.integers(2, 4))):
         for _ in range(MAX_TRIES):
@@ -232,6 +247,31 @@ def _buffers(b: _Builder, spec: GeneratorSpec) -> bool:
                 placed += 1
                 break
     return placed > 0
+
+
+def large_drawn(seed: int, index: int, spec: GeneratorSpec, boost: float = 1.0) -> bool:
+    """Whether program `index` is a large one (version 2, LARGE_P times the guide's boost)."""
+    return spec.version >= 2 and spec.minOps <= LARGE_MAX_OPS and \
+        np.random.default_rng([seed, index, 0x1A26]).random() < LARGE_P * boost
+
+
+def _family_weights(candidates: Sequence[OpDef], spec: GeneratorSpec) -> list[float] | None:
+    """Per-candidate weights of the families' ops against the plain ones (1), or None when
+    all weigh 1: the unweighted draw is the one version 1 makes."""
+    weights = [1.0 if c.family is None else spec.family_weight(c.family) or 1.0 for c in candidates]
+    return None if all(w == 1.0 for w in weights) else weights
+
+
+def _large(b: _Builder, spec: GeneratorSpec, dtype_w: list[float] | None) -> None:
+    """Open a large program: one input of a LARGE_SHAPES size (cut to maxRank by folding
+    leading dimensions, so a maxRank 0 campaign stays scalar)."""
+    shape = LARGE_SHAPES[int(b.rng.integers(len(LARGE_SHAPES)))]
+    while len(shape) > spec.maxRank:
+        shape = shape[1:] if len(shape) == 1 else (shape[0] * shape[1], *shape[2:])
+    b.max_elements = LARGE_MAX_ELEMENTS
+    dtype = str(b.rng.choice(spec.dtypes)) if dtype_w is None \
+        else spec.dtypes[_pick(b.rng, len(spec.dtypes), dtype_w)]
+    b.new_input(shape, dtype)
 
 
 def _donate(graph: Graph, seed: int, index: int) -> None:
@@ -262,8 +302,13 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
     b = _Builder(rng, spec)
     dtype_w = [bias["dtypes"].get(d, 1.0) for d in spec.dtypes] if "dtypes" in bias else None
     in_place = False
+    # Version 2's large programs: decided from a stream of their own, so the others are
+    # what they would be without them.
+    large = "prefix" not in bias and large_drawn(seed, index, spec, bias.get("large", 1.0))
     if "prefix" in bias:
         _resume(b, bias["prefix"], bias["keep"])
+    elif large:
+        _large(b, spec, dtype_w)
     else:
         for _ in range(int(rng.integers(1, 3))):
             shape = b.shape()
@@ -273,28 +318,34 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
         # Its own stream decides, so the other programs stay what they were.
         if np.random.default_rng([seed, index, 0x0D05]).random() < STATE_UPDATE_P:
             _state_update(b, spec)
-        elif "multi_output" in spec.shapes and \
-                np.random.default_rng([seed, index, 0x3F0]).random() < MULTI_OUTPUT_P:
+        elif "multi_output" in spec.families() and np.random.default_rng([seed, index, 0x3F0]).random() \
+                < MULTI_OUTPUT_P * spec.family_weight("multi_output"):
             _multi_output(b, spec)
         # After the other openings' draws, from its own stream: campaigns without the
         # buffers shape keep their programs.
-        if "buffers" in spec.shapes and not b.graph.nodes and \
-                np.random.default_rng([seed, index, 0xB0F]).random() < BUFFERS_P:
+        if "buffers" in spec.families() and not b.graph.nodes and \
+                np.random.default_rng([seed, index, 0xB0F]).random() < BUFFERS_P * spec.family_weight("buffers"):
             in_place = _buffers(b, spec)
     target = max(_n_ops(rng, spec), min(len(b.graph.nodes) + 1, spec.maxOps))
+    if large:
+        target = min(target, LARGE_MAX_OPS)
     op_w, pair_w = bias.get("ops"), bias.get("pairs", {})
     failures = 0
     while len(b.graph.nodes) < target and failures < MAX_TRIES * target:
         # Prefer recent values: deep chains give XLA something to fuse.
         recent = b.vals[-4:] if rng.random() < 0.7 else b.vals
         primary = recent[int(rng.integers(len(recent)))]
-        candidates = ops_for(primary.dtype, spec.ops, spec.excludeOps, spec.shapes)
-        weights = None
+        candidates = ops_for(primary.dtype, spec.ops, spec.excludeOps, spec.families())
+        if large:
+            candidates = [c for c in candidates if c.category in LARGE_CATEGORIES and c.family is None
+                          and c.name not in LARGE_EXCLUDED]
+        weights = _family_weights(candidates, spec)
         if op_w is not None and candidates:
             node = b.graph.producer(primary.id)
             producer = node.op if node is not None else "input"
-            weights = [op_w.get(c.name, 1.0) * pair_w.get(f"{producer}>{c.name}", 1.0)
-                       for c in candidates]
+            weights = [(1.0 if weights is None else weights[i])
+                       * op_w.get(c.name, 1.0) * pair_w.get(f"{producer}>{c.name}", 1.0)
+                       for i, c in enumerate(candidates)]
         if not candidates or not b.try_op(candidates[_pick(rng, len(candidates), weights)], primary):
             failures += 1
     used = {a for n in b.graph.nodes for a in n.args}
@@ -302,7 +353,8 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
     outputs = sinks[-4:] if sinks else [b.vals[-1].id]
     b.graph.outputs = b.pinned + [v for v in outputs if v not in b.pinned]
     annotate(b.graph)
-    _partition(b.graph, seed, index, spec)
+    if not large:
+        _partition(b.graph, seed, index, spec)
     if in_place:
         _donate(b.graph, seed, index)
     return b.graph
@@ -310,10 +362,11 @@ def generate(seed: int, index: int, spec: GeneratorSpec, bias: dict[str, Any] | 
 
 def _partition(graph: Graph, seed: int, index: int, spec: GeneratorSpec) -> None:
     """Give a `spec.sharded` share of programs an SPMD plan on `spec.devices` devices."""
-    if spec.devices < 2:
+    devices = spec.device_count()
+    if devices < 2:
         return
     # Its own stream decides, so the graphs stay those of the unsharded campaign.
     rng = np.random.default_rng([seed, index, 0x5BD])
-    if rng.random() < spec.sharded:
+    if rng.random() < spec.sharded_share():
         from xla_sentinel.programs import spmd
-        graph.sharding = spmd.plan(graph, spec.devices, rng, tuple(spec.partitioners))
+        graph.sharding = spmd.plan(graph, devices, rng, tuple(spec.partitioners))

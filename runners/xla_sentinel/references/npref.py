@@ -420,14 +420,14 @@ class _Evaluator:
 
     def op_stablehlo_convert(self, o: Any, args: list) -> np.ndarray:
         source, target = self.dtype_of(o.operands[0]), self.dtype_of(o.results[0])
-        if target not in NP_DTYPES:
+        if target not in NP_DTYPES and target not in EXTRA_DTYPES:
             raise Unsupported("convert to " + target)
         # Between f64 and f32 (or bf16) XLA:CPU converts with a float instruction under
         # DAZ and FTZ (F32_RANGE_CONVERTS): an operand below f32's smallest normal number
         # is a zero of its sign (FTZ decides before rounding: -0.999 * tiny gives -0).
         if {source, target} in F32_RANGE_CONVERTS:
             return nf.np_convert(_flush_below_f32(args[0]), target)
-        return nf.np_convert(args[0], target)
+        return nf.np_convert(args[0], _np_dtype(target))
 
     def op_stablehlo_bitcast_convert(self, o: Any, args: list) -> np.ndarray:
         src = self.own(args[0], o.operands[0])

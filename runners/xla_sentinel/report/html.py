@@ -43,6 +43,8 @@ class SignatureRow:
     versions: str | None = None
     # The configurations the bug shows in (one signature for one bug: campaign/recording.py).
     configurations: tuple[str, ...] = ()
+    # A cure the agents' gate verified (docs/agents.md), kept in the store's fixes table.
+    verified_fix: str | None = None
 
 
 def versions_note(introduced_in: str | None, last_good: str | None, verification: str | None,
@@ -93,6 +95,10 @@ class Page:
     tables: dict[str, dict[str, int]] = field(default_factory=dict)  # title -> key -> count
     coverage: dict[str, dict[str, int]] = field(default_factory=dict)  # title -> key -> count
     lists: dict[str, list[str]] = field(default_factory=dict)  # title -> names (ops never drawn)
+    # XLA:CPU kernel decisions (campaign/coverage.py KERNEL_DECISIONS): (decision, what it
+    # is, programs that reached it), every decision of the table, reached or not.
+    decisions: list[tuple[str, str, int]] = field(default_factory=list)
+    decisions_with_hlo: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -231,7 +237,8 @@ def _signature_row(s: SignatureRow) -> str:
     detail = " ".join(filter(None, [f"configurations {', '.join(shown_in)}" if shown_in
                                     else f"target {s.target}" if s.target else "",
                                     f"fusion {s.fusion_kind}" if s.fusion_kind else "",
-                                    f"({s.versions})" if s.versions else ""]))
+                                    f"({s.versions})" if s.versions else "",
+                                    f"verified cure: {s.verified_fix}" if s.verified_fix else ""]))
     cells = [f'<td><code>{_e(s.id)}</code></td>',
              f'<td class="verdict" style="color:{VERDICT_COLOURS.get(s.verdict, "inherit")}">'
              f"{_e(s.verdict)}</td>",
@@ -253,6 +260,20 @@ def _table(counts: dict[str, int], key: str = "key", top_n: int = TOP) -> str:
     if not items:
         rows = '<tr><td class="empty">(none)</td><td class="n">0</td></tr>'
     return f"<table><tr><th>{_e(key)}</th><th>count</th></tr>{rows}</table>"
+
+
+def _decisions(page: Page) -> str:
+    """The kernel-decision table: reached ones with their program counts, the others marked."""
+    reached = sum(1 for *_, n in page.decisions if n)
+    rows = "".join(
+        f'<tr data-decision="{_e(d)}"><td>{_e(d)}</td><td>{_e(what)}</td>'
+        + (f'<td class="n">{n}</td></tr>' if n else '<td class="n empty">never</td></tr>')
+        for d, what, n in page.decisions)
+    return ('<h2 id="kernel-decisions">Kernel decisions</h2>'
+            f'<p class="meta">{reached} of {len(page.decisions)} reached, in the first target\'s '
+            f"optimized HLO of {page.decisions_with_hlo} programs</p>"
+            '<table id="decision-table"><tr><th>decision</th><th>what</th><th>programs</th></tr>'
+            f"{rows}</table>")
 
 
 def render_page(page: Page) -> str:
@@ -304,6 +325,8 @@ def render_page(page: Page) -> str:
         out.append("</div>")
     for title, names in page.lists.items():
         out.append(f"<h3>{_e(title)} ({len(names)})</h3><p>{_e(', '.join(names) or '(none)')}</p>")
+    if page.decisions:
+        out.append(_decisions(page))
     if page.coverage:
         out.append('<h2 id="coverage">Coverage</h2><div class="grid">')
         out += [f"<div><h3>{_e(t)}</h3>{bars_svg(c, t, width=440)}</div>"

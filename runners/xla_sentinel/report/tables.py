@@ -26,7 +26,7 @@ from xla_sentinel.core.program import ProgramError
 from xla_sentinel.report.html import Event, Page, SignatureRow, render_page, versions_note
 from xla_sentinel.spec.campaign import OP_NAMES
 from xla_sentinel.storage import objects as storage
-from xla_sentinel.storage.store import read_signatures
+from xla_sentinel.storage.store import read_fixes, read_signatures
 
 TOP = 15
 SECTION_TITLES = {
@@ -146,12 +146,14 @@ def _href(target: Path, page_dir: Path) -> str:
 
 def signature_rows(folder: Path, signatures: list[Signature], page_dir: Path,
                    store_uri: str | None = None,
-                   configurations: dict[str, list[str]] | None = None) -> list[SignatureRow]:
+                   configurations: dict[str, list[str]] | None = None,
+                   fixes: dict[str, dict[str, Any]] | None = None) -> list[SignatureRow]:
     """The page's rows: a signature's repro links to its bundle (or, not yet bisected, its
     first finding's folder) when that exists on disk, and to the bundle's issue text. For a
     campaign read from `store_uri` the repro is the stored bundle's URI, a link only where a
     browser can open it (http[s]); a gs:// or s3:// URI is shown as text. `configurations`:
-    per signature, the configurations its findings show in."""
+    per signature, the configurations its findings show in; `fixes`: the store's verified
+    cures (store.read_fixes)."""
     configurations = configurations or {}
     rows = []
     for s in signatures:
@@ -172,7 +174,8 @@ def signature_rows(folder: Path, signatures: list[Signature], page_dir: Path,
             fusion_kind=s.fusion_kind, dtype=s.dtype, repro=repro, repro_href=href,
             issue_href=issue_href, versions=versions_note(s.introduced_in, s.last_good,
                                                           s.verification, s.verification_jaxlib),
-            configurations=tuple(configurations.get(s.id, ()))))
+            configurations=tuple(configurations.get(s.id, ())),
+            verified_fix=(fixes or {}).get(s.id, {}).get("cure")))
     return rows
 
 
@@ -207,6 +210,7 @@ def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None 
     con = _open(folder)
     try:
         sigs = read_signatures(con)  # a store of an older schema too (read-only here)
+        fixes = read_fixes(con)
         events = [Event(t, v) for t, v in con.execute("SELECT time, verdict FROM findings ORDER BY time")]
         shown_in: dict[str, dict[str, None]] = {}
         for sig, target in con.execute("SELECT signature, target FROM findings ORDER BY time, rowid"):
@@ -225,10 +229,13 @@ def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None 
         title=f"xla-sentinel: campaign {name}", source=store_uri or str(folder.resolve()),
         generated=datetime.now(UTC).isoformat(timespec="seconds"),
         signatures=signature_rows(folder, sigs, page_dir, store_uri,
-                                  {sig: list(t) for sig, t in shown_in.items()}), events=events,
+                                  {sig: list(t) for sig, t in shown_in.items()}, fixes), events=events,
         throughput=_throughput(folder, programs, executions, sum(seconds)), program_seconds=seconds,
         tables=tables, lists=lists,
-        coverage={SECTION_TITLES[k]: cov[k] for k in SECTION_TITLES if cov.get(k)})
+        coverage={SECTION_TITLES[k]: cov[k] for k in SECTION_TITLES if cov.get(k)},
+        decisions=[(d, what, cov.get("kernel_decisions", {}).get(d, 0))
+                   for d, what in coverage.KERNEL_DECISIONS.items()],
+        decisions_with_hlo=cov.get("programs_with_hlo", 0))
 
 
 def html_report(folder: Path, path: Path | None = None) -> Path:
