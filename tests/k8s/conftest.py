@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from controlplane.cluster import ControlPlane
+from controlplane.jobset import JobSetController
 from controlplane.kit import (
     NOT_APPLIED,
     OPERATOR_SA,
@@ -116,6 +117,15 @@ def ns(control_plane: ControlPlane, api: Api) -> Iterator[str]:
     yield name
     # Nothing of the operator's holds it up (no finalizers: test_deletion.py).
     api.delete("v1/namespaces", None, name)
+
+
+
+@pytest.fixture
+def jobset(control_plane: ControlPlane, ns: str) -> Iterator[JobSetController]:
+    """JobSet's real controller and webhooks (tests/controlplane/jobset.py), for `ns`."""
+    controller = JobSetController(control_plane, [ns]).start()
+    yield controller
+    controller.stop()
 
 
 @pytest.fixture

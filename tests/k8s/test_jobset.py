@@ -11,24 +11,16 @@ a kubelet would."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from controlplane.jobset import JobSetController, built
+from controlplane.jobset import built
 
 pytestmark = pytest.mark.skipif(not built(), reason="JobSet not built: run `make control-plane`")
 
 JOBSETS = "jobset.x-k8s.io/v1alpha2/jobsets"
 NODEPOOL = "cloud.google.com/gke-nodepool"
 HOSTS = 4
-
-
-@pytest.fixture
-def jobset(control_plane, ns) -> Iterator[JobSetController]:
-    controller = JobSetController(control_plane, [ns]).start()
-    yield controller
-    controller.stop()
 
 
 def slice_jobset(name: str) -> dict[str, Any]:

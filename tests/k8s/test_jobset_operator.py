@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from controlplane.jobset import JobSetController, built
+from controlplane.jobset import built
 from xla_sentinel_operator import desired, jobsets
 from xla_sentinel_operator.kube import path
 
@@ -33,13 +33,6 @@ pytestmark = pytest.mark.skipif(not built(), reason="JobSet not built: run `make
 
 V6E_4X4 = {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "4x4", "count": 4}
 HOSTS = 4
-
-
-@pytest.fixture
-def jobset(control_plane, ns) -> Iterator[JobSetController]:
-    controller = JobSetController(control_plane, [ns]).start()
-    yield controller
-    controller.stop()
 
 
 @pytest.fixture
