@@ -107,3 +107,15 @@ def test_a_pass_plugin_cures_a_real_bug_and_a_partial_or_broken_one_does_not(tmp
     # The outcome is remembered per plugin file's bytes: another plugin at the same path is run.
     edited = plugin("exact_division.py", "def transform(proto):\n    return None\n")
     assert not verify_fix(ledger, DIVIDE, edited, []).verified
+
+
+def test_the_verdicts_doc_agents_read_names_every_verdict_the_engine_gives() -> None:
+    """sentinel://docs/verdicts is how an agent learns what a verdict means; it had fallen
+    behind the buffer and invariant verdicts. Each Verdict value must be in it."""
+    import re
+
+    from xla_sentinel.agents.mcp_server import VERDICTS_DOC
+    from xla_sentinel.core.model import Verdict
+
+    named = set(re.findall(r"[a-z_]+", VERDICTS_DOC))
+    assert {v.value for v in Verdict} - named == set()

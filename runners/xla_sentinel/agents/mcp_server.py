@@ -39,10 +39,16 @@ Verdicts (one per target and program, core/model.py Verdict): pass; mismatch (nu
 the oracle's tolerance against the float64 reference); nan_mismatch (another NaN/inf
 pattern); crash (the compiler or the program killed its worker); hang (no answer in the
 campaign's programSeconds); compile_error (XLA refused a module that another configuration
-compiles); unjudged (the references could not agree). A target fails a test when its verdict
-is not pass. Statuses of a test: judged; load_error (the snippet does not load or trace:
-the message says where); load_crashed / load_hung (the snippet killed or hung its worker);
-references_disagree (no verdict: the output is ill-conditioned in float64)."""
+compiles); nondeterministic (the same executable gave other bits on a second run);
+version_regression (an older jaxlib is right where this one is wrong); input_clobbered (a
+non-donated input changed during the run); result_clobbered (a live result of an earlier run
+changed); donation_mismatch (donating inputs changed the outputs, or a donated input was not
+consumed); invariant_violated (a declared or recognized invariant such as a softmax row
+summing to one missed by more than legal rounding allows); unjudged (the references could
+not agree). A target fails a test when its verdict is not pass. Statuses of a test: judged;
+load_error (the snippet does not load or trace: the message says where); load_crashed /
+load_hung (the snippet killed or hung its worker); references_disagree (no verdict: the
+output is ill-conditioned in float64)."""
 
 
 def _flags_doc() -> str:
