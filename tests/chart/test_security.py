@@ -99,4 +99,9 @@ def test_workers_may_only_write_worker_reports(rendered: tuple[dict, ...]) -> No
 
 
 def test_the_operator_reads_no_configmaps(rendered: tuple[dict, ...]) -> None:
-    assert not [w for w, r in _rules(rendered) if "configmaps" in r["resources"]]
+    # Only the agents' Role reads them: failure reports handed to a swarm (docs/agents.md),
+    # get and list, nothing else.
+    readers = [(w, r) for w, r in _rules(rendered) if "configmaps" in r["resources"]]
+    assert readers and all(w.endswith("-agent") for w, _ in readers), readers
+    assert all(r == {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}
+               for _, r in readers), readers

@@ -16,6 +16,11 @@ What is not real here, and why:
   after a bisection, with the repository's reproducer of a real XLA:CPU bug
   (bench/repros/shift_set_then_reshape.py, cured by disabling algsimp, not cse) as its
   repro. The cure is found and verified for real by the gate in the agent's pod.
+- the workers' coverage. A pod reads it from the workers' output on the artifacts PVC or in
+  the bucket (agents/sources.py); on the fake node a volume is a folder of one pod and no
+  bucket exists, so the stress tasks are seeded by the test from a worker's summary.json,
+  through the same Workbench.seed_tasks a pod runs (test_swarm_sources.py tests that path,
+  and that a pod with nothing covered queues no stress task).
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,10 +40,13 @@ import yaml
 from aiohttp import web
 from controlplane.kit import chart_operator_flags, kubectl
 from tools import REPO_ROOT
-from xla_sentinel.agents.kube_tasks import ROLE_LABEL, STATE_ANNOTATION, TASK_LABEL
+from xla_sentinel.agents.kube_tasks import ROLE_LABEL, STATE_ANNOTATION, TASK_LABEL, KubeTaskQueue
+from xla_sentinel.agents.sources import campaign_coverage
+from xla_sentinel.agents.tools import Workbench
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, writer_name
+from xla_sentinel.spec.campaign import OP_NAMES
 
-from .conftest import API, campaign, eventually
+from .conftest import API, as_service_account, campaign, eventually
 
 REPO_REPROS = REPO_ROOT / "bench" / "repros"
 SHIFT = REPO_REPROS / "shift_set_then_reshape.py"
@@ -139,9 +149,31 @@ def spec(endpoint: str) -> dict[str, Any]:
                        "roles": [{"role": "stress", "replicas": 2}, {"role": "fix", "replicas": 1}]}}
 
 
+def seed_gaps(control_plane, api, ns: str, campaign_name: str, tmp: Path) -> int:
+    """Queue the stress tasks of a worker's coverage (all ops but four) as a pod would, as
+    the chart's agent ServiceAccount."""
+    import kubernetes
+
+    worker = tmp / "artifacts" / campaign_name / "default-0"
+    worker.mkdir(parents=True)
+    ops = {op: 3 for op in sorted(OP_NAMES)[4:]}
+    (worker / "summary.json").write_text(json.dumps({"coverage": {"programs": 20, "ops": ops,
+                                                                  "fusion_kinds": {"kLoop": 9}}}))
+    agent = as_service_account(control_plane, api, ns, chart_operator_flags()["--agent-service-account"])
+    client = kubernetes.config.new_client_from_config(config_file=str(agent))
+    bench = Workbench(None, tmp / "seeder", regression=[],
+                      covered=partial(campaign_coverage, campaign_name, True, None, tmp / "artifacts"))
+    bench.queue.close()
+    bench.queue = KubeTaskQueue(kubernetes.client.CustomObjectsApi(client), ns, campaign_name)
+    try:
+        return bench.seed_tasks()["stress"]
+    finally:
+        bench.close()
+
+
 @pytest.mark.timeout(900)  # three agents and their XLA compiles share the machine's cores
 async def test_two_stress_agents_and_a_fix_agent_share_one_queue_and_draft_a_verified_fix(
-        control_plane, api, ns, start_operator, node, scripted_model):
+        control_plane, api, ns, start_operator, node, scripted_model, tmp_path):
     fake = node()
     # The chart's agent ServiceAccount and Role (the ns fixture applied them), as the chart's
     # Deployment passes it.
@@ -155,6 +187,7 @@ async def test_two_stress_agents_and_a_fix_agent_share_one_queue_and_draft_a_ver
                  "repro": str(SHIFT)}})
     api.patch(f"{API}/bugsignatures", ns, f"sig-{SIGNATURE}", {"status": {"campaigns": ["swarm"], "count": 1}},
               sub="status")
+    assert seed_gaps(control_plane, api, ns, "swarm", tmp_path) == 8  # 4 ops, 4 fusion kinds
     done = kubectl(control_plane, "apply", "-f", "-", stdin=yaml.safe_dump(campaign(ns, "swarm", **spec(scripted_model.url))))
     assert done.returncode == 0, done.stderr
 

@@ -3,7 +3,8 @@ coordination.k8s.io/v1 Lease, so agent pods on any node take from one queue and 
 never take the same task.
 
 The interface is `tasks.TaskQueue`'s (put, lease, finish, release, tasks); only the store
-differs. A task's Lease is named from the campaign and the task key (`lease_name`), so
+differs. `refuse` also records a task that cannot be done (a malformed failure report),
+settled as "refused" with the error as its result. A task's Lease is named from the campaign and the task key (`lease_name`), so
 seeding is idempotent across pods: `put` is a create, and 409 means the task is queued
 already. Taking one is an update of the Lease read as free (no holder, or a lease that ran
 out) carrying the resourceVersion it was read at: the API server applies one of two racing
@@ -86,6 +87,15 @@ class KubeTaskQueue:
 
     def put(self, role: str, key: str, payload: dict[str, Any]) -> bool:
         """Queue a task unless its Lease exists (a gap or a signature is queued once)."""
+        return self._create(role, key, payload, "open", None)
+
+    def refuse(self, role: str, key: str, payload: dict[str, Any], error: str) -> bool:
+        """Record a task that cannot be worked on (a malformed failure report) as settled
+        with `error` as its result: listed with the others, never leased."""
+        return self._create(role, key, payload, "refused", {"error": error})
+
+    def _create(self, role: str, key: str, payload: dict[str, Any], state: str,
+                result: dict[str, Any] | None) -> bool:
         from kubernetes.client.exceptions import ApiException
 
         if role not in ROLES:
@@ -97,8 +107,10 @@ class KubeTaskQueue:
                 "metadata": {"name": lease_name(self.campaign, key), "namespace": self.namespace,
                              "labels": {CAMPAIGN_LABEL: label_value(self.campaign),
                                         TASK_LABEL: "true", ROLE_LABEL: role},
-                             "annotations": {KEY_ANNOTATION: key, STATE_ANNOTATION: "open",
-                                             PAYLOAD_ANNOTATION: json.dumps(payload, sort_keys=True)},
+                             "annotations": {KEY_ANNOTATION: key, STATE_ANNOTATION: state,
+                                             PAYLOAD_ANNOTATION: json.dumps(payload, sort_keys=True),
+                                             **({RESULT_ANNOTATION: json.dumps(result)[:RESULT_CHARS]}
+                                                if result is not None else {})},
                              # Removed with the campaign by the garbage collector.
                              "ownerReferences": owner},
                 "spec": {"leaseTransitions": 0}}

@@ -5,7 +5,11 @@ swarm"): what it needs of the cluster beyond the agent loop.
   by every agent pod of the campaign;
 - the tasks only the cluster knows: BugSignatures of the campaign with a reproducer and no
   fix draft yet become fix tasks (keys `signature:ID`, the same as `Workbench.seed_tasks`
-  gives a local signature, so seeding is idempotent across pods and sources);
+  gives a local signature, so seeding is idempotent across pods and sources); failure
+  reports in ConfigMaps labelled for the campaign and under the bucket's reports/ prefix
+  become reproduce tasks (keys from their content's hash; a malformed one is a task
+  refused with its error, `agents/sources.py`); the coverage gaps are those of what the
+  campaign's workers covered (`pod_coverage`, the Workbench's source in a pod);
 - what comes of a task: the gate's verified fix drafts, written as the pod's own
   WorkerReport result (type `fixDraft`, the report channel the admission policy binds to
   the pod). The operator validates it and writes BugSignature status.fixDraft and an Event:
@@ -20,11 +24,22 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from xla_sentinel.agents.kube_tasks import KubeTaskQueue
+from xla_sentinel.agents.sources import (
+    ARTIFACTS_ROOT,
+    Report,
+    bucket_reports,
+    campaign_coverage,
+    configmap_reports,
+)
 from xla_sentinel.cluster.report import (
     GROUP,
     REPORT_PLURAL,
@@ -44,6 +59,25 @@ def in_pod(env: dict[str, str] | None = None) -> bool:
     return (env if env is not None else os.environ).get("XLA_SENTINEL_TASK_QUEUE") == "kube"
 
 
+def pod_coverage(spec: Any, env: dict[str, str] | None = None,
+                 root: Path = ARTIFACTS_ROOT) -> Callable[[], dict[str, Any]] | None:
+    """In an agent pod, what the campaign's workers covered (their output on the artifacts
+    PVC or in the bucket of `spec.artifacts`); None elsewhere (the local store counts)."""
+    env = env if env is not None else dict(os.environ)
+    if not in_pod(env) or not env.get("XLA_SENTINEL_CAMPAIGN"):
+        return None
+    return partial(campaign_coverage, env["XLA_SENTINEL_CAMPAIGN"], bool(spec.artifacts.pvc),
+                   spec.artifacts.bucketURI, root)
+
+
+def _bucket_of(env: dict[str, str]) -> str | None:
+    """artifacts.bucketURI of the campaign spec the operator gives the pod, if any."""
+    try:
+        return (json.loads(env.get("XLA_SENTINEL_SPEC") or "{}").get("artifacts") or {}).get("bucketURI")
+    except (ValueError, AttributeError):
+        return None
+
+
 def _custom_api() -> Any:
     import kubernetes
 
@@ -60,6 +94,7 @@ class Swarm:
     campaign: str
     campaign_uid: str
     pod: str
+    bucket: str | None = None  # artifacts.bucketURI: failure reports under CAMPAIGN/reports/
 
     @classmethod
     def from_env(cls, api: Any = None) -> Swarm:
@@ -70,7 +105,7 @@ class Swarm:
             raise ValueError(f"an agent pod needs {', '.join(missing)} (set by the operator)")
         return cls(api if api is not None else _custom_api(), env["XLA_SENTINEL_NAMESPACE"],
                    env["XLA_SENTINEL_CAMPAIGN"], env.get("XLA_SENTINEL_CAMPAIGN_UID", ""),
-                   env["XLA_SENTINEL_POD"])
+                   env["XLA_SENTINEL_POD"], _bucket_of(dict(env)))
 
     @property
     def agent(self) -> str:
@@ -83,8 +118,47 @@ class Swarm:
         return KubeTaskQueue(self.api, self.namespace, self.campaign, self.campaign_uid)
 
     def seed(self, queue: KubeTaskQueue) -> int:
-        """Queue a fix task per BugSignature of the campaign that has a reproducer, no fix
-        draft and is not fixed; how many were new."""
+        """Queue the tasks the cluster holds: a fix task per BugSignature of the campaign
+        with a reproducer, no fix draft and not fixed; a reproduce task per failure report
+        (`seed_reports`). How many were new."""
+        return self.seed_fixes(queue) + self.seed_reports(queue)["queued"]
+
+    def reports(self) -> tuple[list[Report], list[str]]:
+        """The campaign's failure reports (ConfigMaps, then the bucket), and the sources
+        that could not be read."""
+        import kubernetes
+        from kubernetes.client.exceptions import ApiException
+
+        reports, problems = [], []
+        try:
+            core = kubernetes.client.CoreV1Api(self.api.api_client)
+            reports += configmap_reports(core, self.namespace, self.campaign)
+        except ApiException as e:  # a Role without configmaps list: said, the pod goes on
+            problems.append(f"configmaps: HTTP {e.status} {e.reason}")
+        if self.bucket:
+            found, problem = bucket_reports(self.bucket, self.campaign)
+            reports += found
+            problems += [problem] if problem else []
+        return reports, problems
+
+    def seed_reports(self, queue: KubeTaskQueue) -> dict[str, int]:
+        """Queue each failure report as a reproduce task (its text in the payload, so any
+        pod can work on it); a malformed one is queued refused with its error. Counts of
+        new `queued` and `refused` tasks; an unreadable source is said on stderr."""
+        reports, problems = self.reports()
+        out = {"queued": 0, "refused": 0}
+        for r in reports:
+            if r.error:
+                out["refused"] += queue.refuse("reproduce", r.key, r.payload(), r.error)
+            else:
+                out["queued"] += queue.put("reproduce", r.key, r.payload())
+        for p in problems:
+            print(f"xla-sentinel: agent: failure reports: {p}", file=sys.stderr)
+        return out
+
+    def seed_fixes(self, queue: KubeTaskQueue) -> int:
+        """A fix task per BugSignature of the campaign that has a reproducer, no fix draft
+        and is not fixed; how many were new."""
         got = self.api.list_namespaced_custom_object(GROUP, VERSION, self.namespace, "bugsignatures")
         added = 0
         for sig in (got.get("items") if isinstance(got, dict) else []) or []:

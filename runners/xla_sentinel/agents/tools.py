@@ -19,7 +19,7 @@ import re
 import shutil
 import sqlite3
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from xla_sentinel.agents.gate import (
     verify_rewrite,
     verify_test,
 )
+from xla_sentinel.agents.swarm import pod_coverage
 from xla_sentinel.agents.tasks import TaskQueue
 from xla_sentinel.campaign import coverage
 from xla_sentinel.campaign.check import check_program
@@ -90,7 +91,8 @@ def _name(value: str, what: str) -> str:
 
 class Workbench:
     def __init__(self, campaign: Path | None, out: Path, inject_passes: Sequence[str] = (),
-                 regression: Sequence[Path] | None = None) -> None:
+                 regression: Sequence[Path] | None = None,
+                 covered: Callable[[], dict[str, Any]] | None = None) -> None:
         self.campaign_path = Path(campaign) if campaign else None
         loaded = load_campaign(self.campaign_path) if self.campaign_path else None
         self.name = loaded.name if loaded else "agents"
@@ -102,6 +104,9 @@ class Workbench:
         self.ledger = Ledger(self.out / "agents.sqlite")
         self.queue = TaskQueue(self.out / "agents.sqlite")
         self.regression = list(regression) if regression is not None else default_regression_corpus()
+        # What the campaign covered, when not OUT's store: in an agent pod of a swarm, what
+        # its workers covered (agents/sources.py), since the pod's own store is empty.
+        self.covered = covered if covered is not None else pod_coverage(self.spec)
 
     def close(self) -> None:
         self.ledger.close()
@@ -114,10 +119,14 @@ class Workbench:
         return db if db.is_file() else None
 
     def coverage_gaps(self) -> dict[str, Any]:
-        """What the campaign rarely or never exercised, by section, from its store."""
+        """What the campaign rarely or never exercised, by section, from its store (in a
+        swarm pod, from what its workers covered: `covered`)."""
         db = self._store()
-        if db is None:
-            cov: dict[str, Any] = {s: {} for s in coverage.SECTIONS}
+        if self.covered is not None:
+            cov: dict[str, Any] = self.covered()
+            programs, note = cov["programs"], cov.get("note", "")
+        elif db is None:
+            cov = {s: {} for s in coverage.SECTIONS}
             programs, note = 0, f"{self.out}: no campaign.sqlite yet: every key is a gap"
         else:
             cov = collect(self.out)["coverage"]
@@ -143,7 +152,8 @@ class Workbench:
             "passes_never_changed": never("passes_changed", coverage.PASSES),
             "shape_families_rare": rare("shapes") if "shapes" in cov else {},
         }
-        return {**gaps, **({"note": note} if note else {})}
+        problems = cov.get("problems") if self.covered is not None else None
+        return {**gaps, **({"note": note} if note else {}), **({"problems": problems} if problems else {})}
 
     def signatures(self) -> list[dict[str, Any]]:
         """Every signature of the campaign, with its verified cure (`verified_fix`, from the
@@ -192,9 +202,11 @@ class Workbench:
         agents, open signatures to fix agents. A task already queued is not queued again."""
         added = {"stress": 0, "reproduce": 0, "fix": 0}
         gaps = self.coverage_gaps()
-        for op in gaps["ops_never"][:RARE]:
+        # A swarm's campaign whose workers covered nothing yet has no gaps (not every op).
+        known = bool(gaps["programs"]) or self.covered is None
+        for op in gaps["ops_never"][:RARE] if known else []:
             added["stress"] += self.queue.put("stress", f"gap:op:{op}", {"gap": "op never drawn", "op": op})
-        for kind in gaps["fusion_kinds_never"]:
+        for kind in gaps["fusion_kinds_never"] if known else []:
             added["stress"] += self.queue.put("stress", f"gap:fusion:{kind}", {"gap": "fusion kind never seen",
                                                                                "fusion_kind": kind})
         for r in self.failure_reports():

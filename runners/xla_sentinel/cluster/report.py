@@ -46,6 +46,9 @@ CAMPAIGN_LABEL = "xlasentinel.dev/campaign"
 WORKER_LABEL = "xlasentinel.dev/worker"
 REPORT_LABEL = "xlasentinel.dev/report"
 REVISION_LABEL = "xlasentinel.dev/revision"
+# On a ConfigMap: each key a failure report for the reproduce agents of the campaign named by
+# the value (agents/sources.py; docs/agents.md "Running a swarm").
+FAILURE_REPORT_LABEL = "xlasentinel.dev/failure-report"
 GROUP, VERSION = API_VERSION.split("/")
 REPORT_PLURAL = "workerreports"
 
