@@ -9,7 +9,9 @@ unit roundoff of the op's own dtype, which measures how much legal rounding can 
 outputs. A `directed` noise sample instead moves every float op output the same way by its
 largest legal rounding: one ulp (2u times its scale) for a transcendental function, which
 XLA may round faithfully rather than correctly, half an ulp (u) for the rest; and the
-systematic drift a random sample almost never reaches.
+systematic drift a random sample almost never reaches. A template that chooses inside
+itself (topk_routing) is evaluated by its noisy form (templates.NOISY_FORMS), which
+perturbs what it chooses by; moving its result alone never flips the choice.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from xla_sentinel.core.dtypes import NARROW_FLOATS, NP_DTYPES, UNIT_ROUNDOFF
 from xla_sentinel.core.graph import Graph, Node
+from xla_sentinel.ops.entries.templates import INNER_TERMS, NOISY_FORMS
 from xla_sentinel.ops.lax_builders import build
 from xla_sentinel.ops.table import OPS
 from xla_sentinel.references import own_precision
@@ -57,6 +60,11 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
             observe(v, node, op, xs, out)
         if (directed or perturb is not None) and _is_float(out):
             u = UNIT_ROUNDOFF[graph.values[v].dtype]
+            if node.op in NOISY_FORMS:
+                # A template's discrete choice is inside it, out of reach of a perturbation
+                # of its result: its noisy form perturbs what it chooses by.
+                out = jnp.asarray(NOISY_FORMS[node.op](node.attrs, [np.asarray(x) for x in xs], u, sign,
+                                                       None if directed else perturb), out.dtype)
             # Directed: one ulp (2u) for a transcendental function, which may be an ulp
             # off; half an ulp (u) for the correctly rounded ops (arithmetic, sqrt,
             # converts), or a one-ulp rounding bug in them would look legal.
@@ -117,6 +125,8 @@ def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
     a product rounded to inf before an add, or kept by an FMA (a clean-run f32 dot,
     1.7e38 * 3 - 2.1e38); a partial sum beyond the range in one order only; an f16 value
     kept in f32 by excess precision. Such an output may be non-finite where float64 is not.
+    A template's own sums count too (templates.INNER_TERMS): attention's q . k may leave
+    the range while its softmax-weighted result stays in it.
     """
     prone = [False] * len(graph.values)
 
@@ -128,6 +138,8 @@ def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
         top = float(ml_dtypes.finfo(NP_DTYPES[dtype]).max)
         terms = _terms_magnitude(op, node.attrs, xs)
         magnitudes = [out] if terms is None else [out, terms]
+        if node.op in INNER_TERMS:  # a template's own sums (s31-i125: q . k inside attention)
+            magnitudes += INNER_TERMS[node.op](node.attrs, *[np.asarray(x) for x in xs])
         prone[v] = any(bool((np.isfinite(m) & (m > top)).any()) for m in map(np.abs, map(np.asarray, magnitudes)))
 
     _apply(graph, [jnp.asarray(x) for x in inputs], True, None, observe=observe)

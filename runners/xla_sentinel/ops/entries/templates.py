@@ -59,18 +59,113 @@ def np_mlp_block(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, 
         return x + (_np_activation(act, x @ w1 + b1) @ w2 + b2)
 
 
+def _ranked(probs: np.ndarray) -> np.ndarray:
+    """Indices along the last axis in lax.top_k's order: largest first, ties to the lower index."""
+    key = total_order_key(np.where(np.isnan(probs), np.nan, probs))
+    return np.argsort(-key, axis=-1, kind="stable")
+
+
+def _gates(probs: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """The chosen experts' probabilities renormalized, scattered back to a dense array."""
+    vals = np.take_along_axis(probs, idx, -1)
+    with np.errstate(all="ignore"):
+        weights = vals / np.sum(vals, axis=-1, keepdims=True)
+    out = np.zeros(probs.shape, np.float64)
+    np.put_along_axis(out, idx, weights, -1)
+    return out
+
+
 def np_topk_routing(x: np.ndarray, k: int) -> np.ndarray:
     """Mixture-of-experts gates over the last axis: softmax, keep the top k in lax.top_k's
     order, renormalize, scatter back to a dense gate array."""
     probs = np_softmax(x, -1)
-    key = total_order_key(np.where(np.isnan(probs), np.nan, probs))
-    idx = np.argsort(-key, axis=-1, kind="stable")[..., :k]
-    vals = np.take_along_axis(probs, idx, -1)
+    return _gates(probs, _ranked(probs)[..., :k])
+
+
+def rank_bound(x: np.ndarray) -> np.ndarray:
+    """Per element, in units of u of the program's dtype, how far legal rounding can move a
+    softmax probability relative to the others of its row: x - max(x) rounded (|x - max|,
+    an absolute error that exp makes relative), exp one ulp (2), the division half an
+    ulp (1). The row's sum divides every element alike, so it moves no ranking."""
     with np.errstate(all="ignore"):
-        weights = vals / np.sum(vals, axis=-1, keepdims=True)
-    out = np.zeros(x.shape, np.float64)
-    np.put_along_axis(out, idx, weights, -1)
-    return out
+        bound = np.abs(x - np.max(x, axis=-1, keepdims=True)) + 3.0
+    # Not finite (a NaN or inf in the row): its probability is 0 or NaN and moves nothing.
+    return np.where(np.isfinite(bound), bound, 0.0)
+
+
+def _shared_by_equals(values: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """`step` with equal values of a row (last axis) given one step, the first of theirs in
+    sorted order. Equal probabilities (equal logits) are computed alike by every
+    configuration and tie to the lower index everywhere, so no sample may part them."""
+    order = np.argsort(values, axis=-1, kind="stable")
+    ranked = np.take_along_axis(values, order, -1)
+    n = values.shape[-1]
+    starts = np.ones(ranked.shape, bool)
+    starts[..., 1:] = ranked[..., 1:] != ranked[..., :-1]
+    first = np.maximum.accumulate(np.where(starts, np.arange(n), 0), axis=-1)
+    shared = np.empty_like(step)
+    np.put_along_axis(shared, order, np.take_along_axis(np.take_along_axis(step, order, -1), first, -1), -1)
+    return shared
+
+
+def noisy_topk_routing(x: np.ndarray, k: int, u: float, sign: float,
+                       rng: np.random.Generator | None) -> np.ndarray:
+    """topk_routing as the noise model sees it: the choice of experts is inside the
+    template, so perturbing the template's output (the gates) never flips it, where a
+    rounding of the probabilities legally does (clean-run s31-i184, f16: two
+    probabilities 1.6u apart rounded to one value, and lax.top_k took the lower index).
+
+    `rng` set: a random sample, each probability moved by sign * u * U(-1, 1) times its
+    `rank_bound` before the choice. `rng` None: a directed sample, which resolves every
+    near-tie at the top-k boundary (the k-th and (k+1)-th probabilities within both
+    their bounds) the other way: with `sign` > 0 where the element left out has the lower
+    index (two values rounded equal go to it), with `sign` < 0 where it has the higher."""
+    probs = np_softmax(x, -1)
+    bound = rank_bound(x)
+    if rng is not None:
+        step = rng.uniform(-1.0, 1.0, size=probs.shape)
+        with np.errstate(all="ignore"):
+            moved = probs * (1.0 + sign * u * _shared_by_equals(probs, step) * bound)
+        return _gates(moved, _ranked(moved)[..., :k])
+    order = _ranked(probs)
+    idx = order[..., :k].copy()
+    if k >= probs.shape[-1]:
+        return _gates(probs, idx)
+    inside, outside = order[..., k - 1:k], order[..., k:k + 1]
+    p_in, p_out = np.take_along_axis(probs, inside, -1), np.take_along_axis(probs, outside, -1)
+    b_in, b_out = np.take_along_axis(bound, inside, -1), np.take_along_axis(bound, outside, -1)
+    with np.errstate(all="ignore"):
+        # Strictly apart: an exact tie goes to the lower index in every configuration.
+        near = (p_in > p_out) & (p_in - p_out <= u * (b_in * p_in + b_out * p_out))
+    lower = outside < inside
+    swap = near & (lower if sign > 0 else ~lower)
+    idx[..., k - 1:k] = np.where(swap, outside, inside)
+    return _gates(probs, idx)
+
+
+def _finite_abs(a: Any) -> np.ndarray:
+    a = np.asarray(a, np.float64)
+    return np.where(np.isfinite(a), np.abs(a), 0.0)
+
+
+def _attention_terms(attrs: dict[str, Any], q: Any, k: Any, v: Any, mask: Any) -> list[np.ndarray]:
+    # The scores' dot, before its scaling: q . k adds products that may leave the range
+    # although the scaled score, or the softmax after it, does not (s31-i125).
+    return [_finite_abs(q) @ np.swapaxes(_finite_abs(k), -1, -2)]
+
+
+def _layer_norm_terms(attrs: dict[str, Any], x: Any, gamma: Any, beta: Any) -> list[np.ndarray]:
+    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        centred = x - np.sum(x, axis=-1, keepdims=True) / x.shape[-1]
+        return [np.sum(_finite_abs(x), axis=-1), np.sum(_finite_abs(centred * centred), axis=-1)]
+
+
+def _mlp_block_terms(attrs: dict[str, Any], x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> list[np.ndarray]:
+    with np.errstate(all="ignore"):
+        h = _np_activation(attrs["act"], np.asarray(x, np.float64) @ np.asarray(w1, np.float64)
+                           + np.asarray(b1, np.float64))
+    return [_finite_abs(x) @ _finite_abs(w1) + _finite_abs(b1), _finite_abs(h) @ _finite_abs(w2) + _finite_abs(b2)]
 
 
 def _plan_softmax(ctx: Ctx, x: Val) -> Plan:
@@ -116,6 +211,23 @@ ENTRIES: list[OpDef] = [
     OpDef(name="topk_routing", category="composite", dtypes=FLOATS, plan=needs_rank(1, _plan_topk_routing),
           discrete=True, tags=COMPOSITE, family="templates", numpy=lambda a, x: np_topk_routing(x, a["k"])),
 ]
+
+
+# The sums inside a template, in float64 (finite terms' magnitudes, as for a plain dot):
+# an overflow there is legal in one configuration and not in another, and the template's
+# result, normalized by a softmax, need not show it (evaluate.overflow_prone).
+INNER_TERMS: dict[str, Callable[..., list[np.ndarray]]] = {
+    "attention": _attention_terms,
+    "layer_norm": _layer_norm_terms,
+    "mlp_block": _mlp_block_terms,
+}
+
+# Templates that make a discrete choice inside: the noise model evaluates them with the
+# values they choose by perturbed (attrs, operands, u, sign, rng or None for directed).
+NOISY_FORMS: dict[str, Callable[[dict[str, Any], list[np.ndarray], float, float, np.random.Generator | None],
+                                np.ndarray]] = {
+    "topk_routing": lambda attrs, xs, u, sign, rng: noisy_topk_routing(xs[0], attrs["k"], u, sign, rng),
+}
 
 
 # What each template's result must satisfy whatever legal rounding does, as plain
