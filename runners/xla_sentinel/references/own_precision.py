@@ -102,6 +102,11 @@ def reproduces(op: OpDef, attrs: dict[str, Any], arg_dtypes: list[str], dtype: s
         return True
     if attrs.get("kind") == "add":  # reduce_window, scatter: adding up terms in some order
         return False
+    if op.name == "convert" and dtype == "f16" and "f64" in arg_dtypes:
+        # XLA:CPU's f64 -> f16 convert depends on the host: through f32 (two roundings) on
+        # the earlier test hosts, once (correctly rounded) on a later one, same jaxlib 0.10.2
+        # (tests/fuzz/test_own_precision.py). bf16 goes through f32 on both. XLA decides it.
+        return False
     if not set(_guards(op)) <= REPRODUCED_GUARDS:
         return False
     return bool(op.tags & {"exact", "selects", "rounded"}) or op.name in CORRECTLY_ROUNDED
