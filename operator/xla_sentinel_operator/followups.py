@@ -78,10 +78,10 @@ async def verify_on_new_image(rt: Runtime, c: desired.Campaign) -> None:
         await start_verification(rt, c, sig)
 
 
-async def mark_fixed(rt: Runtime, namespace: str, name: str, status: dict[str, Any],
-                     campaigns: CampaignIndex) -> None:
+async def mark_fixed(rt: Runtime, namespace: str, name: str, campaigns: CampaignIndex) -> None:
     """A person set a signature's state to fixed: record fixedAt, resolve the alert that
-    fired and verify the fix, routed by a campaign of the signature that still exists."""
+    fired and verify the fix, routed by a campaign of the signature that still exists.
+    With none listed yet, the verification waits for the first (ingest.count_hits)."""
     signature = name.removeprefix("sig-")
     async with rt.lock(namespace, signature):
         sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
@@ -98,7 +98,9 @@ async def mark_fixed(rt: Runtime, namespace: str, name: str, status: dict[str, A
         # makes kopf retry this handler with a fresh read).
         sig = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
                                  signatures.guarded(sig, {"status": {"fixedAt": now_text()}}))
-        c = routing_campaign(rt, namespace, list(status.get("campaigns") or []), campaigns)
+        # The status read under the lock, not the event's: a campaign listed since counts.
+        listed = list((sig.get("status") or {}).get("campaigns") or [])
+        c = routing_campaign(rt, namespace, listed, campaigns)
         if c is not None:
             await maybe_alert(rt, c, sig)  # resolves the alert that fired
             await start_verification(rt, c, sig)
@@ -244,6 +246,8 @@ async def _count_refined(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
         update["fixedAt"] = None
         if spec.get("state") != "regressed":
             sig = await rt.api.patch(sig_path, signatures.guarded(sig, {"spec": {"state": "regressed"}}))
+    if not reopened and signatures.verification_owed(spec, status, update):
+        await start_verification(rt, c, sig)  # fixed before any campaign was listed (count_hits)
     sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}))
     return sig, reopened
 

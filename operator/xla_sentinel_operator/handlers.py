@@ -179,8 +179,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
 
     # BugSignature: people set spec.state (alert retries and re-sends: periodic.py).
     @kopf.on.field(field="spec.state", **bs)
-    async def state_changed(new: str | None, name: str, namespace: str, status: kopf.Status,
+    async def state_changed(new: str | None, name: str, namespace: str,
                             campaigns: kopf.Index, **_: Any) -> None:
         if new == "fixed":
-            await followups.mark_fixed(rt, namespace, name, dict(status), campaigns)
+            await followups.mark_fixed(rt, namespace, name, campaigns)
 

@@ -24,7 +24,7 @@ from xla_sentinel.cluster.report import (
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import agents, desired, signatures
-from .followups import ingest_result, result_key, start_bisectors
+from .followups import ingest_result, result_key, start_bisectors, start_verification
 from .kube import ApiError, path
 from .notify import maybe_alert
 from .runtime import CONFLICT_ATTEMPTS, Runtime, campaign_ref, log, now_text, object_ref
@@ -180,5 +180,10 @@ async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: Signa
     bisects = await start_bisectors(rt, c, worker, entry, status)
     if bisects:
         update["bisectJobs"] = bisects
+    if not regressed and signatures.verification_owed(spec, status, update):
+        # Fixed before any campaign was listed, so mark_fixed had none to run it on. Started
+        # before the write that lists one: a failed start is retried with the report, and
+        # a repeated one creates nothing (the Job's name is fixed).
+        await start_verification(rt, c, sig)
     sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}))
     return sig, regressed

@@ -143,6 +143,16 @@ def to_verify(items: list[dict[str, Any]], campaign: str) -> list[dict[str, Any]
             and campaign in ((s.get("status") or {}).get("campaigns") or [])]
 
 
+def verification_owed(spec: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether writing status `after` over `before` owes the fix verification that marking
+    the signature fixed could not start: it is fixed, has a repro bundle, and lists its
+    first campaign now (marked fixed while it listed none, followups.mark_fixed had no
+    campaign to run the Job on). True until that write succeeds; the Job's name is fixed by
+    campaign, signature, image and version, so a repeated start creates nothing."""
+    return (spec.get("state") == "fixed" and bool(spec.get("repro"))
+            and not before.get("campaigns") and bool(after.get("campaigns")))
+
+
 def bisection_status(result: dict[str, Any], job: str) -> dict[str, Any]:
     """What a bisector Job found, as BugSignature status.bisection."""
     out = {"status": str(result.get("status") or "unknown"), "job": job,

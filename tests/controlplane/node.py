@@ -525,6 +525,12 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         the kernel kills the largest process of the cgroup only; on v2 kubelet sets
         memory.oom.group, so an OOM kills the whole container."""
         pid = self.container_pid(container_id)
+        try:
+            return self._oom_kills(container_id, pid)
+        except FileNotFoundError as e:  # the task ended between listing it and reading it
+            raise ControlPlaneError(f"container {container_id} (pid {pid}) ended: {e}") from None
+
+    def _oom_kills(self, container_id: str, pid: int) -> int:
         for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
             _, controllers, path = line.split(":", 2)
             if cgroup_version() == 1 and "memory" in controllers.split(","):

@@ -23,9 +23,9 @@ import threading
 import time
 from pathlib import Path
 
-CGROUP = Path("/sys/fs/cgroup")
+from xla_sentinel.worker.memory import CGROUP, memory_cgroup
+
 EXIT_OOM_KILLED = 137  # 128 + SIGKILL, as the container would exit had the kernel killed it whole
-UNLIMITED = 1 << 62  # cgroup v1 writes "no limit" as a number near 2^63
 
 
 def counter_file(root: Path = CGROUP, pid: int | None = None) -> Path | None:
@@ -33,17 +33,8 @@ def counter_file(root: Path = CGROUP, pid: int | None = None) -> Path | None:
     container sees it (runc mounts the container's own cgroup there: v2 `memory.events`, v1
     `memory/memory.oom_control`), when that cgroup has a memory limit; None elsewhere (not
     in a container: the host's root cgroup counts every kill on the machine)."""
-    pid = os.getpid() if pid is None else pid
-    for folder, limit, counter in ((root, "memory.max", "memory.events"),
-                                   (root / "memory", "memory.limit_in_bytes", "memory.oom_control")):
-        try:
-            procs = (folder / "cgroup.procs").read_text().split()
-            cap = (folder / limit).read_text().strip()
-        except OSError:
-            continue
-        if str(pid) in procs and cap != "max" and int(cap) < UNLIMITED:
-            return folder / counter
-    return None
+    cgroup = memory_cgroup(root, os.getpid() if pid is None else pid)
+    return cgroup.oom_counter if cgroup is not None else None
 
 
 def oom_kills(counter: Path) -> int | None:

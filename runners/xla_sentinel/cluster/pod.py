@@ -109,6 +109,21 @@ def shard_budget(budget: BudgetSpec, index: int, count: int) -> BudgetSpec | Non
     return dataclasses.replace(budget, programs=share) if share else None
 
 
+def engine_workers(spec: CampaignSpec) -> int:
+    """The engine worker processes a run of `spec` keeps alive at once (judge/assess.py's
+    Slot): per slot (`spec.workers`) a program worker (generation and references), the
+    interpreter's when it is a reference, and one per CPU target; one per accelerator
+    platform, shared by the slots (worker/devices.py). They share the pod's memory limit
+    (worker/memory.py)."""
+    from xla_sentinel.worker import devices
+
+    exclusive = devices.exclusive_platforms()
+    kinds = [devices.process_kind(t.platform, exclusive) for t in spec.targets]
+    per_slot = 1 + ("interpreter" in spec.references) + kinds.count("per_slot")
+    owners = {t.platform for t, kind in zip(spec.targets, kinds, strict=True) if kind == "device_owner"}
+    return spec.workers * per_slot + len(owners)
+
+
 # Exit codes of a worker, as the worker Job's podFailurePolicy reads them (desired.py):
 # 0 the shard is done (its index completes for good); 2 bad spec or arguments (the index
 # fails at once: a retry cannot help); STOPPED the pod was told to stop (SIGTERM) before its
@@ -400,9 +415,18 @@ def main(argv: list[str]) -> int:
 
         from xla_sentinel.campaign.engine import run_campaign  # jax loads here, not at import
         from xla_sentinel.cluster.oom import stop_on_oom_kill
+        from xla_sentinel.worker import memory
 
-        # Over its memory limit the pod stops whole, on any node (cluster/oom.py).
+        # Over its memory limit the pod stops whole, on any node (cluster/oom.py); before
+        # it, each engine worker recycles past its share of the limit (worker/memory.py).
         stop_on_oom_kill()
+        os.environ.setdefault(memory.WORKERS_ENV, str(engine_workers(local)))
+        share = memory.recycle_bytes()
+        if share < memory.FRESH_WORKER_BYTES:
+            print(f"warning: the memory limit leaves each engine worker process "
+                  f"{share >> 20} MiB ({memory.WORKERS_ENV}={os.environ[memory.WORKERS_ENV]}), "
+                  "less than a fresh one holds: each recycles after every request (raise the "
+                  "limit, or lower the CPU request: one slot per CPU)", file=sys.stderr, flush=True)
 
         # SIGTERM (eviction, preemption, maintenance, suspend) makes the engine stop after
         # the programs in flight, with every finding already reported.

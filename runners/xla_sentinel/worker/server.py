@@ -11,12 +11,14 @@ from __future__ import annotations
 import importlib
 import os
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from xla_sentinel.worker import devices, registry
+from xla_sentinel.worker import devices, memory, registry
 from xla_sentinel.worker.protocol import Answer, Failed, Ping, Pong, Reply, Request
 
 # The handler modules of each release; importing one registers its handlers.
@@ -48,9 +50,9 @@ def handle(table: dict[type[Request[Any]], Callable[[Any], Reply]], request: Req
 
 
 # A worker that evaluates many programs op by op grows by about 20 MB a program (compiled
-# primitives are never given back, not even by jax.clear_caches()); past this size it
-# finishes its request, says so, and exits, and the next request starts a fresh one.
-RECYCLE_RSS_BYTES = int(os.environ.get("XLA_SENTINEL_RECYCLE_RSS_BYTES", 1_500_000_000))
+# primitives are never given back, not even by jax.clear_caches()); past its bound
+# (worker/memory.py: a share of the container's memory limit, 1.5 GB at most) it finishes
+# its request, says so, and exits, and the next request starts a fresh one.
 # Virtual host devices every worker has, so that any SPMD program (campaign.MAX_DEVICES)
 # runs in any worker; a one-device module still compiles for the first device alone.
 HOST_DEVICES = 8
@@ -84,11 +86,19 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _grown_past(bound: int) -> bool:
+    """Whether this worker's own memory (memory.own_bytes) is past `bound`; smaps is read
+    only when the resident size, its upper bound, is past it too."""
+    rss = _rss_bytes()
+    return rss > bound and memory.own_bytes(rss) > bound
+
+
 def serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool = False,
-          platform: str | None = None) -> None:
+          platform: str | None = None, cgroup_root: Path = memory.CGROUP) -> None:
     """The worker's loop: serve requests from `conn` until it closes or sends None, each
-    failure of a handler a `Failed` reply; exit after a reply once grown past
-    RECYCLE_RSS_BYTES (the client starts a fresh worker for the next request)."""
+    failure of a handler a `Failed` reply; exit after a reply once grown past its bound
+    (memory.recycle_bytes of the cgroup at `cgroup_root`; the client starts a fresh worker
+    for the next request)."""
     # Ctrl-C reaches the whole process group. The coordinator stops and closes its
     # workers itself; a worker dying of the signal first would be judged a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -101,6 +111,11 @@ def serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool
     owner = devices.process_kind(platform, devices.ACCELERATORS) == "device_owner"
     os.environ.update(devices.owner_environment(str(platform)) if owner else devices.held_off_environment())
     _name_process()
+    # Read here, not at import: the forkserver imports this module once for every worker.
+    recycle_at = memory.recycle_bytes(os.environ, cgroup_root)
+    if log_path:  # the worker's log, where a recycle loop would be looked into
+        print(f"xla-sentinel worker: recycles past {recycle_at} bytes of its own memory",
+              file=sys.stderr, flush=True)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     # Read once, when jax initializes its CPU client: it must be set before the import.
     os.environ["XLA_FLAGS"] = _host_device_flags(os.environ.get("XLA_FLAGS", ""))
@@ -136,7 +151,7 @@ def serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool
         except Exception as e:  # every failure of a request is data for the oracle
             reply = Failed(f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
         reply.busy_s = time.perf_counter() - started
-        answer = Answer(reply, _rss_bytes() > RECYCLE_RSS_BYTES)
+        answer = Answer(reply, _grown_past(recycle_at))
         conn.send(answer)
         if answer.recycle:
             return
