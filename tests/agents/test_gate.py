@@ -11,6 +11,7 @@ from xla_sentinel.agents.gate import (
     Cure,
     GateError,
     Ledger,
+    Trial,
     run_script,
     verify_fix,
     verify_reproduction,
@@ -59,6 +60,29 @@ def test_claimed_reproductions_that_do_not_reproduce_are_refused(tmp_path: Path)
     assert not always.verified and "not clean" in always.reason
     broken = verify_reproduction(ledger, _script(tmp_path, "broken.py", "import no_such_module"), ALGSIMP)
     assert not broken.verified and "error" in broken.reason
+
+
+@pytest.mark.parametrize("before, after, cured, worse, refusal", [
+    ("bug", "clean", True, False, None),
+    ("clean", "clean", False, False, "R does not show a bug"),
+    ("error", "clean", False, False, "R does not show a bug"),
+    ("bug", "bug", False, False, "A is bug (exit 1), not clean"),
+    ("bug", "error", False, True, "A is error (exit 1), not clean"),
+    ("bug", "timeout", False, True, "A is timeout (exit None), not clean"),
+    ("clean", "bug", False, True, "R does not show a bug"),
+])
+def test_one_trial_tells_a_cure_a_regression_and_why_not(before: str, after: str, cured: bool, worse: bool,
+                                                         refusal: str | None) -> None:
+    """The one before/after comparison every check shares (reproduction, fix, its
+    regression corpus, rewrite): what it says of each pair of outcomes."""
+    def run(outcome: str) -> dict:
+        return {"outcome": outcome, "exit": {"clean": 0, "timeout": None}.get(outcome, 1), "output": ""}
+
+    t = Trial(run(before), run(after))
+    assert (t.cured, t.worse) == (cured, worse)
+    why = t.refusal("R", "A")
+    assert why is None if refusal is None else why is not None and why.startswith(refusal), why
+    assert t.evidence() == {"affected": t.before, "under_cure": t.after}
 
 
 def test_a_test_counts_only_once_judged() -> None:

@@ -252,19 +252,56 @@ def verify_test(result: dict[str, Any]) -> Decision:
     return Decision(True, "compiled and judged by the oracle", result)
 
 
+@dataclass(frozen=True)
+class Trial:
+    """A reproducer run before and after a cure: `before` on this build and the original
+    program, `after` under the cure (a compiler's cure, or the rewritten program). What
+    every check that a cure cures, or breaks nothing, compares."""
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+    @property
+    def cured(self) -> bool:
+        """The bug shows before and is gone after."""
+        return self.before["outcome"] == "bug" and self.after["outcome"] == "clean"
+
+    @property
+    def worse(self) -> bool:
+        """A known bug's reproducer the cure breaks: clean before and not after, or a bug
+        shown before that no longer runs (error, timeout) after."""
+        b, a = self.before["outcome"], self.after["outcome"]
+        return (b == "clean" and a != "clean") or (b == "bug" and a in ("error", "timeout"))
+
+    def refusal(self, shown: str, after: str) -> str | None:
+        """Why this is no cure, or None when it is: `shown` names what must show the bug
+        before ("the reproducer"), `after` what must be clean after ("under CURE the
+        reproducer")."""
+        b, a = self.before, self.after
+        if b["outcome"] != "bug":
+            return f"{shown} does not show a bug on jaxlib {jaxlib_version()}: {b['outcome']} (exit {b['exit']})"
+        if a["outcome"] != "clean":
+            return f"{after} is {a['outcome']} (exit {a['exit']}), not clean"
+        return None
+
+    def evidence(self) -> dict[str, Any]:
+        return {"affected": self.before, "under_cure": self.after}
+
+
+def trial(ledger: Ledger, script: Path, cure: Cure | None, after: Path | None = None,
+          timeout: float = SCRIPT_SECONDS) -> Trial:
+    """Run `script` on this build, then `after` (the same script by default) under `cure`."""
+    return Trial(ledger.outcome(script, None, timeout), ledger.outcome(after or script, cure, timeout))
+
+
 def verify_reproduction(ledger: Ledger, script: Path, cure: Cure,
                         timeout: float = SCRIPT_SECONDS) -> Decision:
     """A reproducer counts once it exits 1 on this build and 0 under its cure."""
-    affected = ledger.outcome(script, None, timeout)
-    cured = ledger.outcome(script, cure, timeout)
-    evidence = {"script": str(script), "jaxlib": jaxlib_version(), "cure": cure.describe(),
-                "affected": affected, "under_cure": cured}
-    if affected["outcome"] != "bug":
-        return Decision(False, f"the reproducer does not show a bug on jaxlib {jaxlib_version()}: "
-                        f"{affected['outcome']} (exit {affected['exit']})", evidence)
-    if cured["outcome"] != "clean":
-        return Decision(False, f"under {cure.describe()} the reproducer is {cured['outcome']} "
-                        f"(exit {cured['exit']}), not clean", evidence)
+    t = trial(ledger, script, cure, timeout=timeout)
+    evidence = {"script": str(script), "jaxlib": jaxlib_version(), "cure": cure.describe(), **t.evidence()}
+    why = t.refusal("the reproducer", f"under {cure.describe()} the reproducer")
+    if why:
+        return Decision(False, why, evidence)
     return Decision(True, f"exit 1 on jaxlib {jaxlib_version()}, 0 under {cure.describe()}", evidence)
 
 
@@ -276,14 +313,11 @@ def verify_fix(ledger: Ledger, reproducer: Path, cure: Cure, regression: Sequenc
     for script in regression:
         if Path(script).resolve() == Path(reproducer).resolve():
             continue
-        before = ledger.outcome(script, None, timeout)
-        after = ledger.outcome(script, cure, timeout)
-        worse = (before["outcome"] == "clean" and after["outcome"] != "clean") or \
-            (before["outcome"] == "bug" and after["outcome"] in ("error", "timeout"))
-        row = {"script": str(script), "before": before["outcome"], "after": after["outcome"]}
-        if worse:
-            regressions.append({**row, "output": after["output"][-600:]})
-        elif before["outcome"] == "bug" and after["outcome"] == "clean":
+        t = trial(ledger, script, cure, timeout=timeout)
+        row = {"script": str(script), "before": t.before["outcome"], "after": t.after["outcome"]}
+        if t.worse:
+            regressions.append({**row, "output": t.after["output"][-600:]})
+        elif t.cured:
             also.append(row)
         rows.append(row)
     evidence = {**repro.evidence, "regression_corpus": rows, "regressions": regressions,
@@ -308,21 +342,16 @@ def verify_rewrite(ledger: Ledger, original: Path, rewritten: Path, rewrite: Rew
     the rewrite (the same inputs and float64 reference values: `rewritten` is the bundle
     with module.mlir replaced), and every target of the campaign judges the rewrite right
     (`judged`: check_program's verdicts). It changes no compiler, so no known bug's verdict."""
-    affected = ledger.outcome(original, None, timeout)
-    under = ledger.outcome(rewritten, None, timeout)
+    t = trial(ledger, original, None, after=rewritten, timeout=timeout)
     regressions = [{"target": v["target"], "verdict": v["verdict"], "status": v.get("status")}
                    for v in judged if v["verdict"] != "pass" or v.get("status") != "judged"]
-    cured = affected["outcome"] == "bug" and under["outcome"] == "clean"
     evidence = {"script": str(original), "rewritten": str(rewritten), "jaxlib": jaxlib_version(),
-                "cure": rewrite.describe(), "affected": affected, "under_cure": under, "cured": cured,
+                "cure": rewrite.describe(), **t.evidence(), "cured": t.cured,
                 "rewrite_verdicts": list(judged), "regressions": regressions, "also_cures": [],
                 "regression_corpus": []}
-    if affected["outcome"] != "bug":
-        return Decision(False, f"not cured: the bundle does not show a bug on jaxlib {jaxlib_version()}: "
-                        f"{affected['outcome']} (exit {affected['exit']})", evidence)
-    if under["outcome"] != "clean":
-        return Decision(False, f"not cured: on the rewrite the bundle's repro.py is {under['outcome']} "
-                        f"(exit {under['exit']}), not clean", evidence)
+    why = t.refusal("the bundle", "on the rewrite the bundle's repro.py")
+    if why:
+        return Decision(False, f"not cured: {why}", evidence)
     if regressions or not judged:
         return Decision(False, "cures the reproducer but the campaign's targets do not all judge the rewrite "
                         f"right: {regressions or 'no target ran'}", evidence)

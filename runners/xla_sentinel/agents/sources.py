@@ -10,10 +10,14 @@ swarm"): the failure reports handed to a campaign, and what its workers covered.
 - Coverage: what the campaign's workers exercised, from their own output: each worker's
   store on the artifacts PVC (`/artifacts/<campaign>/<worker>/campaign.sqlite`, live), or
   the `summary.json` each worker leaves in the bucket (`<bucket>/<campaign>/<worker>/`,
-  written when its shard ends). Summed over workers, in the shape `report.tables.collect`
-  gives a local store, for `tools.Workbench.coverage_gaps`.
+  written when its shard ends); where neither holds any (a campaign with no PVC and no
+  bucket, or none written yet), the op and fusion-kind counts each worker's WorkerReport
+  carries (`report_coverage`, `cluster/report.py` COVERAGE_SECTIONS). Summed over workers,
+  in the shape `report.tables.collect` gives a local store, for
+  `tools.Workbench.coverage_gaps`; a section no source carried is left out, not empty (an
+  absent section is no gap).
 
-No API server calls but `configmap_reports`; no jax.
+No API server calls but `configmap_reports` and `worker_reports`; no jax.
 """
 
 from __future__ import annotations
@@ -23,13 +27,24 @@ import binascii
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from xla_sentinel.campaign import coverage
-from xla_sentinel.cluster.report import FAILURE_REPORT_LABEL, label_value
+from xla_sentinel.cluster.report import (
+    CAMPAIGN_LABEL,
+    COVERAGE_SECTIONS,
+    FAILURE_REPORT_LABEL,
+    GROUP,
+    REPORT_LABEL,
+    REPORT_PLURAL,
+    VERSION,
+    WorkerReport,
+    label_value,
+    report_from_object,
+)
 from xla_sentinel.storage.objects import ObjectStore, StorageError, join
 
 # A report travels in its task's Lease annotation (256 KiB for all of an object's
@@ -132,18 +147,39 @@ def bucket_reports(bucket: str, campaign: str) -> tuple[list[Report], str]:
 
 # --- coverage --------------------------------------------------------------------------
 
-def merge_coverage(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The sum of `Coverage.to_json()` dicts (each worker's): counts add up."""
+def merge_coverage(parts: Iterable[dict[str, Any]], sections: Iterable[str] = coverage.SECTIONS) -> dict[str, Any]:
+    """The sum of `Coverage.to_json()` dicts (each worker's): counts add up, over the
+    `sections` the parts carry (every section of a store or summary.json; a WorkerReport's
+    COVERAGE_SECTIONS)."""
     out: dict[str, Any] = {"programs": 0, "programs_with_hlo": 0, "programs_pass_sampled": 0}
-    sections: dict[str, Counter] = {s: Counter() for s in coverage.SECTIONS}
+    summed: dict[str, Counter] = {s: Counter() for s in sections}
     for part in parts:
         for k in ("programs", "programs_with_hlo", "programs_pass_sampled"):
             out[k] += int(part.get(k) or 0)
-        for s in coverage.SECTIONS:
-            sections[s].update({str(k): int(v) for k, v in (part.get(s) or {}).items()})
-    for s, c in sections.items():
+        for s in summed:
+            summed[s].update({str(k): int(v) for k, v in (part.get(s) or {}).items()})
+    for s, c in summed.items():
         out[s] = dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
     return out
+
+
+def worker_reports(api: Any, namespace: str, campaign: str) -> list[WorkerReport]:
+    """The worker reports of `campaign` (`api`: a CustomObjectsApi), every revision's: a
+    Job's result and an unreadable report are none."""
+    got = api.list_namespaced_custom_object(
+        GROUP, VERSION, namespace, REPORT_PLURAL,
+        label_selector=f"{CAMPAIGN_LABEL}={label_value(campaign)},{REPORT_LABEL}=true")
+    items = (got.get("items") if isinstance(got, dict) else None) or []
+    reports = [report_from_object(o) for o in items if (o.get("spec") or {}).get("campaign") == campaign]
+    return sorted((r for r in reports if r is not None), key=lambda r: (r.worker, r.revision))
+
+
+def report_coverage(reports: Iterable[WorkerReport]) -> dict[str, Any]:
+    """What the workers' reports say they covered, summed over workers (each report is one
+    worker's, in one campaign revision), and which reports said (`workers`)."""
+    said = [r for r in reports if r.coverage.get("programs")]
+    return {**merge_coverage((r.coverage for r in said), COVERAGE_SECTIONS),
+            "workers": [f"workerreport/{r.worker}" + (f"@{r.revision}" if r.revision else "") for r in said]}
 
 
 def _worker_coverage(folder: Path) -> dict[str, Any] | None:
@@ -157,11 +193,13 @@ def _worker_coverage(folder: Path) -> dict[str, Any] | None:
 
 
 def campaign_coverage(campaign: str, pvc: bool, bucket: str | None,
-                      root: Path = ARTIFACTS_ROOT) -> dict[str, Any]:
+                      root: Path = ARTIFACTS_ROOT,
+                      reports: Callable[[], list[WorkerReport]] | None = None) -> dict[str, Any]:
     """What the workers of `campaign` covered, summed: from their folders on the artifacts
-    PVC (mounted at `root`) and their summary.json under `bucket`. `workers`: how many
+    PVC (mounted at `root`) and their summary.json under `bucket`; where these hold none,
+    from the campaign's WorkerReports (`reports`, called only then). `workers`: which
     said; `problems`: the sources that could not be read (a worker's unreadable store, a
-    bucket without credentials); `note` when nothing is covered yet."""
+    bucket without credentials, an API server refusal); `note` when nothing is covered yet."""
     parts: list[dict[str, Any]] = []
     workers: list[str] = []
     problems: list[str] = []
@@ -194,9 +232,17 @@ def campaign_coverage(campaign: str, pvc: bool, bucket: str | None,
         except Exception as e:
             problems.append(str(store.error(e)))
     out = {**merge_coverage(parts), "workers": workers, "problems": problems}
+    if not out["programs"] and reports is not None:
+        try:
+            out = {**report_coverage(reports()), "problems": problems}
+        except Exception as e:  # ApiException (a Role without list), connection: said, not a crash
+            status = getattr(e, "status", None)
+            problems.append(f"workerreports: HTTP {status} {getattr(e, 'reason', '')}" if status
+                            else f"workerreports: {type(e).__name__}: {e}")
     if not out["programs"]:
         where = " and ".join(filter(None, [f"{root / campaign}/*/campaign.sqlite" if pvc else "",
-                                           f"{join(bucket, campaign)}/*/summary.json" if bucket else ""]))
+                                           f"{join(bucket, campaign)}/*/summary.json" if bucket else "",
+                                           "its WorkerReports" if reports is not None else ""]))
         out["note"] = (f"no worker of campaign {campaign} has reported coverage yet ({where or 'no artifacts PVC or bucket'}): "
                        "no gaps to fill")
     return out

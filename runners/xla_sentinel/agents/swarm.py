@@ -9,7 +9,8 @@ swarm"): what it needs of the cluster beyond the agent loop.
   reports in ConfigMaps labelled for the campaign and under the bucket's reports/ prefix
   become reproduce tasks (keys from their content's hash; a malformed one is a task
   refused with its error, `agents/sources.py`); the coverage gaps are those of what the
-  campaign's workers covered (`pod_coverage`, the Workbench's source in a pod);
+  campaign's workers covered (`pod_coverage`, the Workbench's source in a pod: their output
+  on the PVC or in the bucket, else the coverage counts of their WorkerReports);
 - what comes of a task: the gate's verified fix drafts, written as the pod's own
   WorkerReport result (type `fixDraft`, the report channel the admission policy binds to
   the pod). The operator validates it and writes BugSignature status.fixDraft and an Event:
@@ -39,11 +40,13 @@ from xla_sentinel.agents.sources import (
     bucket_reports,
     campaign_coverage,
     configmap_reports,
+    worker_reports,
 )
 from xla_sentinel.cluster.report import (
     GROUP,
     REPORT_PLURAL,
     VERSION,
+    WorkerReport,
     result_object,
     write_result,
     writer_name,
@@ -59,15 +62,22 @@ def in_pod(env: dict[str, str] | None = None) -> bool:
     return (env if env is not None else os.environ).get("XLA_SENTINEL_TASK_QUEUE") == "kube"
 
 
-def pod_coverage(spec: Any, env: dict[str, str] | None = None,
-                 root: Path = ARTIFACTS_ROOT) -> Callable[[], dict[str, Any]] | None:
+def pod_coverage(spec: Any, env: dict[str, str] | None = None, root: Path = ARTIFACTS_ROOT,
+                 api: Any = None) -> Callable[[], dict[str, Any]] | None:
     """In an agent pod, what the campaign's workers covered (their output on the artifacts
-    PVC or in the bucket of `spec.artifacts`); None elsewhere (the local store counts)."""
+    PVC or in the bucket of `spec.artifacts`, else their WorkerReports, read through `api`
+    or the pod's own identity); None elsewhere (the local store counts)."""
     env = env if env is not None else dict(os.environ)
     if not in_pod(env) or not env.get("XLA_SENTINEL_CAMPAIGN"):
         return None
-    return partial(campaign_coverage, env["XLA_SENTINEL_CAMPAIGN"], bool(spec.artifacts.pvc),
-                   spec.artifacts.bucketURI, root)
+    campaign, namespace = env["XLA_SENTINEL_CAMPAIGN"], env.get("XLA_SENTINEL_NAMESPACE")
+
+    def reports() -> list[WorkerReport]:
+        assert namespace
+        return worker_reports(api if api is not None else _custom_api(), namespace, campaign)
+
+    return partial(campaign_coverage, campaign, bool(spec.artifacts.pvc), spec.artifacts.bucketURI, root,
+                   reports if namespace else None)
 
 
 def _bucket_of(env: dict[str, str]) -> str | None:

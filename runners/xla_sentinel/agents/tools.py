@@ -133,7 +133,9 @@ class Workbench:
             programs, note = cov["programs"], ""
 
         def never(section: str, universe: Sequence[Any]) -> list[str]:
-            have = {str(k) for k in cov.get(section, {})}
+            if section not in cov:  # a source that does not count it (WorkerReports) tells no gap
+                return []
+            have = {str(k) for k in cov[section]}
             return [str(u) for u in universe if str(u) not in have]
 
         def rare(section: str) -> dict[str, int]:

@@ -19,6 +19,7 @@ import numpy as np
 import structlog
 
 from xla_sentinel.bisect.refine import refine_finding
+from xla_sentinel.campaign.coverage import Coverage, stored_stats, total
 from xla_sentinel.core.dtypes import name_of
 from xla_sentinel.core.model import COMPILER_FAILURES, CULPRIT_FIELDS, Finding, Verdict
 from xla_sentinel.core.program import Program, json_default, save_arrays
@@ -80,10 +81,16 @@ class Counters:
     findings: Counter = field(default_factory=Counter)
     worker_s: float = 0.0  # this run's time in worker processes
     started: float = field(default_factory=time.monotonic)
+    # What the campaign's programs exercised so far (a resumed store's included): a
+    # worker's report carries its op counts (cluster/report.py coverage_of).
+    coverage: Coverage = field(default_factory=Coverage)
 
     def snapshot(self) -> dict[str, Any]:
+        cov = self.coverage
         return {"programs": self.programs, "executions": self.executions,
-                "findings": dict(self.findings), "elapsed_s": round(time.monotonic() - self.started, 2)}
+                "findings": dict(self.findings), "elapsed_s": round(time.monotonic() - self.started, 2),
+                "coverage": {"programs": cov.programs, "ops": dict(cov.sections["ops"]),
+                             "fusion_kinds": dict(cov.sections["fusion_kinds"])}}
 
 
 class Recorder:
@@ -128,6 +135,7 @@ class Recorder:
         self.counters.programs = totals["programs"]
         self.counters.executions = totals["executions"]
         self.counters.findings.update(totals["findings"])
+        self.counters.coverage = total(stored_stats(db))
         return self.store.done_indices()
 
     def _stored_fingerprint(self) -> str | None:
@@ -203,3 +211,5 @@ class Recorder:
             self.counters.executions += executions
             self.counters.status[status] += 1
             self.counters.worker_s += stats.get("worker_s", 0.0)
+            if "coverage" in stats:
+                self.counters.coverage.add(stats["coverage"])

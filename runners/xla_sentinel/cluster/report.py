@@ -9,9 +9,10 @@ operator cannot count anything twice.
 
 Bounded: a report holds aggregates only (counters; per signature the count, first/last seen
 and the first few samples; at most `Limits.signatures` signatures, later ones counted in
-`overflow`). Finding ids and evidence stay in the worker's store and the artifact store, so
-the report's size does not grow with the campaign's length (`Limits.cap` bytes at most), and
-it is written at a bounded rate.
+`overflow`; the op and fusion-kind coverage counts, at most `Limits.coverage_ops` ops).
+Finding ids and evidence stay in the worker's store and the artifact store, so the report's
+size does not grow with the campaign's length (`Limits.cap` bytes at most), and it is
+written at a bounded rate.
 
 Restarts without finding ids: every field of a report is a maximum over the attempts that
 wrote it (counts, programs, attempts; first seen is a minimum), so a report is a join of
@@ -39,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from xla_sentinel.spec.campaign import API_VERSION
+from xla_sentinel.spec.campaign import API_VERSION, OP_NAMES
 
 # Label keys on a campaign's reports and Jobs: the operator selects and sets the same keys.
 CAMPAIGN_LABEL = "xlasentinel.dev/campaign"
@@ -71,6 +72,12 @@ class Limits:
     cap: int = 512 * 1024  # bytes of report JSON the limits above guarantee
     storage_chars: int = 400  # characters of the artifact store's URI and of its error
     recent_ids: int = 4096  # finding ids remembered in memory to drop repeated calls
+    # Coverage counts (WorkerReport.coverage): ops kept (the generator's 108 always, then
+    # the most reached; far above the op table and StableHLO's ops together, so in practice
+    # none is dropped), fusion kinds kept (XLA:CPU has 5), characters per name.
+    coverage_ops: int = 512
+    coverage_fusion_kinds: int = 16
+    coverage_key_chars: int = 63
 
 
 LIMITS = Limits()
@@ -161,6 +168,54 @@ class SignatureEntry:
     configurations: list[str] = field(default_factory=list)
 
 
+# The coverage sections a report carries (campaign/coverage.py's names; summary.json has
+# them all): the ops reached and the fusion kinds seen, each with how many programs had it
+# (ops: how often). What a swarm's stress tasks are computed from (agents/sources.py) when
+# a campaign keeps no artifacts PVC or bucket.
+COVERAGE_SECTIONS = ("ops", "fusion_kinds")
+_TABLE_OPS = frozenset(OP_NAMES)
+
+
+def coverage_of(data: Any, limits: Limits = LIMITS) -> dict[str, Any]:
+    """The bounded part of a worker's coverage (`Coverage.to_json()`, or an earlier report's)
+    a report keeps: `programs` and the COVERAGE_SECTIONS, each with at most its Limits'
+    keys of `coverage_key_chars` characters: the ops of the generator's table first (their
+    gaps are what stress agents work on), then the most often reached. ValueError when it
+    is not coverage (a garbled report never reaches anyone's arithmetic)."""
+    if not isinstance(data, dict):
+        raise ValueError("coverage: not an object")
+    programs = data.get("programs", 0)
+    if not isinstance(programs, int) or isinstance(programs, bool) or programs < 0:
+        raise ValueError("coverage.programs: not a count")
+    out: dict[str, Any] = {"programs": programs}
+    most = {"ops": limits.coverage_ops, "fusion_kinds": limits.coverage_fusion_kinds}
+    for section in COVERAGE_SECTIONS:
+        raw = data.get(section) or {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"coverage.{section}: not an object")
+        counts: dict[str, int] = {}
+        for k, v in raw.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"coverage.{section}.{k}: not a count")
+            key = str(k)[:limits.coverage_key_chars]
+            counts[key] = max(counts.get(key, 0), v)
+        kept = sorted(counts.items(), key=lambda kv: (kv[0] not in _TABLE_OPS, -kv[1], kv[0]))[:most[section]]
+        out[section] = dict(kept)
+    return out
+
+
+def _merge_coverage(a: dict[str, Any], b: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    """The join of two attempts' coverage: each count the larger (a replayed shard climbs
+    through the same programs), so an op reached by any attempt stays reached."""
+    if not a or not b:
+        return dict(b or a)
+    out: dict[str, Any] = {"programs": max(a.get("programs", 0), b.get("programs", 0))}
+    for section in COVERAGE_SECTIONS:
+        x, y = a.get(section) or {}, b.get(section) or {}
+        out[section] = {k: max(x.get(k, 0), y.get(k, 0)) for k in {*x, *y}}
+    return coverage_of(out, limits)
+
+
 def _merge_entry(a: SignatureEntry, b: SignatureEntry, samples: int,
                  configurations: int = LIMITS.configurations) -> SignatureEntry:
     by_id = {str(s.get("id")): s for s in [*a.samples, *b.samples]}
@@ -188,6 +243,9 @@ class WorkerReport:
     # The artifact store's condition as this worker last saw it (storage_of); {}: no store
     # or none heard of yet.
     storage: dict[str, Any] = field(default_factory=dict)
+    # What the worker's programs exercised (coverage_of): {"programs": N, "ops": {op: n},
+    # "fusion_kinds": {kind: n}}; {}: none counted yet, or a worker of an earlier version.
+    coverage: dict[str, Any] = field(default_factory=dict)
     done: bool = False
     updated: str = ""
     # Not part of the JSON: the object's spec.error (a write the API server refused).
@@ -251,6 +309,8 @@ class WorkerReport:
         fields = _typed(cls, data, "report", skip={"signatures", "error"})
         if not isinstance(fields.get("worker"), str):
             raise ValueError("report.worker: missing")
+        if fields.get("coverage"):
+            fields["coverage"] = coverage_of(fields["coverage"])
         return cls(signatures=sigs, **fields)
 
 
@@ -304,7 +364,8 @@ def merge(a: WorkerReport, b: WorkerReport, limits: Limits = LIMITS) -> WorkerRe
                         executions=max(a.executions, b.executions),
                         elapsed_s=max(a.elapsed_s, b.elapsed_s), signatures=sigs,
                         overflow=overflow, versions=b.versions or a.versions,
-                        storage=b.storage or a.storage, done=b.done,
+                        storage=b.storage or a.storage,
+                        coverage=_merge_coverage(a.coverage, b.coverage, limits), done=b.done,
                         updated=b.updated or a.updated, error=b.error)
 
 
@@ -443,6 +504,8 @@ class K8sReporter:
         self.mine.programs = int(counters.get("programs", 0))
         self.mine.executions = int(counters.get("executions", 0))
         self.mine.elapsed_s = round(self._elapsed_base + float(counters.get("elapsed_s", 0.0)), 3)
+        if counters.get("coverage"):
+            self.mine.coverage = coverage_of(counters["coverage"], self.limits)
         self._dirty = True
         if self._due():
             self._write()
