@@ -15,6 +15,7 @@ from xla_sentinel.campaign.engine import run_campaign
 from xla_sentinel.campaign.guide import WARMUP, Guide
 from xla_sentinel.programs import evaluate, generator
 from xla_sentinel.programs.inputs import make_inputs
+from xla_sentinel.report import tables
 from xla_sentinel.report.tables import html_report
 from xla_sentinel.spec.campaign import GeneratorSpec, parse_spec
 from xla_sentinel.xla import compiler
@@ -113,6 +114,13 @@ def test_summary_json_names_the_decisions_the_campaign_reached(tmp_path: Path) -
         assert f'<tr data-decision="{d}">' in text
         assert (f'<td class="n">{n}</td></tr>' if n else '<td class="n empty">never</td></tr>') in \
             text.split(f'<tr data-decision="{d}">')[1].split("</tr>")[0] + "</tr>"
+    # So does `xla-sentinel report`, as text: the reached ones with their counts, then the rest.
+    report = tables.report(tmp_path / "out")
+    never = report.split("### Kernel decisions never reached")[1].split("###")[0]
+    for d in coverage.KERNEL_DECISIONS:
+        n = decisions["reached"].get(d)
+        assert (f"| {d} | {n} |" in report) == bool(n), d
+        assert (d in never) != bool(n), d
 
 
 def _guide(decisions: bool) -> Guide:

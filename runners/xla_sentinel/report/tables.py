@@ -97,6 +97,14 @@ def render(data: dict[str, Any]) -> str:
               "passes_changed": cov["programs_pass_sampled"]}
     for section, title in SECTION_TITLES.items():
         lines += _table(title, cov[section], totals.get(section) or None)
+    # Every decision of the table, reached or not (the HTML page's section, as text).
+    seen = cov.get("kernel_decisions") or {}
+    reached = {d: seen[d] for d in coverage.KERNEL_DECISIONS if seen.get(d)}
+    lines += _table(f"Kernel decisions reached ({len(reached)} of {len(coverage.KERNEL_DECISIONS)}, programs)",
+                    reached, cov["programs_with_hlo"] or None, top=len(coverage.KERNEL_DECISIONS))
+    missing_decisions = [d for d in coverage.KERNEL_DECISIONS if not seen.get(d)]
+    lines += [f"### Kernel decisions never reached ({len(missing_decisions)})", "",
+              ", ".join(missing_decisions) or "(none)", ""]
     least = sorted(cov["ops"].items(), key=lambda kv: (kv[1], kv[0]))[:TOP]
     lines += _table("Least exercised ops", dict(least))
     if data["generated"]:
