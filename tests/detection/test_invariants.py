@@ -282,8 +282,10 @@ def test_program_invariants_join_declarations_and_meta_json() -> None:
     prov = {"invariants": [{"kind": "sign", "output": 0}]}
     found = program_invariants(_program(_graph("softmax", {"axis": 0}), prov), None)
     assert {d.kind for d in found} == {"sum", "range", "finite", "sign"}
-    # A malformed declaration judges nothing and stops nothing.
-    assert program_invariants(_program(None, {"invariants": [{"kind": "nope"}]}), None) == []
+    # A malformed declaration is an error (the trace is refused where it is read,
+    # tests/detection/test_invariant_declarations.py), never silently left out.
+    with pytest.raises(InvariantError, match=r"invariants\[0\].*kind 'nope'"):
+        program_invariants(_program(None, {"invariants": [{"kind": "nope", "output": 0}]}), None)
 
 
 def test_every_configuration_is_checked_and_the_literal_excuses_its_own_overflow() -> None:

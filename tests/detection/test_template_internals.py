@@ -152,8 +152,8 @@ def test_the_sharded_flip_of_a_near_tie_is_legal() -> None:
 
 
 def test_a_flip_far_from_any_tie_is_still_flagged() -> None:
-    """Alone: a legal flip in another row of the same output would lift the whole output's
-    threshold (k times the samples' normwise error), see docs/detection.md."""
+    """Alone here; beside a legal flip in another row of the same output, whose near-tie row
+    is left undetermined, in tests/fuzz/test_near_tie_rows.py (docs/detection.md)."""
     graph = Graph(values=[Value([1, 16], "f16", False, input=0), Value([1, 16], "f16", True, node=0)],
                   nodes=[Node("topk_routing", [0], {"k": 3}, True, family="templates")], outputs=[1])
     x = np.float16([FAR_ROW])

@@ -17,6 +17,7 @@ import structlog
 from xla_sentinel.campaign import coverage
 from xla_sentinel.campaign.guide import Guide
 from xla_sentinel.core.program import Program
+from xla_sentinel.judge import invariants
 from xla_sentinel.judge.assess import Assessment, Slot
 from xla_sentinel.programs import units
 from xla_sentinel.spec.campaign import CampaignSpec, resolve_generator
@@ -84,7 +85,9 @@ class ProgramSources:
         except RequestFailed as e:
             error = e.error.removeprefix("ProgramError: ")
         else:
-            return self._loaded(reply)
+            error = misdeclared(reply)
+            if not error:
+                return self._loaded(reply)
         # A bad trace is reported and skipped; the campaign goes on.
         log.warning("trace unreadable", error=error)
         return Unloadable(str(path), "trace_error", error)
@@ -102,7 +105,9 @@ class ProgramSources:
         except RequestFailed as e:
             error = e.error.removeprefix("ProgramError: ")
         else:
-            return self._loaded(reply)
+            error = misdeclared(reply)
+            if not error:
+                return self._loaded(reply)
         finally:
             if loader is not slot.programs:
                 loader.close()
@@ -148,3 +153,17 @@ class ProgramSources:
             margin = None if result.verdicts else max(result.margins.values(), default=None)
             self.guide.observe(idx, cov, program.graph, margin)
         return cov
+
+
+def misdeclared(reply: Loaded) -> str:
+    """Why a loaded trace's meta.json `invariants` cannot judge its module (the file, the
+    entry and what is wrong), or "". A malformed declaration refuses the trace as any
+    unreadable input is (docs/detection.md, "Invariants"): judging it without would lose
+    the invariant silently."""
+    try:
+        invariants.for_module(reply.provenance, reply.module)
+    except invariants.InvariantError as e:
+        where = Path(str(reply.provenance.get("path", reply.id)))
+        meta = where / "meta.json" if where.is_dir() else where.parent / "meta.json"
+        return f"{meta}: {e}"
+    return ""

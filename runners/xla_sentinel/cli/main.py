@@ -77,9 +77,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from xla_sentinel.campaign.check import check_program
+    from xla_sentinel.judge.invariants import InvariantError
 
-    verdicts = check_program(Path(args.program), Path(args.campaign) if args.campaign else None,
-                             args.inject_pass or ())
+    try:
+        verdicts = check_program(Path(args.program), Path(args.campaign) if args.campaign else None,
+                                 args.inject_pass or ())
+    except InvariantError as e:  # a hand-edited program folder's meta.json `invariants`
+        raise ProgramError(f"{Path(args.program) / 'meta.json'}: {e}") from None
     print(json.dumps(verdicts, indent=1))
     return EXIT_BUGS if any(v["verdict"] != "pass" for v in verdicts) else EXIT_OK
 

@@ -188,16 +188,13 @@ def _classes(x: np.ndarray) -> np.ndarray:
 def program_invariants(program: Program, info: dict[str, Any] | None) -> list[invariants.Invariant]:
     """What a program's outputs must satisfy (docs/detection.md, "Invariants"): a generated
     program's templates declare it, a replayed module's dataflow shows it, and a trace may
-    declare more in meta.json. A malformed declaration is left out (it judges nothing)."""
+    declare more in meta.json. A malformed declaration never gets here: the trace is refused
+    where it is read (campaign/sources.py, invariants.for_module); InvariantError if one does."""
     if program.graph is not None:
         found = invariants.declared(program.graph)
     else:
         found = recognized(info) if info is not None else []
-    try:
-        found += invariants.from_provenance(program.provenance)
-    except invariants.InvariantError:
-        pass
-    return found
+    return found + invariants.from_provenance(program.provenance)
 
 
 def invariant_violations(declared: Sequence[invariants.Invariant], results: dict[str, list[np.ndarray]],
@@ -665,6 +662,11 @@ class Assessor:
             result.status = "references_disagree"
             return result
         result.expected = ref64.outputs
+        # Elements no rule judges: those a NaN's open sign decides (npref), and the rows of a
+        # template whose choice is within rounding of a tie (docs/detection.md, s31-i184).
+        undetermined = oracle.either_undetermined(
+            ref64.undetermined,
+            oracle.near_tie_undetermined(program.graph, program.inputs) if program.graph is not None else None)
         results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None and not o.buffers}
         results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
         discrete = self._discrete(slot, program, info)
@@ -690,7 +692,7 @@ class Assessor:
         # a target that misses one is judged no further; an own-precision reference that
         # does is a finding against it.
         broken = invariant_violations(program_invariants(program, info), results, ref64.outputs, infos,
-                                      program.inputs, literal, noise, overflow, ref64.undetermined)
+                                      program.inputs, literal, noise, overflow, undetermined)
         for name, (i, ev) in broken.items():
             if name in OWN_PRECISION_REFERENCES:
                 result.verdicts.append(TargetVerdict(Target(name, {}), "invariant_violated", ev, i, results[name]))
@@ -705,7 +707,7 @@ class Assessor:
             if t.name not in results:
                 continue
             j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides,
-                             literal=literal, overflow_prone=overflow, undetermined=ref64.undetermined)
+                             literal=literal, overflow_prone=overflow, undetermined=undetermined)
             if j.verdict == "pass":
                 result.margins[t.name] = j.evidence.get("margin", 0.0)
                 continue
@@ -713,7 +715,7 @@ class Assessor:
         if numpy_ref is not None and self.deferred:
             result.cross_check = cross_check_reason(program.id, len(suspects), numpy_ref.fallbacks,
                                                     self.cross_check_every)
-            ill = self._cross_check(slot, program, numpy_ref.outputs, infos, result, numpy_ref.undetermined,
+            ill = self._cross_check(slot, program, numpy_ref.outputs, infos, result, undetermined,
                                     noise, sample=result.cross_check == "sample") if result.cross_check else set()
             if ill:
                 if len(ill) == len(infos):
@@ -724,7 +726,7 @@ class Assessor:
                 # sent whole programs undecided, with another output's real bug in them.
                 result.undecided_outputs = sorted(ill)
                 undetermined = [np.ones(np.shape(x), bool) if i in ill
-                                else (ref64.undetermined[i] if ref64.undetermined else np.zeros(np.shape(x), bool))
+                                else (undetermined[i] if undetermined else np.zeros(np.shape(x), bool))
                                 for i, x in enumerate(ref64.outputs)]
                 suspects = [(t, j) for t, _ in suspects
                             if (j := oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete,

@@ -26,7 +26,10 @@ own miss. So legal rounding never fires. Pure numpy, no jax.
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -36,6 +39,7 @@ import numpy as np
 
 from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES, UNIT_ROUNDOFF
 from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.program import ProgramError, param_specs, result_dtypes
 from xla_sentinel.ops.entries.templates import INVARIANTS as TEMPLATE_INVARIANTS
 
 # The kinds of invariant, each judged by its checker below.
@@ -82,7 +86,7 @@ class Invariant:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise InvariantError(f"invariant kind {self.kind!r}: must be one of {', '.join(KINDS)}")
-        if not isinstance(self.output, int) or self.output < 0:
+        if isinstance(self.output, bool) or not isinstance(self.output, int) or self.output < 0:
             raise InvariantError(f"invariant {self.kind}: output must be an output index, got {self.output!r}")
         if self.kind in ("sum", "monotonic", "normalized", "logsumexp") and self.axis is None:
             raise InvariantError(f"invariant {self.kind}: needs an axis")
@@ -90,6 +94,21 @@ class Invariant:
             raise InvariantError(f"invariant {self.kind}: needs other (an output or argument index)")
         if self.kind == "range" and self.low is None and self.high is None:
             raise InvariantError("invariant range: needs low or high")
+        # Types as JSON gives them (bool is an int to Python, never an index or a bound).
+        for name in ("axis", "other"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise InvariantError(f"invariant {self.kind}: {name} must be an integer, got {v!r}")
+        for name in ("low", "high", "value"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise InvariantError(f"invariant {self.kind}: {name} must be a number, got {v!r}")
+        for name in ("allow_inf", "decreasing"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvariantError(f"invariant {self.kind}: {name} must be true or false, "
+                                     f"got {getattr(self, name)!r}")
+        if self.sign not in (1, -1) or isinstance(self.sign, bool):
+            raise InvariantError(f"invariant {self.kind}: sign must be 1 or -1, got {self.sign!r}")
 
     def to_json(self) -> dict[str, Any]:
         default = Invariant(kind="finite", output=0)
@@ -104,6 +123,9 @@ class Invariant:
         unknown = set(d) - known
         if unknown:
             raise InvariantError(f"invariant: unknown field(s) {', '.join(sorted(unknown))}")
+        missing = [k for k in ("kind", "output") if k not in d]
+        if missing:
+            raise InvariantError(f"invariant: needs {' and '.join(missing)}")
         fields = dict(d)
         fields.setdefault("source", source)
         try:
@@ -130,13 +152,86 @@ def declared(graph: Graph) -> list[Invariant]:
 
 
 def from_provenance(provenance: dict[str, Any]) -> list[Invariant]:
-    """A trace's own declarations (meta.json `invariants`); InvariantError when malformed."""
+    """A trace's own declarations (meta.json `invariants`); InvariantError when malformed,
+    naming the entry (`invariants[1] {...}`) and what is wrong with it."""
     decl = provenance.get("invariants")
     if decl is None:
         return []
     if not isinstance(decl, list):
-        raise InvariantError(f"meta.json invariants: must be a list, got {type(decl).__name__}")
-    return [Invariant.from_json(d, source="meta.json") for d in decl]
+        raise InvariantError(f"invariants: must be a list, got {type(decl).__name__}")
+    found = []
+    for k, d in enumerate(decl):
+        try:
+            found.append(Invariant.from_json(d, source="meta.json"))
+        except InvariantError as e:
+            raise InvariantError(f"invariants[{k}] {_entry(d)}: {e}") from None
+    return found
+
+
+def for_module(provenance: dict[str, Any], module: str) -> list[Invariant]:
+    """A trace's declarations checked against its module: each names an output the module
+    returns, of a float type, an axis within that output's rank, and an `other` that
+    exists (an output for idempotent, an argument for logsumexp). A declaration that fits
+    no output would judge nothing; it is an error (InvariantError naming the entry) where
+    the trace is read, so a bad meta.json is refused, never silently ignored."""
+    found = from_provenance(provenance)
+    if not found:
+        return found
+    try:
+        outputs = _result_specs(module)
+        args = param_specs(module)
+    except ProgramError as e:
+        raise InvariantError(f"invariants: the module's signature is unreadable ({e})") from None
+    for k, inv in enumerate(found):
+        problem = _misfit(inv, outputs, args)
+        if problem:
+            raise InvariantError(f"invariants[{k}] {_entry(provenance['invariants'][k])}: {problem}")
+    return found
+
+
+def _misfit(inv: Invariant, outputs: list[dict[str, Any]], args: list[dict[str, Any]]) -> str:
+    """What keeps a declaration from judging the module's outputs, or ""."""
+    if inv.output >= len(outputs):
+        return f"output {inv.output}: the module returns {len(outputs)} output(s)"
+    out = outputs[inv.output]
+    if out["dtype"] not in FLOATS:
+        return f"output {inv.output} is {out['dtype']}: invariants judge float outputs"
+    rank = len(out["shape"])
+    if inv.kind == "idempotent" and (inv.other is None or not 0 <= inv.other < len(outputs)):
+        return f"other {inv.other}: the module returns {len(outputs)} output(s)"
+    if inv.kind == "logsumexp":
+        if inv.other is None or not 0 <= inv.other < len(args):
+            return f"other {inv.other}: the module takes {len(args)} argument(s)"
+        rank = len(args[inv.other]["shape"])
+    if inv.axis is not None:
+        if not -rank <= inv.axis < rank:
+            return f"axis {inv.axis!r}: out of range for a rank-{rank} " + \
+                ("argument" if inv.kind == "logsumexp" else "output")
+    elif inv.kind in ("sum", "monotonic", "normalized") and rank == 0:
+        return f"output {inv.output} is a scalar: {inv.kind} needs an axis"
+    return ""
+
+
+# @main's result types (as core.program.result_dtypes finds them), for their ranks.
+_MAIN_RESULTS = re.compile(r"func\.func (?:public )?@main\(.*?\)\s*->\s*(\(.*?\)|tensor<[^>]*>)\s*(?:attributes|\{)",
+                           re.S)
+
+
+def _result_specs(module: str) -> list[dict[str, Any]]:
+    """Element type and shape of each of @main's results."""
+    dtypes = result_dtypes(module)
+    m = _MAIN_RESULTS.search(module)
+    dims = re.findall(r"tensor<((?:[\d?]+x)*)[a-z]+\d*>", m.group(1)) if m else []
+    if len(dims) != len(dtypes):
+        raise ProgramError("the results of @main are unreadable")
+    return [{"dtype": d, "shape": [int(n) if n != "?" else -1 for n in s.split("x") if n]}
+            for d, s in zip(dtypes, dims, strict=True)]
+
+
+def _entry(d: Any) -> str:
+    """A declaration as written, short enough for one error line."""
+    text = json.dumps(d, default=str, sort_keys=True)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 @dataclass
@@ -390,3 +485,22 @@ def range_of_log_exp(dtype: str) -> tuple[float, float]:
     smallest subnormal and the largest finite value, so the log does too."""
     info = ml_dtypes.finfo(NP_DTYPES[dtype])
     return math.log(float(info.smallest_subnormal)), math.log(float(info.max))
+
+
+# What a repro bundle's repro.py needs to judge an invariant the way the campaign does
+# (bisect/bundle.py): the declaration and the checkers, nothing of the project.
+_STANDALONE = ("InvariantError", "Invariant", "Violation", "_Misses", "_u", "_rows", "_row_index", "_sum",
+               "_range", "_sign", "_finite", "_monotonic", "_idempotent", "_normalized", "_logsumexp",
+               "_select", "_misses", "check", "_plain")
+
+
+def standalone_source() -> str:
+    """This module's declaration and checkers as Python source that needs only numpy (and
+    `from __future__ import annotations` at the top of the file it goes into)."""
+    here = globals()
+    head = ["import math", "from collections.abc import Callable, Sequence",
+            "from dataclasses import asdict, dataclass", "from typing import Any", "",
+            "import numpy as np", "",
+            f"KINDS = {KINDS!r}", f"SAFETY = {SAFETY!r}", f"APPROX_ULPS = {APPROX_ULPS!r}", f"NAMED = {NAMED!r}",
+            f"FLOATS = {tuple(sorted(FLOATS))!r}", f"UNIT_ROUNDOFF = {dict(UNIT_ROUNDOFF)!r}"]
+    return "\n".join(head) + "\n\n\n" + "\n\n".join(inspect.getsource(here[name]) for name in _STANDALONE)

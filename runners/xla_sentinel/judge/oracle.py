@@ -18,7 +18,7 @@ too (`componentwise`): the norm dilutes a few wrong elements in a large output. 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +33,9 @@ from xla_sentinel.core.dtypes import (
     UNIT_ROUNDOFF,
     subnormal,
 )
+from xla_sentinel.core.graph import Graph, Node
+from xla_sentinel.ops.entries.templates import NEAR_TIES, NOISY_FORMS
+from xla_sentinel.ops.table import OPS
 
 # Two float64 references that differ by more than this (normwise) mean the program is
 # too ill-conditioned, or a reference is itself hit by a bug: no float verdict then.
@@ -164,10 +167,11 @@ def references_agree(a: list[np.ndarray], b: list[np.ndarray], infos: list[Outpu
 def without_undetermined(outputs: list[np.ndarray], undetermined: list[np.ndarray] | None) -> list[np.ndarray]:
     """Outputs with the elements the program leaves open blanked alike in every
     configuration (floats NaN, integers 0), so that no rule judges them: `undetermined`
-    (npref.Evaluation.undetermined) marks, per output, the elements that depend on the sign
-    of a NaN IEEE 754 does not fix (s24-i827: top_k of tanh(log(|NaN| + 0.5)); XLA:CPU's
-    fused log makes -NaN, which its top_k ranks last, numpy keeps +NaN, ranked first). An
-    output of another shape keeps its values: its shape is judged."""
+    marks, per output, the elements that depend on the sign of a NaN IEEE 754 does not fix
+    (npref.Evaluation.undetermined; s24-i827: top_k of tanh(log(|NaN| + 0.5)); XLA:CPU's
+    fused log makes -NaN, which its top_k ranks last, numpy keeps +NaN, ranked first), or on
+    a choice within rounding of a tie (near_tie_undetermined). An output of another shape
+    keeps its values: its shape is judged."""
     if undetermined is None:
         return outputs
     out = []
@@ -177,6 +181,113 @@ def without_undetermined(outputs: list[np.ndarray], undetermined: list[np.ndarra
             x = x.copy()
             x[m] = np.nan if x.dtype.kind == "f" or x.dtype in {NP_DTYPES[d] for d in FLOATS} else 0
         out.append(x)
+    return out
+
+
+def _numpy_walk(graph: Graph, inputs: Sequence[np.ndarray],
+                at_near_ties: Callable[[int, Node, list[np.ndarray], np.ndarray], np.ndarray],
+                ) -> list[np.ndarray]:
+    """The graph in float64 by its ops' numpy forms (the forms npref evaluates), with each
+    result of a NEAR_TIES op replaced by `at_near_ties(value, node, operands, result)`."""
+    floats = {NP_DTYPES[d] for d in FLOATS}
+
+    def load(v: int, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        return x.astype(np.float64) if x.dtype in floats else x
+
+    def apply(v: int, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+        op = OPS[node.op]
+        if op.own_dtypes:  # bit casts and nextafter read their operands in their own dtypes
+            xs = [np.asarray(x).astype(NP_DTYPES[graph.values[a].dtype]) for x, a in zip(xs, node.args, strict=True)]
+        out = np.asarray(op.numpy(node.attrs, *xs))
+        if out.dtype in floats:
+            out = out.astype(np.float64)
+        return at_near_ties(v, node, xs, out) if node.op in NEAR_TIES else out
+
+    with np.errstate(all="ignore"):
+        return [np.asarray(o) for o in graph.run(list(inputs), apply, load)]
+
+
+def near_tie_undetermined(graph: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray] | None:
+    """Per output, the elements that depend on a row of an op whose float64 choice is within
+    rounding of a tie in the program's dtype (templates.NEAR_TIES: topk_routing's experts,
+    s31-i184; top_k's indices), or None where there is no such row. Legal rounding decides
+    such a row either way, and the noise model's samples flip it; judged with the others,
+    the flips made the samples' normwise error of s31-i184's gates 0.10 to 0.15 and the
+    output's threshold past 100 %, so a wrong gate in any other row passed (and one flip
+    of top_k's indices passes the whole integer output). Left undetermined
+    (without_undetermined), they leave the other rows judged tightly.
+
+    Found as npref finds the elements a NaN's open sign decides: the graph evaluated again
+    with those rows made NaN (integers inverted: what depends on them at all) and with each
+    near tie of a template resolved the other way (its directed noisy form, NOISY_FORMS:
+    what a compare or an integer further on makes of the flip); an output element that
+    differs is marked. Each row's rounding bound uses the unit roundoff of the op's operand
+    dtype, the program's, as the noise model does. A walk that a numpy form refuses (a NaN
+    made an index) adds no marks."""
+    if not any(n.op in NEAR_TIES for n in graph.nodes):
+        return None
+    rows: dict[int, np.ndarray] = {}
+
+    def record(v: int, node: Node, xs: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+        operand = graph.values[node.args[0]]
+        u = UNIT_ROUNDOFF.get(operand.dtype)  # an integer operand ranks exactly
+        rows[v] = np.zeros(np.shape(out)[:-1], bool) if u is None else np.asarray(
+            NEAR_TIES[node.op](node.attrs, xs, u, operand.bitwise is True), bool)
+        return out
+
+    try:
+        plain = _numpy_walk(graph, inputs, record)
+    except Exception:  # a numpy form that refuses the inputs: no marks, as before
+        return None
+    if not any(r.any() for r in rows.values()):
+        return None
+
+    def poisoned(v: int, node: Node, xs: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+        # A float row NaN; an integer row (top_k's indices) inverted, unlike what it held.
+        out = out.copy()
+        out[rows[v]] = np.nan if out.dtype.kind == "f" else np.invert(out[rows[v]])
+        return out
+
+    def flipped(sign: float) -> Callable[[int, Node, list[np.ndarray], np.ndarray], np.ndarray]:
+        def at(v: int, node: Node, xs: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+            if node.op not in NOISY_FORMS:
+                return out
+            u = UNIT_ROUNDOFF[graph.values[v].dtype]
+            return np.asarray(NOISY_FORMS[node.op](node.attrs, xs, u, sign, None), np.float64)
+        return at
+
+    marks = [np.zeros(np.shape(x), bool) for x in plain]
+    for at in (poisoned, flipped(1.0), flipped(-1.0)):
+        try:
+            other = _numpy_walk(graph, inputs, at)
+        except Exception:  # see above: this walk adds no marks
+            continue
+        for m, x, y in zip(marks, plain, other, strict=True):
+            if np.shape(x) == np.shape(y):
+                m |= ~_same_elements(x, y)
+    return marks if any(m.any() for m in marks) else None
+
+
+def _same_elements(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise: equal values, any NaN equal to any NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    eq = np.asarray(a == b)
+    if a.dtype.kind == "f" and b.dtype.kind == "f":
+        eq |= np.isnan(a) & np.isnan(b)
+    return eq
+
+
+def either_undetermined(*masks: list[np.ndarray] | None) -> list[np.ndarray] | None:
+    """Per output, the elements left undetermined by any of `masks` (None: none)."""
+    given = [m for m in masks if m is not None]
+    if not given:
+        return None
+    out = [np.asarray(m, bool).copy() for m in given[0]]
+    for more in given[1:]:
+        for o, m in zip(out, more, strict=True):
+            if np.shape(m) == o.shape:
+                o |= m
     return out
 
 
