@@ -5,7 +5,9 @@ and program_optimized.hlo of the whole program), inputs.npz, expected.npz (float
 actual.npz, the injected plugins when there were any, repro.py, report.md (what the
 bisector found) and issue.md (the text of an upstream XLA issue: what is wrong, a
 self-contained reproducer, versions, the flags that cure it). repro.py is run once here and
-must exit 1: a bundle that does not show the bug is reported so.
+must exit 1: a bundle that does not show the bug is reported so. For an invariant finding
+whose reduced case returns the invariant's output, repro.py judges that invariant (the
+declaration and judge/invariants.py's checkers copied in, legal.npz the legal result).
 """
 
 from __future__ import annotations
@@ -89,17 +91,26 @@ def run(ctx: Context) -> dict[str, Any]:
         plugins.append(f"{copy}:{func}")
     specs = _output_specs(case, legal)
     failure = ctx.record["verdict"] if ctx.compiler_failure else "wrong_result"
+    invariant, lost = ctx.invariant_on(case) if ctx.invariant is not None else (None, "")
+    if invariant is not None:
+        # repro.py judges the invariant; the legal result widens its bound as in the lab.
+        save_arrays(folder / "legal.npz",
+                    [np.asarray(x).astype(np.float64) if i.dtype in FLOATS else np.asarray(x)
+                     for i, x in zip(case.infos, legal, strict=True)],
+                    ["f64" if i.dtype in FLOATS else i.dtype for i in case.infos])
     (folder / "repro.py").write_text(repro_template.render(
         ctx.record.get("id", ctx.finding_dir.name), failure, ctx.lab.options, plugins, in_dtypes,
-        specs, partitions(module)))
+        specs, partitions(module), invariant.to_json() if invariant is not None else None))
     (folder / "report.md").write_text(_report(ctx, case, check.evidence, specs))
     (folder / "issue.md").write_text(issue_text(ctx, case, module, expected, check.evidence, specs))
     # A hang's repro.py waits HANG_SECONDS for its child before it reports the hang.
     proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True,
                           timeout=max(ctx.lab.timeout, repro_template.HANG_SECONDS + 60))
     ctx.repro = str(folder.relative_to(ctx.finding_dir))
+    judged = ({"judged_by": "invariant", "invariant": invariant.kind} if invariant is not None
+              else {"judged_by": "numbers", "invariant_lost": lost} if lost else {})
     return {"folder": ctx.repro, "repro_exit": proc.returncode,
-            "repro_output": (proc.stdout + proc.stderr).strip()[-800:]}
+            "repro_output": (proc.stdout + proc.stderr).strip()[-800:], **({"repro": judged} if judged else {})}
 
 
 def _fmt_shapes(arrays: list[np.ndarray]) -> str:
@@ -115,6 +126,12 @@ def _what(ctx: Context, opts: str, evidence: dict[str, Any]) -> str:
         error = (evidence.get("error") or "").strip().splitlines()
         return (f"XLA with `{opts}` fails ({ctx.record['verdict']}) on a module whose only "
                 f"essential op is {op}: {error[0] if error else 'no message'}")
+    inv = ctx.invariant
+    if inv is not None and ctx.reduced is not None and ctx.invariant_on(ctx.reduced)[0] is not None:
+        return (f"XLA compiled with `{opts}` computes {op} wrongly: on inputs fed with exact "
+                f"values its result breaks the invariant `{inv.kind}` of output {inv.output} "
+                f"(declared by {inv.source or 'the finding'}: {inv.to_json()}) by more than any "
+                "legal rounding can, which a legal configuration keeps.")
     if ctx.bitwise_finding:
         return (f"XLA compiled with `{opts}` computes {op} wrongly: on inputs fed with exact "
                 "values its result differs from the one IEEE 754 fixes exactly (conversions, "

@@ -5,7 +5,7 @@ stages left here and add their own; each records its evidence under its name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from xla_sentinel.core.dtypes import FLOATS
 from xla_sentinel.core.model import COMPILER_FAILURES
 from xla_sentinel.core.program import Program
 from xla_sentinel.judge import oracle
+from xla_sentinel.judge.invariants import Invariant, InvariantError
 from xla_sentinel.ops import exact
 
 # Ops that select pass their operands through one to one, whatever their number.
@@ -43,6 +44,14 @@ class Context:
     culprit_path: str | None = None
     inner_op: str | None = None
     inner_text: str | None = None
+    # An invariant finding's checks per stage: how many judged the invariant, how many the
+    # numbers (the case lost the invariant's output), and why the last one lost it.
+    judged_by: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Why the float64 values could not be computed (a compiler failure's cuts then get
+    # stand-ins: pipeline._stand_ins), and how the module was made from the program where
+    # it is not the program's own (a float64 reference's finding: pipeline._in_float64).
+    values_unavailable: str | None = None
+    promoted: str | None = None
     _types: dict[str, dict[str, Any]] = field(default_factory=dict)
     _defined_at: dict[str, int] = field(default_factory=dict)  # value -> op index (-1: argument)
 
@@ -52,9 +61,67 @@ class Context:
         not wrong numbers."""
         return self.record.get("verdict") in COMPILER_FAILURES
 
+    @property
+    def invariant(self) -> Invariant | None:
+        """The invariant an `invariant_violated` finding broke (its evidence's declaration,
+        numbered in the program's outputs and arguments), None for any other finding."""
+        ev = self.record.get("evidence", {})
+        if self.record.get("verdict") != "invariant_violated" or ev.get("reason") != "invariant":
+            return None
+        try:
+            return Invariant.from_json(dict(ev.get("declaration") or {}), source=str(ev.get("declared_by", "")))
+        except InvariantError:
+            return None
+
+    def invariant_values(self) -> list[str]:
+        """The values of @main the finding's invariant reads: its output (and for
+        idempotent the other output); empty for any other finding."""
+        inv = self.invariant
+        if inv is None:
+            return []
+        returns = self.info["returns"]
+        wanted = [inv.output, *([inv.other] if inv.kind == "idempotent" and inv.other is not None else [])]
+        return [returns[k] for k in wanted if k < len(returns)]
+
+    def invariant_on(self, case: Case) -> tuple[Invariant | None, str]:
+        """The finding's invariant numbered in `case`'s outputs and parameters, or why the
+        case cannot judge it (a cut that no longer returns the invariant's output)."""
+        inv = self.invariant
+        assert inv is not None
+        returns = self.info["returns"]
+        vid = returns[inv.output] if inv.output < len(returns) else None
+        if vid is None or vid not in case.outputs:
+            return None, f"the case does not return output {inv.output} ({vid or 'none'}), which the invariant judges"
+        other = inv.other
+        if inv.kind == "idempotent" and other is not None:
+            again = returns[other] if other < len(returns) else None
+            if again not in case.outputs:
+                return None, f"the case does not return output {other} ({again}), the idempotent pair"
+            other = case.outputs.index(again)
+        elif inv.kind == "logsumexp" and other is not None:
+            arg = self.info["args"][other]["vid"] if other < len(self.info["args"]) else None
+            if arg not in case.params:
+                return None, f"the case does not take argument {other} ({arg}), the logsumexp's x"
+            other = case.params.index(arg)
+        return replace(inv, output=case.outputs.index(vid), other=other), ""
+
     def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
               want_hlo: bool = False) -> Check:
-        """Does the finding's failure still show on `case` (under `options`)?"""
+        """Does the finding's failure still show on `case` (under `options`)? For an
+        invariant finding: does the target still break the invariant; where the case no
+        longer returns the invariant's output, wrong numbers, with the reason in the
+        evidence (`invariant_lost`) and counted per stage (`judged_by`)."""
+        if self.invariant is not None:
+            inv, lost = self.invariant_on(case)
+            stage = self.judged_by.setdefault(self.lab.stage, {"invariant": 0, "numbers": 0})
+            if inv is not None:
+                stage["invariant"] += 1
+                return self.lab.check_invariant(case, inv, options, repeat=repeat, want_hlo=want_hlo)
+            stage["numbers"] += 1
+            stage["invariant_lost"] = lost
+            check = self.lab.check(case, options, repeat=repeat, want_hlo=want_hlo)
+            check.evidence.update(judged_by="numbers", invariant_lost=lost)
+            return check
         if self.compiler_failure:
             return self.lab.check_compile(case, self.record["verdict"], options, repeat=repeat,
                                           want_hlo=want_hlo)
@@ -146,6 +213,10 @@ class Context:
         """The cut as a checkable case (inputs and expectations from the float64 values);
         None when it returns nothing."""
         params, outs = self.subgraph(keep, outputs)
+        kept_values = {r["vid"] for i in keep for r in self.ops[i]["results"]}
+        # An invariant finding's cut returns the invariant's output wherever it computes
+        # it, even where a kept op reads it too: the invariant is what is checked.
+        outs = [*outs, *(v for v in self.invariant_values() if v in kept_values and v not in outs)]
         outs = [o for o in outs if o not in params]
         if not outs or any(v not in self.values for v in [*params, *outs]):
             return None  # nothing returned, or a per-device value of an SPMD module (spmd.py)
@@ -162,7 +233,7 @@ class Context:
                     infos=[oracle.OutputInfo(self.dtype(o), self.tainted(o, kept), bitwise.get(o, False))
                            for o in outs],
                     discrete=any(self.ops[i]["discrete"] for i in keep),
-                    ops=sorted(keep))
+                    ops=sorted(keep), params=params, outputs=outs)
 
     def culprit_name(self) -> str:
         """The culprit in canonical form: the op inside its regions where one was found."""

@@ -4,6 +4,8 @@ without them, and the one question every stage asks: does this case still fail?
 "Fails" is the oracle's rule (oracle.judge): the target's error against the float64
 reference is far beyond the error of a legal configuration at the same precision (the
 float64 jit settings, no plugins, an SPMD case unsharded: serve.legal) on the same case.
+For an `invariant_violated` finding it is the invariant instead (check_invariant): the
+target's result still breaks it, whatever the numbers.
 A failing result is compiled and run a second time when asked; a different answer means
 the failure is nondeterministic.
 Coordinator side: no jax here.
@@ -20,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from xla_sentinel.core.elements import NUMPY
-from xla_sentinel.judge import oracle, targets
+from xla_sentinel.judge import invariants, oracle, targets
+from xla_sentinel.judge.invariants import Invariant
 from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
 from xla_sentinel.worker.protocol import Cut, Legal, Ping, R, Ran, Request, RequestFailed, Run
 
@@ -39,6 +42,10 @@ class Case:
     infos: list[oracle.OutputInfo]
     discrete: bool
     ops: list[int] = field(default_factory=list)  # indices of the original @main ops it keeps
+    # The values of @main its parameters and outputs are (context.Context.case); empty for a
+    # case that is not a cut of @main (a region's exposed values, bisect/regions.py).
+    params: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -165,6 +172,19 @@ class Lab:
         assert outputs is not None
         return outputs
 
+    def check_invariant(self, case: Case, inv: Invariant, options: dict[str, Any] | None = None, *,
+                        repeat: bool = False, want_hlo: bool = False) -> Check:
+        """Does the target's result on this case still break invariant `inv` (numbered in
+        the case's outputs and parameters)? Judged as the campaign judges it
+        (judge_invariant), whatever the numbers."""
+        run = self.run_target(case.module, case.inputs, options, want_hlo=want_hlo, repeat=repeat)
+        if run.ran is None:
+            return Check(False, run.verdict, {"error": run.error[:2000]})
+        outputs = run.ran.outputs
+        fails, evidence = judge_invariant(inv, case, outputs, self.legal(case.module, case.inputs))
+        return Check(fails, "invariant_violated" if fails else "pass", evidence, outputs, run.same,
+                     run.ran.hlo)
+
     def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
               want_hlo: bool = False) -> Check:
         """Does the target compute wrong numbers on this case?"""
@@ -184,3 +204,23 @@ def own_dtype(value: np.ndarray, dtype: str) -> np.ndarray:
     """A reference value rounded to the type a module parameter declares."""
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(value).astype(NUMPY[dtype])
+
+
+def judge_invariant(inv: Invariant, case: Case, outputs: Sequence[np.ndarray],
+                    legal: Sequence[np.ndarray]) -> tuple[bool, dict[str, Any]]:
+    """Whether `outputs` (the target's, on `case`) break `inv`, with the bound the judge
+    gives it (judge/assess.py invariant_violations): from the case's float64 values and
+    the output's dtype; the legal compile of the case stands in for the literal evaluation
+    (its non-finite elements are excused) and for the noise model's samples (its own miss,
+    times invariants.SAFETY, widens the bound), so what legal rounding does on this case
+    never counts. The evidence names the invariant either way."""
+    i = inv.output
+    dtype = case.infos[i].dtype
+    excused = ~np.isfinite(np.asarray(legal[i], np.float64)) if np.shape(legal[i]) == np.shape(outputs[i]) \
+        else None
+    v = invariants.check(inv, list(outputs), case.expected, dtype, inputs=case.inputs,
+                         noise=lambda: [list(legal)], excused=excused)
+    if v is None:
+        return False, {"judged_by": "invariant", "invariant": inv.kind, "declared_by": inv.source,
+                       "output": i, "dtype": dtype, "holds": True}
+    return True, {**v.evidence(), "judged_by": "invariant", "dtype": dtype}

@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from xla_sentinel.bisect import bundle, fusion, graph, passes, reduce, regions, reproduce, shrink
 from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import Lab, LabError
-from xla_sentinel.core.program import Program, ProgramError
-from xla_sentinel.worker.protocol import EveryValue, Info
+from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.core.elements import NUMPY
+from xla_sentinel.core.model import COMPILER_FAILURES, Finding, Reference
+from xla_sentinel.core.program import Program, ProgramError, promote_floats
+from xla_sentinel.spec.options import REFERENCE_OPTIONS
+from xla_sentinel.triage import known_bugs
+from xla_sentinel.worker.protocol import EveryValue, Info, NumpyReference
 
 STAGES = (reproduce, graph, reduce, regions, shrink, fusion, passes, bundle)
 # A hang's probes: a case that still hangs costs this long, one that finishes (a cut of the
@@ -25,6 +33,11 @@ HANG_PROBE_S = 30.0
 REDUCING = (reduce, shrink)
 # Evidence too bulky for finding.json; the bundle keeps these as files.
 _BULKY = ("program_hlo", "reduced_hlo")
+# The XLA float64 reference compiled whole, with its options (judge/assess.py): a finding
+# against it (evidence reason "reference": the reference itself is wrong) is bisected as it
+# computes, the program promoted to float64 under these options, against the float64
+# values of each op alone (which keep what it drops). f64_eager runs op by op: no module.
+F64_REFERENCES = {Reference.F64_JIT.value: REFERENCE_OPTIONS}
 
 
 class BisectError(ValueError):
@@ -62,15 +75,81 @@ def open_context(finding_dir: Path, timeout: float = 120.0,
     logs = finding_dir / "logs"
     logs.mkdir(exist_ok=True)
     probe = min(timeout, hang_probe_s) if record.get("verdict") == "hang" else None
-    lab = Lab(evidence.get("target_options") or {}, evidence.get("plugins") or [], timeout, logs,
-              probe_timeout=probe)
+    options = evidence.get("target_options") or {}
+    promoted, own = None, program
+    if record.get("target") in F64_REFERENCES:
+        program, promoted = _in_float64(program, finding_dir)
+        options = evidence.get("target_options") or F64_REFERENCES[record["target"]]
+    lab = Lab(options, evidence.get("plugins") or [], timeout, logs, probe_timeout=probe)
+    unavailable = None
     try:
         info = lab.ask_reference(Info(program.module)).info
-        values = lab.ask_reference(EveryValue(program.module, program.inputs)).values
+        try:
+            values = lab.ask_reference(EveryValue(program.module, program.inputs)).values
+        except LabError as e:
+            if record.get("verdict") not in COMPILER_FAILURES:
+                raise
+            # A compiler failure is followed by "does it still fail?", never by numbers: where
+            # XLA cannot compute the values (an op the reference's options cannot compile:
+            # clamp of PRED without fusion emitters, s33-i348), the cuts get stand-ins.
+            unavailable = str(e)[:2000]
+            values = _stand_ins(info, program)
+        if promoted:
+            promoted += "; " + _numpy_outputs(lab, own, info, values)
     except LabError as e:
         lab.close()
         raise BisectError(f"{finding_dir / 'program' / 'module.mlir'}: {e}") from None
-    return Context(finding_dir, record, program, lab, info, values)
+    return Context(finding_dir, record, program, lab, info, values, values_unavailable=unavailable,
+                   promoted=promoted)
+
+
+def _in_float64(program: Program, finding_dir: Path) -> tuple[Program, str]:
+    """The program as the float64 reference compiles it: every float promoted to f64
+    (core/program.promote_floats, the one promoter), its float inputs widened."""
+    module = promote_floats(program.module)
+    if module is None:
+        raise BisectError(f"{finding_dir / 'program' / 'module.mlir'}: it bit-casts floats, so it has "
+                          "no float64 module to bisect the float64 reference's finding on")
+    inputs = [np.asarray(x).astype(np.float64) if d in FLOATS else x
+              for x, d in zip(program.inputs, program.input_dtypes, strict=True)]
+    why = "the finding is against the float64 reference itself: its module promoted to float64"
+    return replace(program, module=module, inputs=inputs), why
+
+
+def _numpy_outputs(lab: Lab, program: Program, info: dict[str, Any],
+                   values: dict[str, np.ndarray]) -> str:
+    """Put numpy's float64 outputs (npref, the reference the finding was judged against)
+    in place of @main's results in `values` (`program`: the program at its own precision,
+    which NumpyReference promotes as the campaign's does); says where the float64 values of
+    each op alone differed from them."""
+    outputs = lab.ask_reference(NumpyReference(program.module, program.inputs, program.graph)).outputs
+    if outputs is None:
+        return "no numpy float64 outputs: judged against each op alone in float64"
+    args = {a["vid"] for a in info["args"]}
+    differ = []
+    for k, (vid, out) in enumerate(zip(info["returns"], outputs, strict=True)):
+        if vid in args:
+            continue  # an argument returned as it is
+        wide = np.asarray(out, np.float64) if np.asarray(out).dtype.kind == "f" else np.asarray(out)
+        # Beyond float64 rounding (a NaN one of them drops, an op evaluated otherwise).
+        if vid in values and not (np.shape(values[vid]) == wide.shape and np.allclose(
+                np.asarray(values[vid], np.float64), np.asarray(wide, np.float64), rtol=1e-9, atol=0,
+                equal_nan=True)):
+            differ.append(k)
+        values[vid] = wide
+    return ("outputs judged against numpy's float64 values (npref)"
+            + (f", which each op alone in float64 gave otherwise for outputs {differ}" if differ else ""))
+
+
+def _stand_ins(info: dict[str, Any], program: Program) -> dict[str, np.ndarray]:
+    """The program's inputs and zeros for every other value: the inputs of cuts whose only
+    question is whether the target still crashes or fails to compile."""
+    values = {a["vid"]: np.asarray(x) for a, x in zip(info["args"], program.inputs, strict=True)}
+    for op in info["ops"]:
+        for r in op["results"]:
+            if r["dtype"] is not None and r["shape"] is not None:
+                values[r["vid"]] = np.zeros(r["shape"], NUMPY[r["dtype"]])
+    return values
 
 
 def run_stage(ctx: Context, stage: Any) -> dict[str, Any]:
@@ -80,6 +159,9 @@ def run_stage(ctx: Context, stage: Any) -> dict[str, Any]:
     ev = stage.run(ctx)
     ev["seconds"] = round(time.monotonic() - t0, 3)
     ev["target_compiles"] = ctx.lab.compiles[stage.NAME]
+    if stage.NAME in ctx.judged_by:
+        # An invariant finding: how this stage's checks judged it (invariant or numbers).
+        ev["invariant_checks"] = ctx.judged_by[stage.NAME]
     ctx.evidence[stage.NAME] = ev
     return ev
 
@@ -123,6 +205,16 @@ def _record(finding_dir: Path, record: dict[str, Any], ctx: Context) -> dict[str
         "stages": stages,
     }
     record.update({k: result[k] for k in ("culprit_op", "fusion_kind", "culprit_pass")})
+    if located:
+        # Known bugs whose rule names the culprit (a fusion kind) can only match now.
+        program = ctx.program
+        record["known_bug"] = known_bugs.match(
+            Finding.from_json(record), graph=program.graph,
+            module=program.module if program.graph is None else None) or record.get("known_bug")
+    if ctx.values_unavailable:
+        result["values"] = f"unavailable: {ctx.values_unavailable}"
+    if ctx.promoted:
+        result["module"] = ctx.promoted
     record["evidence"]["bisect"] = {k: v for k, v in result.items()
                                     if k not in ("culprit_op", "fusion_kind", "culprit_pass")}
     record["repro"] = result["repro"]

@@ -89,8 +89,19 @@ def run(ctx: Context) -> dict[str, Any]:
         return cache[key]
 
     start = list(range(ctx.culprit, len(ctx.ops)))
+    # An invariant finding keeps the op that computes the invariant's output: the smallest
+    # case that still breaks the invariant, not one whose other numbers happen to differ.
+    required = {i for i in map(ctx.defined_at, ctx.invariant_values()) if i >= ctx.culprit}
+
+    def with_required(keep: list[int]) -> bool:
+        return fails(sorted({*keep, *required}))
+
     try:
-        keep = [ctx.culprit] if fails([ctx.culprit]) else ddmin(start, fails)
+        rest = [i for i in start if i not in required]
+        if with_required([ctx.culprit]):
+            keep = sorted({ctx.culprit, *required})
+        else:
+            keep = sorted({*ddmin(rest, with_required), *required}) if rest else start
     except _Nondeterministic as e:
         ctx.stopped = "nondeterministic"
         return {"nondeterministic_at": str(e), "tests": len(cache)}
@@ -98,7 +109,7 @@ def run(ctx: Context) -> dict[str, Any]:
     if case is None:  # the suffix itself: kept as the stage-1 cut, already known to fail
         case = ctx.case(start, [v for v in ctx.info["returns"] if ctx.defined_at(v) >= ctx.culprit])
     ctx.reduced = case
-    alone = cache.get(frozenset([ctx.culprit]), False)
+    alone = cache.get(frozenset({ctx.culprit, *required}), False)
     moved = None
     if ctx.compiler_failure or _layout(ctx.ops[ctx.culprit]) or _constant(ctx.ops[ctx.culprit]):
         # A sharding constraint computes nothing either: where the suffix search stops at
@@ -111,6 +122,7 @@ def run(ctx: Context) -> dict[str, Any]:
             moved = {"from": ctx.canonical_op(ctx.culprit), "to": ctx.canonical_op(computing[-1])}
             ctx.culprit = computing[-1]
     return {"ops_before": len(ctx.ops), "ops_after": len(keep), "kept": sorted(keep),
+            **({"kept_for_invariant": sorted(required)} if required else {}),
             **({"culprit_moved": moved} if moved else {}),
             "kept_ops": [ctx.ops[i]["name"] for i in sorted(keep)], "tests": len(cache),
             "culprit_alone_fails": alone}

@@ -81,10 +81,12 @@ def _resign(store: Store, out_dir: Path, finding: Finding, culprit: dict[str, An
     """`culprit`: the CULPRIT_FIELDS and the repro bundle's folder."""
     refined = dataclasses.replace(finding, **{k: culprit[k] for k in CULPRIT_FIELDS})
     refined.signature = signature_of(refined)
-    refined.known_bug = known_bugs.match(refined) or finding.known_bug
-    store.resign_finding(finding.signature, refined, culprit["repro"])
     path = out_dir / finding.dir / "finding.json"
     on_disk = json.loads(path.read_text())
+    # The bisector matched the known bugs with the program at hand (pipeline._record), which
+    # rules that read the program need; an alias's finding was not bisected.
+    refined.known_bug = known_bugs.match(refined) or on_disk.get("known_bug") or finding.known_bug
+    store.resign_finding(finding.signature, refined, culprit["repro"])
     on_disk.update({**culprit, "signature": refined.signature,
                     "candidate_signature": finding.signature})
     path.write_text(json.dumps(on_disk, indent=1))

@@ -5,13 +5,13 @@ or if, a shard_map's `sdy.manual_computation`) or is a `func.call`, the op that 
 is inside it. The reduced case (for a call, the culprit alone), fed exact values as every
 cut is, is taken apart in the reference worker (xla/cuts.py): calls inlined, then values
 of a region exposed as extra results of every op around them, up to @main, which returns
-only those. A while exposes
-the value of its first iteration (computed from the loop's initial values, which the cut
-feeds exactly), a branch its value (zeros from the other branches), a manual computation
-each device's value stacked. Their float64 reference is computed as every value of the
-finding is (EveryValue: the probe's ops each alone in float64; the region op whole, so
-with its devices where it is a manual computation, docs/spmd.md), and the target's values
-are judged against it by the oracle as any case.
+only those. A while exposes the value of one iteration (a counter carried beside the
+loop picks it; computed from the loop's initial values, which the cut feeds exactly), a
+branch its value (zeros from the other branches), a manual computation each device's
+value stacked. Their float64 reference is computed as every value of the finding is
+(EveryValue: the probe's ops each alone in float64; the region op whole, so with its
+devices where it is a manual computation, docs/spmd.md), and the target's values are
+judged against it by the oracle as any case.
 
 Control: the region's own arguments, exposed the same way, must come out right (else a
 value is wrong however it leaves the region: no op inside is to blame). Prefix search:
@@ -21,18 +21,33 @@ first op whose value is wrong while every op before it in the region is right: t
 culprit inside (about log2(N) probes). An op found that holds regions itself is descended
 into the same way. The region path names where it sits, region by region:
 `main/while#3/body/dynamic_update_slice#7` (op indices count the ops of the region as
-written, calls inlined). Where no exposed value fails (the bug needs the values of a
-later iteration, or lives where a region hands its values on), the culprit stays the op
-of @main and the evidence says so.
+written, calls inlined).
+
+A while is searched in three steps (`_search_while`). Its trip count first, counted
+beside it: where the target's differs from the reference's, the condition decided wrong
+at check k = the smaller of the two; the condition's ops, recomputed from what it reads
+there (which must come out right: else the body handed it wrong values), name the first
+that goes wrong, or, all right, the op whose result the condition returns (its decision):
+`main/while#3/cond/compare#1`. Then its body at the first iteration; where every value
+of it comes out right, later ones: P_all at iteration 1, 2, 4, ... (below the trip count,
+at most MAX_ITERATION_PROBES probes) until one fails, then a binary search between the
+last that passed and it for an iteration k whose predecessor's values all come out
+right, and the prefix search at k. The evidence says which `iteration`. Where no exposed
+value fails (a bug that lives where a region hands its values on, or an iteration the
+doubling steps over), the culprit stays the op of @main and the evidence says so.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from xla_sentinel.bisect.context import Context
-from xla_sentinel.bisect.lab import Case, LabError
+from xla_sentinel.bisect.lab import Case, Check, LabError
 from xla_sentinel.core.dtypes import FLOATS
 from xla_sentinel.core.stablehlo import holds_floats
 from xla_sentinel.judge import oracle
@@ -40,8 +55,11 @@ from xla_sentinel.worker.protocol import EveryValue, Region
 
 NAME = "regions"
 MAX_DEPTH = 4  # nested regions descended into
-# Regions each op kind exposes values of (xla/cuts.EXPOSABLE), and what they are called.
-_REGIONS = {"stablehlo.while": {1: "body"}, "stablehlo.if": {0: "true", 1: "false"},
+MAX_ITERATION_PROBES = 24  # probes the search over one loop's iterations may spend
+# Regions each op kind exposes values of (xla/cuts.EXPOSABLE), and what they are called
+# (a while's condition, "cond", is searched apart: _search_while).
+_WHILE = "stablehlo.while"
+_REGIONS = {_WHILE: {1: "body"}, "stablehlo.if": {0: "true", 1: "false"},
             "sdy.manual_computation": {0: "body"}}
 _CALLEE = re.compile(r"func\.call @([\w.$-]+)")
 
@@ -83,45 +101,62 @@ class _Probe:
         """{"ops", "arguments"} of the region at `path`."""
         return self.ctx.lab.ask_reference(Region(self.base.module, path, [])).info
 
-    def fails(self, path: list[list[int]], ops: list[int], listing: dict[str, Any],
-              repeat: bool = False) -> tuple[bool, bool | None]:
-        """Does the target get a value of ops `ops` (-k-1: argument k) of the region at
-        `path` wrong?"""
+    def check(self, path: list[list[int]], ops: list[int], listing: dict[str, Any],
+              repeat: bool = False, infos: list[oracle.OutputInfo] | None = None
+              ) -> tuple[Check, list[Any]]:
+        """The target's answer on the values of ops `ops` (-k-1: argument k) of the region
+        at `path` (judged as `infos` say, else as their results' types), and their float64
+        reference."""
         self.count += 1
         lab = self.ctx.lab
         reply = lab.ask_reference(Region(self.base.module, path, ops)).info
         module = reply["module"]
         values = lab.ask_reference(EveryValue(module, self.wide)).values
         floats = holds_floats(module)
-        dtypes = [r["dtype"] for j in ops
-                  for r in ([listing["arguments"][-j - 1]] if j < 0 else listing["ops"][j]["results"])
-                  if r["dtype"]]
-        case = Case(module=module, inputs=self.base.inputs,
-                    expected=[values[v] for v in reply["returns"]],
-                    infos=[oracle.OutputInfo(d, d in FLOATS or floats, False) for d in dtypes],
+        if infos is None:
+            dtypes = [r["dtype"] for j in ops
+                      for r in ([listing["arguments"][-j - 1]] if j < 0 else listing["ops"][j]["results"])
+                      if r["dtype"]]
+            infos = [oracle.OutputInfo(d, d in FLOATS or floats, False) for d in dtypes]
+        expected = [values[v] for v in reply["returns"]]
+        case = Case(module=module, inputs=self.base.inputs, expected=expected, infos=infos,
                     discrete=self.base.discrete, ops=self.base.ops)
-        check = self.ctx.check(case, repeat=repeat)
+        return self.ctx.check(case, repeat=repeat), expected
+
+    def fails(self, path: list[list[int]], ops: list[int], listing: dict[str, Any],
+              repeat: bool = False) -> tuple[bool, bool | None]:
+        """Does the target get a value of ops `ops` (-k-1: argument k) of the region at
+        `path` wrong?"""
+        check, _ = self.check(path, ops, listing, repeat)
         return check.fails, check.deterministic
 
 
+def _candidates(listing: dict[str, Any]) -> list[int]:
+    """The ops of a region whose values are searched: not constants, with a tensor result."""
+    return [k for k, op in enumerate(listing["ops"])
+            if op["name"] != "stablehlo.constant" and any(r["dtype"] for r in op["results"])]
+
+
 def _first_wrong(probe: _Probe, path: list[list[int]], listing: dict[str, Any],
-                 trail: list[dict[str, Any]]) -> int | None:
-    """The first op of the region at `path` whose value the target gets wrong, or None."""
-    cands = [k for k, op in enumerate(listing["ops"])
-             if op["name"] != "stablehlo.constant" and any(r["dtype"] for r in op["results"])]
+                 trail: list[dict[str, Any]], known: dict[int, bool] | None = None
+                 ) -> tuple[int | None, bool]:
+    """The first op of the region at `path` whose value the target gets wrong, or None;
+    and whether the control (the region's own arguments) failed. `known`: P_n already
+    probed."""
+    cands = _candidates(listing)
     if not cands:
-        return None
+        return None, False
     args = [-k - 1 for k, a in enumerate(listing["arguments"]) if a["dtype"]]
     if path and args:
-        # Control: the region's own arguments (a loop's initial values, each device's
-        # shards), exposed the same way, must come out right; where they do not, values
-        # come out wrong however they leave the region (a loop that stores what it carries
-        # wrongly) and no op inside is to blame.
+        # Control: the region's own arguments (a loop's values at the iteration, each
+        # device's shards), exposed the same way, must come out right; where they do not,
+        # values come out wrong however they leave the region (a loop that stores what it
+        # carries wrongly) and no op inside is to blame.
         control = probe.fails(path, args, listing)[0]
         trail.append({"path": path, "exposed": "arguments", "fails": control})
         if control:
-            return None
-    cache: dict[int, bool] = {}
+            return None, True
+    cache: dict[int, bool] = dict(known or {})
 
     def fails(n: int) -> bool:
         if n not in cache:
@@ -130,13 +165,134 @@ def _first_wrong(probe: _Probe, path: list[list[int]], listing: dict[str, Any],
         return cache[n]
 
     if not fails(len(cands)):
-        return None
+        return None, False
     lo, hi = 0, len(cands)  # P_lo passes (nothing exposed), P_hi fails
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fails(mid) else (mid, hi)
     again, deterministic = probe.fails(path, cands[:hi], listing, repeat=True)
-    return cands[hi - 1] if again and deterministic is not False else None
+    return (cands[hi - 1] if again and deterministic is not False else None), False
+
+
+@dataclass
+class _Hit:
+    """An op found inside a region: the block's path, the region's name, its listing, the
+    op's index there, and what the evidence adds (a loop's iteration, its trip counts)."""
+
+    path: list[list[int]]
+    region: str | None
+    listing: dict[str, Any]
+    index: int
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def _search(probe: _Probe, prefix: list[list[int]], j: int, op: dict[str, Any],
+            trail: list[dict[str, Any]]) -> _Hit | None:
+    """The op that goes wrong inside the regions of op `j` of the block at `prefix`."""
+    if op["name"] == _WHILE:
+        return _search_while(probe, prefix, j, trail)
+    for r, name in _region_names(op).items():
+        path = [*prefix, [j, r]]
+        listing = probe.listing(path)
+        found, _ = _first_wrong(probe, path, listing, trail)
+        if found is not None:
+            return _Hit(path, name, listing, found)
+    return None
+
+
+def _scalar(value: Any) -> int:
+    return int(np.asarray(value).reshape(-1)[0])
+
+
+def _search_while(probe: _Probe, prefix: list[list[int]], j: int,
+                  trail: list[dict[str, Any]]) -> _Hit | None:
+    """The op that goes wrong in while `j` of the block at `prefix`: in its condition
+    where the trip count differs, else in its body at the first iteration whose values
+    come out wrong."""
+    cond = probe.listing([*prefix, [j, 0]])
+    # A trip count is judged exactly where the condition computes on integers only (a
+    # counted loop); one that a float decides may legally differ (tainted: never a fail
+    # here, where no noise model is sampled).
+    floats = any(v["dtype"] in FLOATS for op in cond["ops"] for v in [*op["operands"], *op["results"]])
+    try:
+        trips, expected = probe.check([*prefix, [j, 0]], [len(cond["ops"])], cond,
+                                      infos=[oracle.OutputInfo("s32", floats, False)])
+    except LabError as e:
+        # A loop whose trip count cannot be counted beside it: its first iteration only.
+        trail.append({"path": [*prefix, [j, 0]], "exposed": "trips", "error": str(e)[:500]})
+        trips, expected = None, []
+    reference = _scalar(expected[0]) if trips else 1
+    target = _scalar(trips.outputs[0]) if trips and trips.outputs else None
+    if trips:
+        trail.append({"path": [*prefix, [j, 0]], "exposed": "trips", "fails": trips.fails,
+                      "reference": reference, "target": target})
+    bound = reference  # iterations whose body values can be compared
+    if trips and trips.fails and target is not None:
+        # The condition decided wrong at check k (before iteration k), the first where the
+        # two runs part; what it reads there must come out right, else the body is to blame.
+        k = min(reference, target)
+        path = [*prefix, [j, 0, k]]
+        notes = {"iteration": k, "trips": {"reference": reference, "target": target}}
+        found, control = _first_wrong(probe, path, cond, trail)
+        if found is not None:
+            return _Hit(path, "cond", cond, found, notes)
+        if not control:
+            # Every value it reads and computes comes out right, its decision does not.
+            decision = next((i for i, o in enumerate(cond["ops"]) if o["returned"]), None)
+            return None if decision is None else _Hit(path, "cond", cond, decision,
+                                                       {**notes, "decision": True})
+        bound = k
+    body = probe.listing([*prefix, [j, 1]])
+
+    def at(k: int) -> list[list[int]]:
+        return [*prefix, [j, 1, k]]
+
+    found, control = _first_wrong(probe, at(0), body, trail)
+    if found is not None:
+        return _Hit(at(0), "body", body, found, {"iteration": 0})
+    if control or bound <= 1:
+        return None
+    k = _wrong_iteration(probe, at, body, bound, trail)
+    if k is None:
+        return None
+    found, _ = _first_wrong(probe, at(k), body, trail, known={len(_candidates(body)): True})
+    return None if found is None else _Hit(at(k), "body", body, found, {"iteration": k})
+
+
+def _wrong_iteration(probe: _Probe, at: Callable[[int], list[list[int]]], body: dict[str, Any],
+                     bound: int, trail: list[dict[str, Any]]) -> int | None:
+    """An iteration k (0 < k < bound) whose body values the target gets wrong while those
+    of iteration k - 1 come out right, iteration 0's known right; None where iterations
+    1, 2, 4, ... and bound - 1 all come out right, or MAX_ITERATION_PROBES run out."""
+    cands = _candidates(body)
+    spent = 0
+
+    def fails(k: int) -> bool:
+        nonlocal spent
+        spent += 1
+        f = probe.fails(at(k), cands, body)[0]
+        trail.append({"path": at(k), "exposed": len(cands), "of": len(cands), "iteration": k,
+                      "fails": f})
+        return f
+
+    lo, hi, k = 0, None, 1  # iteration lo's values come out right, hi's wrong
+    while hi is None:
+        if spent >= MAX_ITERATION_PROBES:
+            trail.append({"path": at(k), "exposed": "iterations", "budget": MAX_ITERATION_PROBES})
+            return None
+        if fails(k):
+            hi = k
+        elif k >= bound - 1:
+            return None
+        else:
+            lo, k = k, min(2 * k, bound - 1)
+    while hi - lo > 1:
+        if spent >= MAX_ITERATION_PROBES:
+            trail.append({"path": at(hi), "exposed": "iterations", "budget": MAX_ITERATION_PROBES})
+            return None
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fails(mid) else (mid, hi)
+    return hi
 
 
 def run(ctx: Context) -> dict[str, Any]:
@@ -171,44 +327,54 @@ def _descend(ctx: Context, probe: _Probe, top: dict[str, Any], i: int, at: int) 
     trail: list[dict[str, Any]] = []
     labels = ["main", _label(top, i)]
     error = None
-    # A call alone is inlined into the probe's @main; a region op is op `at` of it.
-    if top["name"] == "func.call":
-        levels = [([], None)]
-    else:
-        levels = [([[at, r]], name) for r, name in _region_names(top).items()]
     found = None
+    iterations: dict[str, int] = {}  # each loop on the path -> the iteration searched
+    notes: dict[str, Any] = {}
+    # A call alone is inlined into the probe's @main, searched as a block of its own; a
+    # region op is op `at` of it.
+    prefix: list[list[int]] = []
+    op, j = top, at
     for _ in range(MAX_DEPTH):
-        hit = None
         try:
-            for path, region_name in levels:
-                listing = probe.listing(path)
-                j = _first_wrong(probe, path, listing, trail)
-                if j is not None:
-                    hit = (path, region_name, listing, j)
-                    break
+            if op["name"] == "func.call":
+                listing = probe.listing([])
+                k, _ = _first_wrong(probe, [], listing, trail)
+                hit = None if k is None else _Hit([], None, listing, k)
+            else:
+                hit = _search(probe, prefix, j, op, trail)
         except LabError as e:
             # A region this cannot take apart (a type with no zero, an op kind it does not
             # thread values out of): the culprit stays the op found so far.
             error = str(e)[:2000]
+            hit = None
         if hit is None:
             break
-        path, region_name, listing, j = hit
-        op = listing["ops"][j]
-        if region_name:
-            labels.append(region_name)
+        if hit.region:
+            labels.append(hit.region)
+        if "iteration" in hit.notes:
+            iterations["/".join(labels[:-1])] = hit.notes["iteration"]
+        notes = hit.notes
+        op, j = hit.listing["ops"][hit.index], hit.index
         labels.append(_label(op, j))
-        found = op
-        levels = [([*path, [j, r]], name) for r, name in _region_names(op).items()]
-        if not levels:
+        found, prefix = op, hit.path
+        # A condition's ops are recomputed to be seen: nothing is threaded out of what
+        # they hold.
+        if hit.region == "cond" or not _region_names(op):
             break
     evidence: dict[str, Any] = {"probes": probe.count, "trail": trail,
                                 **({"error": error} if error else {})}
     if found is None:
         return {**evidence, "inner_op": None,
                 "note": "no value inside the culprit's regions comes out wrong on its own "
-                        "(first iteration of a loop, the taken branch, each device's part)"}
+                        "(a loop's trip count, its iterations 1, 2, 4, ... below it, the "
+                        "taken branch, each device's part)"}
     ctx.culprit_path = "/".join(labels)
     ctx.inner_op = canonical(found)
     ctx.inner_text = found["text"]
+    # `iteration`: the iteration (from 0) of the innermost loop around the op at which it
+    # goes wrong, or the check of a condition (before that iteration).
+    loop = {"iteration": list(iterations.values())[-1], "iterations": iterations,
+            **{k: v for k, v in notes.items() if k != "iteration"}} if iterations else {}
     return {**evidence, "inner_op": ctx.inner_op, "culprit_path": ctx.culprit_path,
-            "op_text": found["text"], "location": found.get("location"), "outer_op": ctx.canonical_op(i)}
+            "op_text": found["text"], "location": found.get("location"),
+            "outer_op": ctx.canonical_op(i), **loop}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from xla_sentinel.judge import invariants
+
 # How long repro.py lets a hang finding's child compile and run before it calls it a hang.
 HANG_SECONDS = 60
 
@@ -19,8 +21,13 @@ within HANG_SECONDS). An SPMD module
 put together as the compiled module's shardings say. Exit 1 while the bug shows, 0 once
 fixed. Options: --without-plugins (do not register the injected pass plugins the finding
 was made under), --xla-option NAME=VALUE (add or override an XLA option, e.g. the
-workaround xla_disable_hlo_passes=...). Needs only jax and numpy.
+workaround xla_disable_hlo_passes=...). Needs only jax and numpy. A finding that broke an
+invariant (INVARIANT below) is judged by that invariant alone, as the campaign judged it:
+the bound comes from the float64 values and the output's type, widened by the legal
+configuration's own miss (legal.npz); the numbers may differ as long as it holds.
 """
+
+from __future__ import annotations
 
 import argparse
 import importlib.util
@@ -41,6 +48,10 @@ INPUT_DTYPES = {input_dtypes}
 # (k * max(error of a legal configuration, unit roundoff), the xla-sentinel oracle's rule),
 # or "bitwise": a result IEEE 754 fixes exactly, compared value for value with expected.npz.
 OUTPUTS = {outputs}
+# The invariant the finding broke, numbered in this module's outputs and arguments; None:
+# the outputs are judged by their numbers.
+INVARIANT = {invariant}
+{invariant_checker}
 
 
 def parse_value(text):
@@ -70,6 +81,25 @@ def same_values(actual, expected, tiny):
     a, r = (np.asarray(v, np.float64) for v in (actual, expected))
     a, r = (np.where(np.abs(v) < tiny, 0.0, v) for v in (a, r))
     return (a == r) | (np.isnan(a) & np.isnan(r))
+
+
+def broken_invariant(outputs, expected, legal, inputs):
+    """What breaks INVARIANT in `outputs` ([] if it holds): the legal configuration's
+    non-finite elements are excused and its own miss widens the bound, as in xla-sentinel."""
+    inv = Invariant.from_json(dict(INVARIANT))
+    i = inv.output
+    out = np.asarray(outputs[i])
+    if out.shape != np.shape(expected[i]):
+        return [f"output {{i}}: shape {{list(out.shape)}}, expected {{list(np.shape(expected[i]))}}"]
+    excused = ~np.isfinite(np.asarray(legal[i], np.float64))
+    v = check(inv, [np.asarray(o) for o in outputs], expected, OUTPUTS[i]["dtype"], inputs=inputs,
+              noise=lambda: [legal], excused=excused)
+    if v is None:
+        print(f"output {{i}}: invariant {{inv.kind}} ({{inv.source}}) holds")
+        return []
+    worst = v.worst[0]
+    return [f"output {{i}} ({{OUTPUTS[i]['dtype']}}): invariant {{inv.kind}} ({{inv.source}}) broken in "
+            f"{{v.count}} rows or elements; worst {{worst}}"]
 
 
 def host_devices():
@@ -195,7 +225,13 @@ def main():
     if args.child:
         return 0
     wrong = []
+    if INVARIANT is not None:
+        with np.load(HERE / "legal.npz") as z:
+            legal = [z[f"arg{{i}}"] for i in range(len(OUTPUTS))]
+        wrong = broken_invariant(outputs, expected, legal, inputs)
     for i, (out, ref, spec) in enumerate(zip(outputs, expected, OUTPUTS)):
+        if INVARIANT is not None:
+            break
         if out.shape != ref.shape:
             wrong.append(f"output {{i}}: shape {{list(out.shape)}}, expected {{list(ref.shape)}}")
             continue
@@ -237,10 +273,18 @@ if __name__ == "__main__":
 
 
 def render(finding_id: str, failure: str, options: dict[str, Any], plugins: list[str],
-           input_dtypes: list[str], outputs: list[dict[str, Any]], partitions: int = 1) -> str:
+           input_dtypes: list[str], outputs: list[dict[str, Any]], partitions: int = 1,
+           invariant: dict[str, Any] | None = None) -> str:
     """repro.py with the finding's constants filled in (as Python literals); `partitions`
-    is the module's mhlo.num_partitions (targets.partitions)."""
+    is the module's mhlo.num_partitions (targets.partitions); `invariant` the declaration
+    (invariants.Invariant.to_json, numbered in the module) an invariant finding broke,
+    judged by the checkers of judge/invariants.py copied in (standalone_source)."""
+    checker = ""
+    if invariant is not None:
+        checker = ("\n# --- the invariant's declaration and checkers (xla_sentinel/judge/invariants.py) ---\n"
+                   + invariants.standalone_source() + "\n# --- end of the checkers ---\n")
     return TEMPLATE.format(finding_id=finding_id, failure=failure, partitions=int(partitions),
+                           invariant=repr(invariant), invariant_checker=checker,
                            hang_seconds=HANG_SECONDS,
                            options=repr(options),
                            plugins=repr(plugins),

@@ -53,6 +53,9 @@ def run(ctx: Context) -> dict[str, Any]:
     check = ctx.check(case)
     # A compiler failure has no worst element: shrink towards the origin.
     where = [0] * len(shape) if ctx.compiler_failure else check.evidence.get("where")
+    if where is None and check.evidence.get("judged_by") == "invariant" and check.evidence.get("violations"):
+        # An elementwise invariant (range, sign, finite) names its worst element.
+        where = check.evidence["violations"][0].get("index")
     if not check.fails or where is None or len(where) != len(shape):
         return {"skipped": "no single worst element to shrink towards"}
     box = [(0, d) for d in shape]

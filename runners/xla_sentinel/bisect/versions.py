@@ -30,7 +30,8 @@ from xla_sentinel.core import versions
 from xla_sentinel.core.dtypes import FLOATS
 from xla_sentinel.core.model import COMPILER_FAILURES
 from xla_sentinel.core.program import Program, ProgramError, load_arrays, result_dtypes
-from xla_sentinel.judge import oracle
+from xla_sentinel.judge import invariants, oracle
+from xla_sentinel.judge.invariants import Invariant
 from xla_sentinel.spec.options import LEGAL
 from xla_sentinel.storage.store import Store, StoreError
 from xla_sentinel.worker.client import NoInterpreter, Worker, WorkerDied, WorkerHung
@@ -57,8 +58,11 @@ class OutputCheck:
 
     index: int
     dtype: str
-    kind: str  # classes, threshold, exact, bitwise
+    kind: str  # classes, threshold, exact, bitwise, invariant
     threshold: float = 0.0
+    # kind `invariant`: the declaration the finding broke (invariants.Invariant.to_json),
+    # judged as the lab judges it (lab.judge_invariant), whatever the numbers.
+    invariant: dict[str, Any] | None = None
 
 
 @dataclass
@@ -78,6 +82,7 @@ class Subject:
     options: dict[str, Any]
     verdict: str  # the finding's verdict; "mismatch" for a bundle of wrong results
     bundle: bool
+    legal: list[np.ndarray] | None = None  # an invariant bundle's legal.npz
 
 
 @dataclass
@@ -111,6 +116,12 @@ def _expected(path: Path, dtypes: list[str]) -> list[np.ndarray]:
 def finding_check(verdict: str, evidence: dict[str, Any], dtype: str) -> OutputCheck:
     """The check of a finding's failing output (evidence `output`), from its evidence."""
     index = int(evidence.get("output") or 0)
+    if verdict == "invariant_violated" and evidence.get("reason") == "invariant":
+        declaration = evidence.get("declaration")
+        if not isinstance(declaration, dict):
+            raise ValueError("its evidence has no invariant declaration")
+        return OutputCheck(index, dtype, "invariant",
+                           invariant={**declaration, "source": str(evidence.get("declared_by", ""))})
     if verdict == "nan_mismatch":
         return OutputCheck(index, dtype, "classes")
     reason = evidence.get("reason")
@@ -124,11 +135,21 @@ def finding_check(verdict: str, evidence: dict[str, Any], dtype: str) -> OutputC
 
 
 def wrong_outputs(outputs: list[np.ndarray], expected: list[np.ndarray], checks: list[OutputCheck],
-                  legal: list[np.ndarray] | None) -> list[str]:
+                  legal: list[np.ndarray] | None, inputs: list[np.ndarray] | None = None) -> list[str]:
     """What is wrong in a release's outputs, as repro.py (bundle.py) words it; [] if nothing."""
     wrong = []
     for c in checks:
         out = np.asarray(outputs[c.index])
+        if c.kind == "invariant" and c.invariant is not None:
+            inv = Invariant.from_json(dict(c.invariant))
+            excused = ~np.isfinite(np.asarray(legal[c.index], np.float64)) \
+                if legal is not None and np.shape(legal[c.index]) == out.shape else None
+            v = invariants.check(inv, list(outputs), expected, c.dtype, inputs=inputs,
+                                 noise=(lambda: [list(legal)]) if legal is not None else None, excused=excused)
+            if v is not None:
+                wrong.append(f"output {c.index} ({c.dtype}): invariant {inv.kind} broken in {v.count} "
+                             "rows or elements")
+            continue
         if c.kind == "bitwise":
             ref = legal[c.index] if legal is not None else expected[c.index]
             if not oracle.same_values(out, np.asarray(ref), c.dtype):
@@ -164,12 +185,13 @@ def _bundle_constants(script: Path) -> dict[str, Any]:
     """FAILURE, OPTIONS, INPUT_DTYPES, OUTPUTS of a bundle's repro.py (literals that
     bundle.py wrote with repro_template.render)."""
     wanted = {"FAILURE", "OPTIONS", "INPUT_DTYPES", "OUTPUTS"}
+    optional = {"INVARIANT"}  # bundles of invariant findings
     found: dict[str, Any] = {}
     try:
         tree = ast.parse(script.read_text())
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                    and isinstance(node.targets[0], ast.Name) and node.targets[0].id in wanted:
+                    and isinstance(node.targets[0], ast.Name) and node.targets[0].id in wanted | optional:
                 found[node.targets[0].id] = ast.literal_eval(node.value)
     except (OSError, SyntaxError, ValueError) as e:
         raise VersionBisectError(f"{script}: not a repro.py xla-sentinel wrote ({e})") from None
@@ -221,8 +243,16 @@ def load_subject(path: Path) -> Subject:
             verdict = "mismatch" if c["FAILURE"] == "wrong_result" else str(c["FAILURE"])
             expected = [] if verdict in COMPILER_FAILURES else \
                 _expected(path / "expected.npz", [o["dtype"] for o in outs])
+            legal = None
+            if c.get("INVARIANT") is not None:
+                # Judged by the invariant alone, as its repro.py judges it.
+                inv = dict(c["INVARIANT"])
+                checks = [OutputCheck(int(inv["output"]), outs[int(inv["output"])]["dtype"], "invariant",
+                                      invariant=inv)]
+                verdict = "invariant_violated"
+                legal = _expected(path / "legal.npz", [o["dtype"] for o in outs])
             return Subject(path, module, inputs, expected, checks, dict(c["OPTIONS"]), verdict,
-                           bundle=True)
+                           bundle=True, legal=legal)
     except ProgramError as e:
         raise VersionBisectError(str(e)) from None
     except OSError as e:
@@ -292,8 +322,8 @@ class Prober:
             # A release that cannot compile the module at all neither shows nor clears a
             # wrong-numbers bug.
             return Probe(version, None, ran[0], ran[1][:800])
-        legal: list[np.ndarray] | None = None
-        if any(c.kind == "bitwise" for c in s.checks) and not s.bundle:
+        legal: list[np.ndarray] | None = s.legal
+        if any(c.kind in ("bitwise", "invariant") for c in s.checks) and not s.bundle:
             # A bitwise output is judged against the legal settings' result on this release.
             got = self._run(worker, module, LEGAL)
             if got[2] is None:
@@ -301,7 +331,7 @@ class Prober:
             if got[2] is None:
                 return Probe(version, None, "legal_failed", got[1][:800])
             legal = got[2]
-        wrong = wrong_outputs(ran[2], s.expected, s.checks, legal)
+        wrong = wrong_outputs(ran[2], s.expected, s.checks, legal, s.inputs)
         return Probe(version, bool(wrong), "wrong" if wrong else "pass", "; ".join(wrong)[:800])
 
     def _run(self, worker: Worker, module: str | bytes,

@@ -319,10 +319,15 @@ def strip_locations(text: str) -> str:
 
 # Inside regions (issue 28): a culprit that is a region op (a loop, a conditional, a
 # manual computation) or a call is descended into by exposing inner values as extra results
-# of every op around them, up to @main, which then returns only those.
-# How a region's values leave its op, per op kind (`_thread`).
+# of every op around them, up to @main, which then returns only those. A region path is
+# [op index, region index] per level from @main; a while's level may add the iteration
+# whose values are exposed ([op, 1, k]: the body at iteration k, from 0; [op, 0, k]: the
+# condition's ops as it computes them before iteration k, `expose`).
+# How a region's values leave its op, per op kind (`_thread`); a while's condition hands
+# nothing on, so its values are recomputed where they can leave (`_condition_values`).
 EXPOSABLE = {"stablehlo.while": (1,), "stablehlo.case": None, "stablehlo.if": None,
              "sdy.manual_computation": (0,)}  # None: every region (each branch)
+WHILE_CONDITION = 0
 _MESH_AXIS = re.compile(r'"(\w+)"\s*=\s*(\d+)')
 _QUOTED = re.compile(r'"(\w+)"')
 
@@ -358,13 +363,8 @@ def _inline(call: Any, callee: Any) -> None:
     mapping = dict(zip(block.arguments, call.operands, strict=True))
     ip = ir.InsertionPoint(call)
     for old in _body(block):
-        new = old.clone(ip=ip)
-        # The clone still reads the callee's values, in its operands and in its regions.
-        for inner_old, inner_new in zip([old, *_walk(old)], [new, *_walk(new)], strict=True):
-            for k, v in enumerate(inner_old.operands):
-                if v in mapping:
-                    inner_new.operands[k] = mapping[v]
-        mapping.update(zip(old.results, new.results, strict=True))
+        # The clone would still read the callee's values, in its operands and its regions.
+        _clone_with(old, ip, mapping)
     ret = block.operations[len(block.operations) - 1].operation
     for r, v in zip(call.results, ret.operands, strict=True):
         r.replace_all_uses_with(mapping.get(v, v))
@@ -385,15 +385,20 @@ def _body(block: Any) -> list[Any]:
     return [op.operation for op in block.operations][:-1]
 
 
-def _descend(main_block: Any, path: list[list[int]]) -> tuple[list[tuple[Any, int]], Any]:
-    """The ops (with the region taken) from @main's block down `path` ([op index, region
-    index] per level), and the block reached."""
+def _descend(main_block: Any, path: list[list[int]]) -> tuple[list[tuple[Any, int, int]], Any]:
+    """The ops (with the region taken and the iteration, 0 unless a while's level names
+    one) from @main's block down `path` ([op index, region index(, iteration)] per level),
+    and the block reached."""
     chain, block = [], main_block
-    for j, r in path:
+    for level in path:
+        j, r, *rest = level
+        k = rest[0] if rest else 0
         ops = _body(block)
-        if j >= len(ops) or r >= len(ops[j].regions):
+        if len(rest) > 1 or j >= len(ops) or r >= len(ops[j].regions):
             raise CutError(f"no region {r} of op {j} at {path}")
-        chain.append((ops[j], r))
+        if k and (k < 0 or ops[j].name != "stablehlo.while"):
+            raise CutError(f"iteration {k} of op {j} ({ops[j].name}) at {path}")
+        chain.append((ops[j], r, k))
         block = ops[j].regions[r].blocks[0]
     return chain, block
 
@@ -401,19 +406,22 @@ def _descend(main_block: Any, path: list[list[int]]) -> tuple[list[tuple[Any, in
 def region_ops(text: str, path: list[list[int]]) -> list[dict[str, Any]]:
     """The ops of the block at `path` (module info's form, names from types only, since
     a value's printed name inside a region means nothing outside it): name, first line of
-    text, operand and result types, region count, location."""
+    text, operand and result types, region count, location, and whether the block's
+    terminator hands on one of its results ("returned": a while condition's decision)."""
     from jaxlib.mlir import ir
 
     with _context():
         module = ir.Module.parse(text)
         _, block = _descend(_main_block(module)[1], path)
+        handed = list(block.operations[len(block.operations) - 1].operation.operands)
         out = []
         for op in _body(block):
             lines = op.get_asm(large_elements_limit=4).strip().splitlines()
             out.append({"name": op.name, "text": lines[0][:300] if lines else op.name,
                         "operands": [describe_type(str(v.type)) for v in op.operands],
                         "results": [describe_type(str(r.type)) for r in op.results],
-                        "regions": len(op.regions), "location": str(op.location)[:300]})
+                        "regions": len(op.regions), "location": str(op.location)[:300],
+                        "returned": any(r in handed for r in op.results)})
         return out
 
 
@@ -430,25 +438,35 @@ def region_arguments(text: str, path: list[list[int]]) -> list[dict[str, Any]]:
 def expose(text: str, path: list[list[int]], ops: list[int]) -> str:
     """The module whose @main returns only the tensor results of ops `ops` of the block at
     `path` (-k-1 for its block argument k): each region op on the way out carries them as
-    extra results. A while carries
-    the value of its first iteration (a flag picks it once; the trip count and the body's
-    other ops are untouched), so it is computed from the loop's initial values, which a
-    cut feeds exactly; a case or if returns zeros from its other branches; a manual
-    computation returns each device's value stacked along a new leading dimension."""
+    extra results. A while carries the value of the iteration its level names (0, the
+    first, unless [op, 1, k] says k: a counter carried beside the loop's values picks it;
+    the trip count and the body's other ops are untouched), so it is computed from the
+    loop's initial values, which a cut feeds exactly, and zeros where the loop stops
+    sooner; a case or if returns zeros from its other branches; a manual computation
+    returns each device's value stacked along a new leading dimension.
+
+    A while's condition ([op, 0, k]) hands no value on: its ops are recomputed where
+    they can leave, from what the condition reads before iteration k (the loop's initial
+    values for k = 0, else what the body returns at iteration k - 1). Op index
+    len(its ops) (its terminator) stands for the loop's trip count: how often the
+    condition let the body run, counted beside the loop."""
     from jaxlib.mlir import ir
 
     with _context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         main, block = _main_block(module)
         chain, inner = _descend(block, path)
-        body = _body(inner)
-        arguments = list(inner.arguments)
-        values = [r for j in ops for r in ([arguments[-j - 1]] if j < 0 else body[j].results)
-                  if describe_type(str(r.type))["dtype"]]
+        if chain and chain[-1][0].name == "stablehlo.while" and chain[-1][1] == WHILE_CONDITION:
+            values, chain = _condition_values(chain, inner, ops)
+        else:
+            body = _body(inner)
+            arguments = list(inner.arguments)
+            values = [r for j in ops for r in ([arguments[-j - 1]] if j < 0 else body[j].results)]
+        values = [v for v in values if describe_type(str(v.type))["dtype"]]
         if not values:
             raise CutError(f"ops {ops} at {path} give no tensor to expose")
-        for op, r in reversed(chain):
-            values = _thread(module, op, r, values)
+        for op, r, k in reversed(chain):
+            values = _thread(module, op, r, values, k)
         ret = block.operations[len(block.operations) - 1].operation
         ir.Operation.create("func.return", operands=values, ip=ir.InsertionPoint(ret))
         ret.erase()
@@ -460,6 +478,85 @@ def expose(text: str, path: list[list[int]], ops: list[int]) -> str:
         if not module.operation.verify():
             raise CutError(f"exposing ops {ops} at {path} does not verify")
         return module.operation.get_asm(enable_debug_info=True)
+
+
+def _condition_values(chain: list[tuple[Any, int, int]], cond: Any, ops: list[int]
+                      ) -> tuple[list[Any], list[tuple[Any, int, int]]]:
+    """The values of ops `ops` of a while's condition block `cond` (chain[-1]: the while,
+    its condition, check k), and the chain that takes them out: clones of the condition's
+    ops, fed what the condition reads at check k, placed before the loop (k = 0) or at the
+    end of its body (taken out at iteration k - 1); len(ops of cond): the trip count."""
+    from jaxlib.mlir import ir
+
+    loop, _, k = chain[-1]
+    outer = chain[:-1]
+    cond_ops = _body(cond)
+    if ops == [len(cond_ops)]:
+        return [_trip_count(loop)], outer
+    if any(j >= len(cond_ops) for j in ops):
+        raise CutError(f"the condition has {len(cond_ops)} ops; asked {ops}")
+    if k == 0:
+        ip, reads, rest = ir.InsertionPoint(loop), list(loop.operands), outer
+    else:
+        body = loop.regions[1].blocks[0]
+        term = body.operations[len(body.operations) - 1].operation
+        ip, reads, rest = ir.InsertionPoint(term), list(term.operands), [*outer, (loop, 1, k - 1)]
+    mapping = dict(zip(cond.arguments, reads, strict=True))
+    clones: list[Any] = []
+    for old in cond_ops[:max([j for j in ops if j >= 0], default=-1) + 1]:
+        clones.append(_clone_with(old, ip, mapping))
+    return [r for j in ops for r in ([reads[-j - 1]] if j < 0 else clones[j].results)], rest
+
+
+def _clone_with(old: Any, ip: Any, mapping: dict[Any, Any]) -> Any:
+    """`old` cloned at `ip`, reading mapping[v] for each value v it (or an op nested in
+    it) reads that `mapping` holds; its results join the mapping."""
+    new = old.clone(ip=ip)
+    for inner_old, inner_new in zip([old, *_walk(old)], [new, *_walk(new)], strict=True):
+        for k, v in enumerate(inner_old.operands):
+            if v in mapping:
+                inner_new.operands[k] = mapping[v]
+    mapping.update(zip(old.results, new.results, strict=True))
+    return new
+
+
+def _counter_type() -> Any:
+    from jaxlib.mlir import ir
+
+    return ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
+
+
+def _scalar(t: Any, value: str, ip: Any) -> Any:
+    from jaxlib.mlir import ir
+
+    return ir.Operation.create("stablehlo.constant", results=[t], ip=ip, attributes={
+        "value": ir.Attribute.parse(f"dense<{value}> : {t}")}).results[0]
+
+
+def _count(counter: Any, ip: Any) -> Any:
+    """counter + 1."""
+    from jaxlib.mlir import ir
+
+    one = _scalar(counter.type, "1", ip)
+    return ir.Operation.create("stablehlo.add", results=[counter.type], operands=[counter, one],
+                               ip=ip).results[0]
+
+
+def _trip_count(loop: Any) -> Any:
+    """The while `loop` rebuilt with a counter carried beside its values, one more per run
+    of its body: the new loop's last result, how many iterations ran."""
+    from jaxlib.mlir import ir
+
+    ct = _counter_type()
+    attrs = {loop.attributes[k].name: loop.attributes[k].attr for k in range(len(loop.attributes))}
+    zero = _scalar(ct, "0", ir.InsertionPoint(loop))
+    cond, body = (loop.regions[k].blocks[0] for k in (0, 1))
+    cond.add_argument(ct, ir.Location.unknown())
+    counter = body.add_argument(ct, ir.Location.unknown())
+    end = ir.InsertionPoint(body.operations[len(body.operations) - 1])
+    _retarget(body, [_count(counter, end)], "stablehlo.return")
+    n = len(loop.results)
+    return list(_rebuild(loop, [*loop.operands, zero], [ct], attrs).results)[n]
 
 
 def _zeros(t: Any, ip: Any) -> Any:
@@ -499,8 +596,9 @@ def _retarget(block: Any, extra: list[Any], name: str) -> None:
     term.erase()
 
 
-def _thread(module: Any, op: Any, r: int, values: list[Any]) -> list[Any]:
-    """`values` (of region `r` of `op`) as extra results of `op`; returns them."""
+def _thread(module: Any, op: Any, r: int, values: list[Any], k: int = 0) -> list[Any]:
+    """`values` (of region `r` of `op`; of iteration `k` of a while) as extra results of
+    `op`; returns them."""
     from jaxlib.mlir import ir
 
     allowed = EXPOSABLE.get(op.name, ())
@@ -510,24 +608,27 @@ def _thread(module: Any, op: Any, r: int, values: list[Any]) -> list[Any]:
     types = [v.type for v in values]
     n = len(op.results)
     if op.name == "stablehlo.while":
-        i1 = ir.IntegerType.get_signless(1)
-        flag_t = ir.RankedTensorType.get([], i1)
+        ct = _counter_type()
         before = ir.InsertionPoint(op)
-        inits = [_zeros(t, before) for t in [*types, flag_t]]
-        cond, body = (op.regions[k].blocks[0] for k in (0, 1))
-        for t in [*types, flag_t]:
+        inits = [*(_zeros(t, before) for t in types), _scalar(ct, "0", before)]
+        cond, body = (op.regions[b].blocks[0] for b in (0, 1))
+        for t in [*types, ct]:
             cond.add_argument(t, ir.Location.unknown())
             body.add_argument(t, ir.Location.unknown())
-        carried, flag = list(body.arguments)[-len(types) - 1:-1], list(body.arguments)[-1]
+        carried, counter = list(body.arguments)[-len(types) - 1:-1], list(body.arguments)[-1]
         end = ir.InsertionPoint(body.operations[len(body.operations) - 1])
-        # First iteration: flag false, the value is taken; later ones keep it.
-        picked = [ir.Operation.create("stablehlo.select", results=[t], operands=[flag, c, v],
+        # A counter of iterations, not a flag: at iteration k the value is taken, the
+        # others keep what is carried (zeros before it, and where the loop stops sooner).
+        at_k = ir.Operation.create(
+            "stablehlo.compare", results=[ir.RankedTensorType.get([], ir.IntegerType.get_signless(1))],
+            operands=[counter, _scalar(ct, str(k), end)], ip=end,
+            attributes={"comparison_direction": ir.Attribute.parse("#stablehlo<comparison_direction EQ>")}
+        ).results[0]
+        picked = [ir.Operation.create("stablehlo.select", results=[t], operands=[at_k, v, c],
                                       ip=end).results[0]
                   for t, c, v in zip(types, carried, values, strict=True)]
-        true = ir.Operation.create("stablehlo.constant", results=[flag_t], ip=end, attributes={
-            "value": ir.Attribute.parse(f"dense<true> : {flag_t}")}).results[0]
-        _retarget(body, [*picked, true], "stablehlo.return")
-        new = _rebuild(op, [*op.operands, *inits], [*types, flag_t], attrs)
+        _retarget(body, [*picked, _count(counter, end)], "stablehlo.return")
+        new = _rebuild(op, [*op.operands, *inits], [*types, ct], attrs)
         return list(new.results)[n:n + len(types)]
     if op.name in ("stablehlo.case", "stablehlo.if"):
         for k, region in enumerate(op.regions):
