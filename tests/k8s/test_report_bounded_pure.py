@@ -122,17 +122,24 @@ def test_signatures_past_the_limit_are_counted_as_overflow():
     assert report.findings_by_verdict() == {"mismatch": 2_000}
 
 
-def test_the_worst_case_report_fits_the_cap():
-    """Every limit at once: full signature slots, full samples, every field at its length."""
-    long = "x" * 10_000
-    report = WorkerReport(worker="w" * 63, revision="r" * 63, versions={"jax": long[:40]})
+LONG = "x" * 10_000
+
+
+def worst_case_findings() -> WorkerReport:
+    """Every limit of the findings at once: full signature slots, full samples, every field
+    at its length (tests/k8s/test_swarm_coverage.py adds the coverage's)."""
+    report = WorkerReport(worker="w" * 63, revision="r" * 63, versions={"jax": LONG[:40]})
     for i in range(LIMITS.signatures + 5):
         for n in range(LIMITS.samples + 2):
-            record = {k: long for k in ("program", "target", "culprit_op", "culprit_pass",
+            record = {k: LONG for k in ("program", "target", "culprit_op", "culprit_pass",
                                         "fusion_kind", "dtype", "dir", "known_bug", "time")}
-            report.add_finding({**record, "id": f"{i}-{n}" + long, "verdict": "nondeterministic",
+            report.add_finding({**record, "id": f"{i}-{n}" + LONG, "verdict": "nondeterministic",
                                 "signature": f"{i:016x}"})
-    assert len(report.to_json()) < LIMITS.cap < 1 << 20
+    return report
+
+
+def test_the_worst_case_report_fits_the_cap():
+    assert len(worst_case_findings().to_json()) < LIMITS.cap < 1 << 20
 
 
 def test_a_restarted_pod_that_replays_its_shard_counts_each_finding_once():

@@ -37,6 +37,7 @@ from xla_sentinel.cluster.report import (
 from xla_sentinel.spec.campaign import OP_NAMES, parse_spec
 
 from .conftest import API, as_service_account, campaign, create, eventually
+from .test_report_bounded_pure import LONG, worst_case_findings
 from .workers import finding, reports_api
 
 AGENT_SA = chart_operator_flags()["--agent-service-account"]
@@ -126,18 +127,11 @@ def test_worker_reports_sum_over_workers_in_the_sections_they_carry() -> None:
 
 
 def worst_case_report() -> WorkerReport:
-    """Every limit at once: full signature slots, full samples, every field at its length,
-    and coverage with every key slot used at the longest name and a 19-digit count."""
-    long = "x" * 10_000
-    report = WorkerReport(worker="w" * 63, revision="r" * 63, versions={"jax": long[:40]})
-    for i in range(LIMITS.signatures + 5):
-        for n in range(LIMITS.samples + 2):
-            record = {k: long for k in ("program", "target", "culprit_op", "culprit_pass",
-                                        "fusion_kind", "dtype", "dir", "known_bug", "time")}
-            report.add_finding({**record, "id": f"{i}-{n}" + long, "verdict": "nondeterministic",
-                                "signature": f"{i:016x}"})
+    """Every limit at once: the findings' (worst_case_findings), and coverage with every key
+    slot used at the longest name and a 19-digit count."""
+    report = worst_case_findings()
     huge = 10**18
-    keys = [*OP_NAMES, *(f"{i:04d}" + long for i in range(LIMITS.coverage_ops))]
+    keys = [*OP_NAMES, *(f"{i:04d}" + LONG for i in range(LIMITS.coverage_ops))]
     report.coverage = coverage_of({"programs": huge, "ops": {k: huge for k in keys},
                                    "fusion_kinds": {k: huge for k in keys}})
     return report
