@@ -99,6 +99,11 @@ def _recorded(probe, tmp: Path, name: str, graph: Graph, inputs: list[np.ndarray
     """The findings a campaign records for this program: assessed, then recorded."""
     module = probe.call(Lower(graph), TIMEOUT).module
     program = Program(name, module, inputs, [v.dtype for v in graph.inputs], graph=graph)
+    return _recorded_program(tmp, program, plugins)
+
+
+def _recorded_program(tmp: Path, program: Program, plugins: list[str] = ()) -> list[Finding]:
+    name = program.id
     targets = [resolve(t) for t in SPEC.targets]
     slot = Slot(name, targets, list(plugins), None)
     try:
@@ -166,6 +171,31 @@ def test_a_finding_of_another_sharded_program_is_not_known(probe, out) -> None:
 
     assert finding.verdict == "mismatch"
     assert finding.known_bug is None
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_max_all_reduce_dropping_nan_is_known_in_an_output_judged_bitwise(out) -> None:
+    """s34-i1659 of the seed-34 clean run (docs/detection.md): pmax of where(partition == 1,
+    x, -inf) over 4 devices gives -inf where x holds NaN. The output is exact (a scatter and
+    a pmax), so it is judged bitwise against op by op: that was a `mismatch` with no wrong
+    element counted and no known bug (the entry asks for nan_mismatch); NaN against a
+    number is a nan_mismatch whichever way the output is judged."""
+    (finding,) = _recorded_program(out / "s34-i1659", Program.load(DATA / "s34-i1659"))
+    assert finding.verdict == "nan_mismatch" and finding.evidence["reason"] == "bitwise"
+    assert finding.evidence["wrong_elements"] >= 1
+    assert np.isnan(finding.evidence["expected"]) and finding.evidence["actual"] == -np.inf
+    assert finding.known_bug == "xla-cpu-all-reduce-max-drops-nan"
+
+
+def test_a_sharded_dynamic_slice_reading_an_infinity_is_known(out) -> None:
+    """s34-i2091: the f16 dynamic_slice whose result is sharded where its start must be
+    clamped reads a window holding inf where float64 reads 0.5: a nan_mismatch of the
+    known bug, whose entry asked for a mismatch only."""
+    (finding,) = _recorded_program(out / "s34-i2091", Program.load(DATA / "s34-i2091"))
+    assert finding.verdict == "nan_mismatch"
+    assert finding.known_bug == "xla-spmd-dynamic-slice-clamp"
 
 
 def _finding(**evidence: Any) -> Finding:

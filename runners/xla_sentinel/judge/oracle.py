@@ -108,6 +108,12 @@ def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: str) -> int:
     return int(np.max(np.abs(ordered(x[mask]) - ordered(y[mask]))))
 
 
+def _nan_differs(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether one of two outputs holds NaN where the other does not."""
+    with np.errstate(invalid="ignore"):
+        return bool(np.any(np.isnan(np.asarray(a, np.float64)) != np.isnan(np.asarray(b, np.float64))))
+
+
 def error_stats(a: np.ndarray, ref: np.ndarray, dtype: str) -> dict[str, Any]:
     """Evidence for a report: max abs/rel error, ULPs, and where the worst element is."""
     a64 = np.asarray(a, dtype=np.float64)
@@ -120,11 +126,15 @@ def error_stats(a: np.ndarray, ref: np.ndarray, dtype: str) -> dict[str, Any]:
         rel = np.where(np.abs(r64) > 0, absdiff / np.abs(r64), 0.0)
     stats["max_rel"] = float(np.nanmax(rel)) if rel.size else 0.0
     if absdiff.size:
-        where = np.unravel_index(int(np.argmax(absdiff)), absdiff.shape)
+        # An element is wrong where the values differ, NaN against a number or an infinity
+        # included (their difference is no finite error, so absdiff holds 0 there).
+        wrong = ~((a64 == r64) | (np.isnan(a64) & np.isnan(r64)))
+        worst = int(np.argmax(absdiff)) if absdiff.max() > 0 or not wrong.any() else int(np.argmax(wrong))
+        where = np.unravel_index(worst, absdiff.shape)
         stats["where"] = [int(i) for i in where]
         stats["actual"] = float(a64[where])
         stats["expected"] = float(r64[where])
-        stats["wrong_elements"] = int(np.count_nonzero(absdiff > 0))
+        stats["wrong_elements"] = int(np.count_nonzero(wrong))
         stats["elements"] = int(absdiff.size)
     if dtype in FLOATS:
         stats["max_ulp"] = ulp_distance(a, _cast_ref(r64, dtype), dtype)
@@ -379,7 +389,10 @@ def judge(
                 and not same_values(c, results[exact][i], info.dtype):
             ev = error_stats(c, results[exact][i], info.dtype)
             ev.update(reason="bitwise", dtype=info.dtype, against=exact)
-            return Judgement("mismatch", i, ev)
+            # NaN where the exact value has none, or the reverse, is a nan_mismatch here as
+            # it is for outputs judged by their error (a max all-reduce dropping a NaN,
+            # s34-i1659): one bug, one verdict, whichever way its output is judged.
+            return Judgement("nan_mismatch" if _nan_differs(c, results[exact][i]) else "mismatch", i, ev)
         if info.dtype not in FLOATS:
             if np.array_equal(c, ref):
                 continue
