@@ -1,6 +1,7 @@
 """worker/memory.py: the bound a worker recycles at, from its container's memory cgroup as
 runc lays it out (v2: the container's cgroup at /sys/fs/cgroup; v1: its memory cgroup at
-/sys/fs/cgroup/memory), and cluster/pod.py's count of the engine processes that share it."""
+/sys/fs/cgroup/memory), and the count of the engine processes that share it (engine_workers,
+which the pod's entrypoint, cluster/pod.py, and the campaign engine both set it from)."""
 
 from __future__ import annotations
 
@@ -139,3 +140,25 @@ def test_engine_workers_is_the_engines_own_process_plan(example: str, interprete
     slots = [Slot(i, targets, [], None, "interpreter" in spec.references, owners)
              for i in range(spec.workers)]
     assert engine_workers(spec) == len(distinct([w for s in slots for w in s.workers()]))
+
+
+@pytest.mark.parametrize("fields", [
+    {"targets": [{"name": "default"}, {"name": "O0"}]},
+    {"targets": [{"name": "default"}, {"name": "O0"}], "workers": 4,
+     "references": ["f64_eager", "interpreter"]},
+    {"targets": [{"name": "O0"}, {"name": "default", "platform": "tpu"},
+                 {"name": "no_fusion", "platform": "tpu"}], "workers": 2,
+     "accelerator": {"type": "tpu", "count": 4, "tpuAccelerator": "tpu-v5-lite-podslice",
+                     "tpuTopology": "2x2"}},
+])
+def test_a_local_run_counts_the_processes_as_the_pod_does_and_the_pod_s_count_stands(
+        fields: dict, monkeypatch) -> None:
+    """campaign/engine.py's default for a run started without the pod's entrypoint (a local
+    `xla-sentinel run` in a memory-limited container): the pod's count, not 1."""
+    from xla_sentinel.campaign.engine import memory_share_environment
+
+    monkeypatch.delenv(devices.TEST_EXCLUSIVE_ENV, raising=False)
+    spec = parse_spec(fields)
+    assert memory_share_environment(spec, {}) == {memory.WORKERS_ENV: str(engine_workers(spec))}
+    assert engine_workers(spec) > 1
+    assert memory_share_environment(spec, {memory.WORKERS_ENV: "9"}) == {}

@@ -12,12 +12,13 @@ summary (summary.py).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from xla_sentinel.judge.assess import Assessor, Slot, device_owners
 from xla_sentinel.judge.targets import release_option_errors, resolve
 from xla_sentinel.spec.campaign import CampaignSpec, SpecError
 from xla_sentinel.spec.plugins import check_ref, split_ref
+from xla_sentinel.worker import memory
 from xla_sentinel.worker.client import Worker, distinct, release_workers, wait_ready
 from xla_sentinel.worker.devices import process_kind
 from xla_sentinel.worker.protocol import RequestFailed, Validate
@@ -151,6 +153,17 @@ class CampaignRun:
                 raise SpecError("spec.targets: none can run on this machine")
 
     def run(self) -> dict[str, Any]:
+        # Set before any worker starts (validate's too): they inherit it; the campaign's
+        # own, undone at its end, so a later campaign in this process counts its own.
+        shared = memory_share_environment(self.spec, os.environ)
+        os.environ.update(shared)
+        try:
+            return self._run()
+        finally:
+            for key in shared:
+                os.environ.pop(key, None)
+
+    def _run(self) -> dict[str, Any]:
         self.validate()
         done = self.recorder.open()
         if done:
@@ -193,6 +206,16 @@ class CampaignRun:
                              spec=self.spec, targets=self.targets, plugins=self.plugins,
                              shard=self.shard, worker_restarts=self.worker_restarts,
                              unavailable_targets=self.unavailable)
+
+
+def memory_share_environment(spec: CampaignSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """What the engine adds to its environment for its worker processes: how many of them
+    share the container's memory limit (worker/memory.py), unless `environ` says already
+    (a pod's entrypoint counts the same, cluster/pod.py). Without it a local run in a
+    memory-limited container (docker run -m, a CI job) gave each worker the share of one."""
+    if environ.get(memory.WORKERS_ENV):
+        return {}
+    return {memory.WORKERS_ENV: str(memory.engine_workers(spec))}
 
 
 def run_campaign(spec: CampaignSpec, out_dir: Path, *, name: str = "campaign", shard_index: int = 0,

@@ -18,6 +18,7 @@ from typing import Any
 
 from xla_sentinel.core.versions import package_versions
 from xla_sentinel.spec.campaign import BudgetSpec, CampaignSpec, SpecError, parse_spec
+from xla_sentinel.worker.memory import engine_workers
 
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -107,21 +108,6 @@ def shard_budget(budget: BudgetSpec, index: int, count: int) -> BudgetSpec | Non
         return budget
     share = max(0, (budget.programs - index + count - 1) // count)
     return dataclasses.replace(budget, programs=share) if share else None
-
-
-def engine_workers(spec: CampaignSpec) -> int:
-    """The engine worker processes a run of `spec` keeps alive at once (judge/assess.py's
-    Slot): per slot (`spec.workers`) a program worker (generation and references), the
-    interpreter's when it is a reference, and one per CPU target; one per accelerator
-    platform, shared by the slots (worker/devices.py). They share the pod's memory limit
-    (worker/memory.py)."""
-    from xla_sentinel.worker import devices
-
-    exclusive = devices.exclusive_platforms()
-    kinds = [devices.process_kind(t.platform, exclusive) for t in spec.targets]
-    per_slot = 1 + ("interpreter" in spec.references) + kinds.count("per_slot")
-    owners = {t.platform for t, kind in zip(spec.targets, kinds, strict=True) if kind == "device_owner"}
-    return spec.workers * per_slot + len(owners)
 
 
 # Exit codes of a worker, as the worker Job's podFailurePolicy reads them (desired.py):

@@ -22,6 +22,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xla_sentinel.worker import devices
+
+if TYPE_CHECKING:
+    from xla_sentinel.spec.campaign import CampaignSpec
 
 CGROUP = Path("/sys/fs/cgroup")
 UNLIMITED = 1 << 62  # cgroup v1 writes "no limit" as a number near 2^63
@@ -37,7 +43,8 @@ RECYCLE_SHARE = 0.5
 FRESH_WORKER_BYTES = 64 << 20
 # The bound itself (bytes), over everything derived here.
 RECYCLE_ENV = "XLA_SENTINEL_RECYCLE_RSS_BYTES"
-# How many engine worker processes share the container's limit (cluster/pod.py sets it).
+# How many engine worker processes share the container's limit (engine_workers; set by
+# the campaign engine, or before it by the pod's entrypoint, cluster/pod.py).
 WORKERS_ENV = "XLA_SENTINEL_ENGINE_WORKERS"
 
 
@@ -68,6 +75,19 @@ def memory_cgroup(root: Path = CGROUP, pid: int | None = None) -> MemoryCgroup |
         if cap != "max" and cap.isdigit() and int(cap) < UNLIMITED:
             return MemoryCgroup(folder, int(cap), folder / counter)
     return None
+
+
+def engine_workers(spec: CampaignSpec) -> int:
+    """The engine worker processes a run of `spec` keeps alive at once (judge/assess.py's
+    Slot): per slot (`spec.workers`) a program worker (generation and references), the
+    interpreter's when it is a reference, and one per CPU target; one per accelerator
+    platform, shared by the slots (worker/devices.py). They share the container's memory
+    limit ($XLA_SENTINEL_ENGINE_WORKERS)."""
+    exclusive = devices.exclusive_platforms()
+    kinds = [devices.process_kind(t.platform, exclusive) for t in spec.targets]
+    per_slot = 1 + ("interpreter" in spec.references) + kinds.count("per_slot")
+    owners = {t.platform for t, kind in zip(spec.targets, kinds, strict=True) if kind == "device_owner"}
+    return spec.workers * per_slot + len(owners)
 
 
 def recycle_threshold(limit: int | None, workers: int) -> int:
