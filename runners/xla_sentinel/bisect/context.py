@@ -49,7 +49,7 @@ class Context:
     judged_by: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Why the float64 values could not be computed (a compiler failure's cuts then get
     # stand-ins: pipeline._stand_ins), and how the module was made from the program where
-    # it is not the program's own (a float64 reference's finding: pipeline._in_float64).
+    # it is not the program's own (a float64 reference's finding: pipeline.in_float64).
     values_unavailable: str | None = None
     promoted: str | None = None
     _types: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -78,7 +78,7 @@ def open_context(finding_dir: Path, timeout: float = 120.0,
     options = evidence.get("target_options") or {}
     promoted, own = None, program
     if record.get("target") in F64_REFERENCES:
-        program, promoted = _in_float64(program, finding_dir)
+        program, promoted = in_float64(program, finding_dir)
         options = evidence.get("target_options") or F64_REFERENCES[record["target"]]
     lab = Lab(options, evidence.get("plugins") or [], timeout, logs, probe_timeout=probe)
     unavailable = None
@@ -103,9 +103,10 @@ def open_context(finding_dir: Path, timeout: float = 120.0,
                    promoted=promoted)
 
 
-def _in_float64(program: Program, finding_dir: Path) -> tuple[Program, str]:
+def in_float64(program: Program, finding_dir: Path) -> tuple[Program, str]:
     """The program as the float64 reference compiles it: every float promoted to f64
-    (core/program.promote_floats, the one promoter), its float inputs widened."""
+    (core/program.promote_floats, the one promoter), its float inputs widened. Also what
+    bisect/versions.py probes releases with for such a finding."""
     module = promote_floats(program.module)
     if module is None:
         raise BisectError(f"{finding_dir / 'program' / 'module.mlir'}: it bit-casts floats, so it has "

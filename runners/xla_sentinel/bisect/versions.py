@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from xla_sentinel.bisect.pipeline import F64_REFERENCES, BisectError, in_float64
 from xla_sentinel.core import versions
 from xla_sentinel.core.dtypes import FLOATS
 from xla_sentinel.core.model import COMPILER_FAILURES
@@ -203,7 +204,9 @@ def _bundle_constants(script: Path) -> dict[str, Any]:
 
 def load_subject(path: Path) -> Subject:
     """A finding folder (finding.json, program/, expected.npz) or a repro bundle (repro.py,
-    module.mlir, inputs.npz, expected.npz); VersionBisectError naming the file otherwise."""
+    module.mlir, inputs.npz, expected.npz); VersionBisectError naming the file otherwise.
+    A finding against the float64 reference (f64_jit) is probed as that reference computes:
+    its module promoted to float64 (pipeline.in_float64) under the reference's options."""
     path = Path(path)
     try:
         if (path / "finding.json").is_file():
@@ -212,7 +215,17 @@ def load_subject(path: Path) -> Subject:
             if not isinstance(evidence, dict):
                 raise VersionBisectError(f"{path / 'finding.json'}: no evidence object")
             program = Program.load(path / "program")
-            if program.graph is not None:
+            options = dict(evidence.get("target_options") or {})
+            if record.get("target") in F64_REFERENCES:
+                # A finding against the float64 reference shows only in the module it
+                # compiles (bisect itself probes the same, pipeline.open_context).
+                try:
+                    program, _ = in_float64(program, path)
+                except BisectError as e:
+                    raise VersionBisectError(str(e)) from None
+                options = options or dict(F64_REFERENCES[record["target"]])
+                dtypes = result_dtypes(program.module)
+            elif program.graph is not None:
                 dtypes = [program.graph.values[i].dtype for i in program.graph.outputs]
             else:
                 dtypes = result_dtypes(program.module)
@@ -231,7 +244,7 @@ def load_subject(path: Path) -> Subject:
                 except ValueError as e:
                     raise VersionBisectError(f"{path / 'finding.json'}: {e}") from None
             return Subject(path, program.module, program.inputs, expected, checks,
-                           dict(evidence.get("target_options") or {}), verdict, bundle=False)
+                           options, verdict, bundle=False)
         if (path / "repro.py").is_file():
             c = _bundle_constants(path / "repro.py")
             module = (path / "module.mlir").read_text()
