@@ -87,14 +87,17 @@ def test_a_fault_in_a_loop_body_is_localized_to_the_op_inside(tmp_path: Path) ->
     folder = make_finding(tmp_path / "loop-shift", loop_shift, _negative_shift_inputs(),
                           [fault_path("shift_right_logical")], dtype="s32")
 
-    result = bisect_finding(folder, timeout=TIMEOUT)
+    _assert_in_loop_body(folder, bisect_finding(folder, timeout=TIMEOUT), "shift_right_arithmetic",
+                         "shift_right_arithmetic (s32->s32)")
 
+
+def _assert_in_loop_body(folder: Path, result: dict[str, Any], op: str, culprit: str) -> None:
+    """Localized to `op` in the body of the while that the graph stage found."""
     # The body's ops as the stage numbers them: jax's closed_call inlined, constants counted.
-    body = [op["name"] for op in result_listing(folder, result)]
-    k = body.index("stablehlo.shift_right_arithmetic")
+    body = [o["name"] for o in result_listing(folder, result)]
+    k = body.index(f"stablehlo.{op}")
     w = result["stages"]["graph"]["culprit_index"]
-    _assert_localized_inside(folder, result, "while", f"main/while#{w}/body/shift_right_arithmetic#{k}",
-                             "shift_right_arithmetic (s32->s32)")
+    _assert_localized_inside(folder, result, "while", f"main/while#{w}/body/{op}#{k}", culprit)
 
 
 def result_listing(folder: Path, result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -211,13 +214,8 @@ def test_a_dynamic_slice_in_a_loop_body_is_localized_to_the_op_inside(tmp_path: 
     folder = make_finding(tmp_path / "loop-window", loop_window, [x],
                           [fault_path("dynamic_slice_wraps")])
 
-    result = bisect_finding(folder, timeout=TIMEOUT)
-
-    body = [op["name"] for op in result_listing(folder, result)]
-    k = body.index("stablehlo.dynamic_slice")
-    w = result["stages"]["graph"]["culprit_index"]
-    _assert_localized_inside(folder, result, "while", f"main/while#{w}/body/dynamic_slice#{k}",
-                             "dynamic_slice (f32,s32->f32)")
+    _assert_in_loop_body(folder, bisect_finding(folder, timeout=TIMEOUT), "dynamic_slice",
+                         "dynamic_slice (f32,s32->f32)")
 
 
 def loop_scale(x: Any) -> Any:

@@ -143,10 +143,7 @@ def wrong_outputs(outputs: list[np.ndarray], expected: list[np.ndarray], checks:
         out = np.asarray(outputs[c.index])
         if c.kind == "invariant" and c.invariant is not None:
             inv = Invariant.from_json(dict(c.invariant))
-            excused = ~np.isfinite(np.asarray(legal[c.index], np.float64)) \
-                if legal is not None and np.shape(legal[c.index]) == out.shape else None
-            v = invariants.check(inv, list(outputs), expected, c.dtype, inputs=inputs,
-                                 noise=(lambda: [list(legal)]) if legal is not None else None, excused=excused)
+            v = invariants.check_beside_legal(inv, list(outputs), expected, c.dtype, legal, inputs=inputs)
             if v is not None:
                 wrong.append(f"output {c.index} ({c.dtype}): invariant {inv.kind} broken in {v.count} "
                              "rows or elements")

@@ -474,6 +474,22 @@ def check(inv: Invariant, outputs: Sequence[np.ndarray], ref: Sequence[np.ndarra
          "bound": _plain(m.bound[w])} for w in worst], asked)
 
 
+def check_beside_legal(inv: Invariant, outputs: Sequence[np.ndarray], ref: Sequence[np.ndarray],
+                       dtype: str, legal: Sequence[np.ndarray] | None, *,
+                       inputs: Sequence[np.ndarray] | None = None) -> Violation | None:
+    """`check` where the case's legal compile (`legal`: the same module under the float64
+    jit's settings, no plugins) stands in for the literal evaluation, its non-finite
+    elements excused, and for the noise model's samples: how the bisector (bisect/lab.py)
+    and the release probes (bisect/versions.py) judge an invariant finding, so what legal
+    rounding does on the case never counts."""
+    if legal is None:
+        return check(inv, outputs, ref, dtype, inputs=inputs)
+    i = inv.output
+    excused = ~np.isfinite(np.asarray(legal[i], np.float64)) \
+        if i < len(legal) and i < len(outputs) and np.shape(legal[i]) == np.shape(outputs[i]) else None
+    return check(inv, outputs, ref, dtype, inputs=inputs, noise=lambda: [list(legal)], excused=excused)
+
+
 def _plain(x: float) -> float | str:
     """A JSON-safe float (finding.json): non-finite values as their names."""
     x = float(x)

@@ -100,22 +100,7 @@ def _ops_alone(parsed: mod.Parsed, info: dict[str, Any], one_device: bool = Fals
         made = {r["vid"] for k in keep for r in info["ops"][k]["results"]}
         params = list(dict.fromkeys(v for k in keep for v in info["ops"][k]["operands"] if v not in made))
         text = parsed.cut(keep, params, outs, debug_info=False)
-        yield op, params, outs, (mod.one_device(live_functions(text)) or text) if one_device else text
-
-
-def live_functions(text: str) -> str:
-    """The module without the private functions @main does not reach. A cut keeps every
-    function of the module, a shard_map's body (a partition id, a collective) among them,
-    and one_device refuses a module that holds one: each op of s33-i45 and s33-i297 alone
-    was compiled partitioned, so the reference shared the partitioner's bug (or aborted
-    on it) instead of computing the op on one device."""
-    from jax._src.interpreters import mlir
-    from jaxlib.mlir import ir, passmanager
-
-    with mlir.make_ir_context():
-        module = ir.Module.parse(text)
-        passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module.operation)
-        return module.operation.get_asm(enable_debug_info=False)
+        yield op, params, outs, (mod.one_device(text) or text) if one_device else text
 
 
 def _value_types(info: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -186,7 +171,7 @@ def legal(req: Legal) -> Outputs:
     configuration shows passed as right (s31-i60, docs/spmd.md "Bisecting")."""
     module = req.module
     if compiler.partitions(module) > 1:
-        whole = mod.one_device(live_functions(module))
+        whole = mod.one_device(module)
         if whole is None:
             return Outputs(op_by_op(module, req.inputs, one_device=True))
         module = whole

@@ -259,14 +259,18 @@ def one_device(text: str) -> str | None:
     module computes does not depend on its shardings, so this is the same computation
     without the SPMD partitioner: the bisector's unsharded reference (worker/bisect_handlers.py). None where
     the module holds something that exists only per device (a manual region, a partition
-    id, a collective) or a Shardy construct this does not know."""
-    from jaxlib.mlir import ir
+    id, a collective) or a Shardy construct this does not know. Functions @main does not
+    reach are dropped first: a cut keeps every function of its module, a shard_map's body
+    among them, and each op of s33-i45 and s33-i297 alone was refused for one and compiled
+    partitioned, so the reference shared the partitioner's bug or aborted on it."""
+    from jaxlib.mlir import ir, passmanager
 
     with _context():
         try:
             module = ir.Module.parse(text)
         except Exception as e:  # MLIR raises its own error type
             raise CutError(f"module does not parse: {str(e).splitlines()[0]}") from None
+        passmanager.PassManager.parse("builtin.module(symbol-dce)").run(module.operation)
         ops = list(_walk(module.operation))
         if any(op.name in _PER_DEVICE_OPS or _call_target(op) in _PER_DEVICE_CALLS for op in ops):
             return None
