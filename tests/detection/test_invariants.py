@@ -315,9 +315,53 @@ def test_every_configuration_is_checked_and_the_literal_excuses_its_own_overflow
     broken = invariant_violations(decl, {"default": [nan_row], "eager": good}, ref, infos, [x], "eager",
                                   lambda: None, lambda: [True])
     assert broken == {}
-    # An own-precision reference is a configuration like the others.
+    # An own-precision reference is a configuration like the others, judged against the
+    # noise model's samples.
     wrong = good[0].copy()
     wrong[0] *= 2
     broken = invariant_violations(decl, {"default": good, "eager": [wrong]}, ref, infos, [x], "eager",
-                                  lambda: None, lambda: [False])
+                                  lambda: [good], lambda: [False])
     assert set(broken) == {"eager"} and broken["eager"][1]["invariant"] == "sum"
+
+
+def test_what_the_literal_evaluation_misses_by_is_legal_for_the_others() -> None:
+    """A layer norm of rows centred far from zero misses `normalized` by the rounding of
+    its mean, which a bound on the outputs alone cannot see: the literal evaluation (the
+    program rounded op by op as written) misses it too, so its miss widens the other
+    configurations' bounds. Without noise samples (a replayed module) nothing judges the
+    literal evaluation itself."""
+    x = np.random.default_rng(3).normal(size=(6, 32)) + 3000
+    ref = [np_layer_norm(x, np.ones(32), np.zeros(32))]
+    x32 = x.astype(np.float32)
+    c = x32 - x32.mean(-1, keepdims=True, dtype=np.float32)
+    rounded = c / np.sqrt((c * c).mean(-1, keepdims=True, dtype=np.float32) + np.float32(1e-5))
+    decl = [Invariant(kind="normalized", output=0, axis=1)]
+    infos = [OutputInfo("f32")]
+    inv = decl[0]
+    assert check(inv, [rounded], ref, "f32") is not None  # the analytic bound alone fires
+
+    broken = invariant_violations(decl, {"default": [rounded], "eager_module": [rounded]}, ref, infos, [x32],
+                                  "eager_module", lambda: None, lambda: [False])
+    assert broken == {}
+    # Damage beyond it is still named: the row's scale off by a tenth.
+    scaled = rounded.copy()
+    scaled[4] *= 1.1
+    broken = invariant_violations(decl, {"default": [scaled], "eager_module": [rounded]}, ref, infos, [x32],
+                                  "eager_module", lambda: None, lambda: [False])
+    assert set(broken) == {"default"} and broken["default"][1]["violations"][0]["row"] == [4]
+
+
+def test_a_sample_widens_the_rows_it_shares_with_the_judged_configuration() -> None:
+    """Rows are matched by index: an excused row on one side (undetermined, or not finite
+    in the literal evaluation) used to drop the whole sample, which then widened nothing."""
+    ref = np.array([[0.25, 0.25, 0.5], [0.5, 0.25, 0.25]])
+    got = (ref + np.array([[0.0, 0.0, 0.0], [1e-4, 0.0, 0.0]])).astype(np.float32)
+    sample = [ref + np.array([[0.0, 0.0, 0.0], [1e-4, 0.0, 0.0]])]
+    inv = Invariant(kind="sum", output=0, axis=1)
+    excused = np.array([[True, False, False], [False, False, False]])
+
+    assert check(inv, [got], [ref], "f32", excused=excused) is not None
+    assert check(inv, [got], [ref], "f32", noise=lambda: [sample], excused=excused) is None
+    # A sample that is not finite in a row excuses that row: legal rounding can overflow it.
+    overflowing = [np.where([[False] * 3, [True, False, False]], np.inf, ref)]
+    assert check(inv, [got], [ref], "f32", noise=lambda: [overflowing]) is None

@@ -86,6 +86,38 @@ def test_replayed_softmax_with_its_max_shift_dropped_is_an_invariant_finding(tmp
     assert ">invariant_violated</td>" in page
 
 
+def _layer_norm(x: jax.Array) -> jax.Array:
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5)
+
+
+def test_replayed_layer_norm_with_its_variance_in_one_pass_is_an_invariant_finding(tmp_path: Path) -> None:
+    """The issue's third fault class: a reordered reduction (variance_one_pass turns
+    sum((x - mean)^2) into sum(x^2) - n mean^2) breaks the layer norm's declared-by-pattern
+    invariant. Rows centred on 3000 with a spread of 1 in f32: without the fault every
+    configuration misses `normalized` by the rounding of the mean (4e-4, ten times the
+    bound the outputs alone give), which the literal evaluation misses by too, so the clean
+    replay has no finding (it had four, one per configuration, before the literal evaluation
+    widened the bounds)."""
+    x = (np.random.default_rng(3).normal(size=(6, 32)) + 3000).astype(np.float32)
+    trace = _trace(tmp_path / "layer_norm", _layer_norm, x)
+
+    code, summary, findings = _replay(trace, tmp_path / "clean")
+    assert code == 0 and findings == [] and summary["findings"] == {}
+
+    code, summary, findings = _replay(trace, tmp_path / "fault", "--inject-pass",
+                                      fault_path("variance_one_pass"))
+    assert code == EXIT_BUGS
+    assert {f["target"] for f in findings} == {"default", "O0", "no_fusion_emitters"}
+    assert all(f["verdict"] == "invariant_violated" for f in findings), [f["verdict"] for f in findings]
+    first = next(f for f in findings if "grouped_with" not in f["evidence"])
+    ev = first["evidence"]
+    assert ev["declared_by"].startswith("stablehlo layer_norm") and ev["invariant"] == "normalized"
+    assert len(summary["signatures"]) == 1 and summary["signatures"][0]["verdict"] == "invariant_violated"
+    assert ev["bisect"]["status"] == "localized", ev["bisect"]
+
+
 def test_an_invariant_declared_in_meta_json_judges_a_module_no_pattern_matches(tmp_path: Path) -> None:
     """A softmax written so that no pattern matches it (its sum plus 0 in the denominator)
     declares its invariants in meta.json; the same fault breaks them. An invariant that

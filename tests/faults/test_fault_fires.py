@@ -274,3 +274,30 @@ def test_signed_compare_unsigned_orders_negatives_above_positives() -> None:
     same_sign = (k < 0) == (m < 0)
     np.testing.assert_array_equal(faulty[same_sign], clean[same_sign])
     assert (faulty != clean).any()
+
+
+def test_variance_one_pass_breaks_layer_norm_rows_whose_mean_dwarfs_their_spread() -> None:
+    def layer_norm(v):
+        mean = jnp.mean(v, axis=-1, keepdims=True)
+        var = jnp.mean((v - mean) ** 2, axis=-1, keepdims=True)
+        return (v - mean) * lax.rsqrt(var + 1e-5)
+
+    x = _f32(6, 32)
+    x[3:] += 3000.0  # sum(x^2) ~ 3e8 in f32 leaves nothing of a variance of about 1.3
+
+    (clean,) = run(layer_norm, x)
+    (faulty,) = run_with_fault("variance_one_pass", layer_norm, x)
+
+    square = (clean.astype(np.float64) ** 2).mean(-1)
+    np.testing.assert_allclose(square, 1.0, atol=1e-4)  # two passes: normalized everywhere
+    # Rows centred on 0: the one-pass formula is right to rounding there.
+    np.testing.assert_allclose(faulty[:3], clean[:3], rtol=1e-4, atol=1e-5)
+    # Rows centred on 3000: the variance lost its digits (NaN where it went negative).
+    with np.errstate(invalid="ignore"):
+        broken = ~np.isfinite(faulty[3:]).all(-1) | (np.abs((faulty[3:] ** 2).mean(-1) - 1.0) > 0.1)
+    assert broken.all(), (faulty[3:] ** 2).mean(-1)
+    # Only the variance changed: a finite faulty row is the right row times one scale.
+    for row in range(3, 6):
+        if np.isfinite(faulty[row]).all():
+            scale = faulty[row] / clean[row]
+            np.testing.assert_allclose(scale, scale[0], rtol=1e-3)

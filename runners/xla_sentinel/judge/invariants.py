@@ -429,6 +429,18 @@ def _misses(inv: Invariant, outputs: Sequence[np.ndarray], ref: Sequence[np.ndar
     return checker(inv, got, want, dtype)
 
 
+def _aligned(m: _Misses, sm: _Misses) -> np.ndarray:
+    """A sample's miss at each row or element `m` judges; inf where the sample judges none
+    there (not finite in it: legal rounding may take that row anywhere). Rows are matched by
+    index, so a row judged on one side only (excused, or not finite) leaves the others'
+    widening in place; matching by shape had dropped the whole sample then."""
+    if sm.index.shape == m.index.shape and np.array_equal(sm.index, m.index):
+        return np.where(np.isfinite(sm.miss), sm.miss, np.inf)
+    at = {tuple(k): v for k, v in zip(sm.index.tolist(), sm.miss.tolist(), strict=True)}
+    return np.array([at.get(tuple(k), math.inf) for k in m.index.tolist()], np.float64) \
+        .reshape(m.miss.shape)
+
+
 def check(inv: Invariant, outputs: Sequence[np.ndarray], ref: Sequence[np.ndarray], dtype: str, *,
           inputs: Sequence[np.ndarray] | None = None,
           noise: Callable[[], list[list[np.ndarray]] | None] | None = None,
@@ -442,7 +454,8 @@ def check(inv: Invariant, outputs: Sequence[np.ndarray], ref: Sequence[np.ndarra
     if dtype not in FLOATS or inv.output >= len(outputs) or inv.output >= len(ref):
         return None
     got = np.asarray(outputs[inv.output])
-    if excused is not None and excused.any() and np.shape(excused) == got.shape:
+    blank = excused is not None and excused.any() and np.shape(excused) == got.shape
+    if blank:
         got = np.where(excused, np.nan, got.astype(np.float64))
         ref = [*ref]
         ref[inv.output] = np.where(excused, np.nan, np.asarray(ref[inv.output], np.float64))
@@ -457,11 +470,12 @@ def check(inv: Invariant, outputs: Sequence[np.ndarray], ref: Sequence[np.ndarra
         samples = noise()
         asked = True
         for s in samples or []:
+            if blank and inv.output < len(s) and np.shape(s[inv.output]) == got.shape:
+                s = [*s[:inv.output], np.where(excused, np.nan, np.asarray(s[inv.output], np.float64)),
+                     *s[inv.output + 1:]]
             sm = _misses(inv, s, ref, dtype, inputs)
-            if sm is None or sm.miss.shape != m.miss.shape:
-                continue
-            widened = np.maximum(m.bound, SAFETY * np.where(np.isfinite(sm.miss), sm.miss, np.inf))
-            m.bound = widened
+            if sm is not None:
+                m.bound = np.maximum(m.bound, SAFETY * _aligned(m, sm))
         over = m.miss > m.bound
         if not over.any():
             return None
@@ -507,7 +521,7 @@ def range_of_log_exp(dtype: str) -> tuple[float, float]:
 # (bisect/bundle.py): the declaration and the checkers, nothing of the project.
 _STANDALONE = ("InvariantError", "Invariant", "Violation", "_Misses", "_u", "_rows", "_row_index", "_sum",
                "_range", "_sign", "_finite", "_monotonic", "_idempotent", "_normalized", "_logsumexp",
-               "_select", "_misses", "check", "_plain")
+               "_select", "_misses", "_aligned", "check", "_plain")
 
 
 def standalone_source() -> str:

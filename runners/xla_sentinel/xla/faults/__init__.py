@@ -26,6 +26,7 @@ FAULTS: dict[str, str] = {
     "odd_tail_multiply": "odd_tail_multiply.py",
     "loop_state_bf16": "loop_state_bf16.py",
     "softmax_max_dropped": "softmax_max_dropped.py",
+    "variance_one_pass": "variance_one_pass.py",
     # SPMD faults: they see the partitioned per-device module (programs on devices > 1).
     "allreduce_wrong_groups": "allreduce_wrong_groups.py",
     "allreduce_twice": "allreduce_twice.py",
