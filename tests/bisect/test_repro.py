@@ -75,3 +75,37 @@ def test_report_names_culprit_fusion_cure_and_versions(bundle: Path) -> None:
                    "xla_cpu_use_fusion_emitters=False", "jaxlib 0.10.2", "python repro.py",
                    "fusion_bf16_rounding.py"):
         assert needle in report
+
+
+def _issue_check(outputs: list[np.ndarray], expected: list[np.ndarray], legal: list[float]) -> tuple[int, str]:
+    """The result check of issue.md's reproducer, run on given outputs: (exit code, what it printed)."""
+    import contextlib
+    import io
+
+    import jax.numpy as jnp
+    from xla_sentinel.bisect.bundle import CHECK_RESULTS, _array
+
+    source = CHECK_RESULTS.format(expected=", ".join(_array(e, "expected.npz", i) for i, e in enumerate(expected)),
+                                  legal=legal)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), pytest.raises(SystemExit) as stop:
+        exec(compile(source, "issue_check", "exec"), {"np": np, "jnp": jnp, "outputs": outputs})
+    return stop.value.code, printed.getvalue()
+
+
+def test_issue_reproducer_counts_a_nan_where_float64_is_finite() -> None:
+    """The issue's check judged float outputs by their finite elements only, so a NaN-only
+    miscompile (a max that drops NaN, a softmax row gone NaN) read as fixed; it now counts
+    NaN/inf flips as repro.py does, with float64 rounded to the output's type first."""
+    expected = np.linspace(-3.0, 3.0, 12)
+    right = expected.astype(np.float32)
+    assert _issue_check([right], [expected], [1e-6])[0] == 0
+    nan = right.copy()
+    nan[5] = np.nan
+    code, printed = _issue_check([nan], [expected], [1e-6])
+    assert code == 1 and "1 elements NaN/inf" in printed
+    dropped = right.copy()  # float64 says NaN, the output kept a number
+    code, _ = _issue_check([dropped], [np.where(np.arange(12) == 2, np.nan, expected)], [1e-6])
+    assert code == 1
+    # A value past float16's range is inf in float16 itself: no flip.
+    assert _issue_check([np.array([np.inf, 1.0], np.float16)], [np.array([7e4, 1.0])], [1e-3])[0] == 0
