@@ -3,15 +3,19 @@ curing flag; the bundle holds what an upstream report needs."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from findings import exp_inputs, exp_program, make_finding
 from shared import once
 from xla_sentinel.bisect import bisect_finding
+from xla_sentinel.bisect.bundle import CHECK_RESULTS, _array
 from xla_sentinel.xla.faults import fault_path
 
 
@@ -79,12 +83,6 @@ def test_report_names_culprit_fusion_cure_and_versions(bundle: Path) -> None:
 
 def _issue_check(outputs: list[np.ndarray], expected: list[np.ndarray], legal: list[float]) -> tuple[int, str]:
     """The result check of issue.md's reproducer, run on given outputs: (exit code, what it printed)."""
-    import contextlib
-    import io
-
-    import jax.numpy as jnp
-    from xla_sentinel.bisect.bundle import CHECK_RESULTS, _array
-
     source = CHECK_RESULTS.format(expected=", ".join(_array(e, "expected.npz", i) for i, e in enumerate(expected)),
                                   legal=legal)
     printed = io.StringIO()

@@ -174,6 +174,8 @@ def test_a_finding_of_another_sharded_program_is_not_known(probe, out) -> None:
 
 
 DATA = Path(__file__).parent / "data"
+# The clean runs' finding folders, as the campaign wrote them (tests/bisect bisects them).
+BISECT_DATA = Path(__file__).parents[1] / "bisect" / "data"
 
 
 def test_a_max_all_reduce_dropping_nan_is_known_in_an_output_judged_bitwise(out) -> None:
@@ -182,7 +184,7 @@ def test_a_max_all_reduce_dropping_nan_is_known_in_an_output_judged_bitwise(out)
     a pmax), so it is judged bitwise against op by op: that was a `mismatch` with no wrong
     element counted and no known bug (the entry asks for nan_mismatch); NaN against a
     number is a nan_mismatch whichever way the output is judged."""
-    (finding,) = _recorded_program(out / "s34-i1659", Program.load(DATA / "s34-i1659"))
+    (finding,) = _recorded_program(out / "s34-i1659", Program.load(BISECT_DATA / "s34" / "s34-i1659" / "program"))
     assert finding.verdict == "nan_mismatch" and finding.evidence["reason"] == "bitwise"
     assert finding.evidence["wrong_elements"] >= 1
     assert np.isnan(finding.evidence["expected"]) and finding.evidence["actual"] == -np.inf

@@ -521,7 +521,7 @@ def range_of_log_exp(dtype: str) -> tuple[float, float]:
 # (bisect/bundle.py): the declaration and the checkers, nothing of the project.
 _STANDALONE = ("InvariantError", "Invariant", "Violation", "_Misses", "_u", "_rows", "_row_index", "_sum",
                "_range", "_sign", "_finite", "_monotonic", "_idempotent", "_normalized", "_logsumexp",
-               "_select", "_misses", "_aligned", "check", "_plain")
+               "_select", "_misses", "_aligned", "check", "check_beside_legal", "_plain")
 
 
 def standalone_source() -> str:

@@ -15,6 +15,8 @@ shift it no longer reads are removed when nothing else reads them (a fusion body
 keep an instruction without users).
 """
 
+import math
+
 from xla_sentinel.xla import hlo, hlo_proto
 
 NAME = "variance_one_pass"
@@ -28,9 +30,9 @@ def _dims(text: str | None) -> list[int]:
 def _shift(module: hlo.HloModule, comp: hlo.Computation,
            reduce: hlo.Instruction) -> tuple[hlo.Instruction, hlo.Instruction] | None:
     """(the square, the row mean m) when `reduce` sums (x - broadcast(m))^2 over its rows."""
-    names = {i.name for i in comp}
     if reduce.opcode != "reduce" or reduce.dtype not in hlo.FLOAT_TYPES or len(reduce.operands) != 2:
         return None
+    names = {i.name for i in comp}
     if module.computation(reduce.attr("to_apply").lstrip("%")).root.opcode != "add":
         return None
     init = module.scalar_constant(comp, reduce.operands[1])
@@ -58,9 +60,7 @@ def _one_pass(module: hlo.HloModule, comp: hlo.Computation, reduce: hlo.Instruct
     diff = comp.get(square.operands[0])
     x = diff.operands[0]
     dtype, rows = reduce.dtype, reduce.shape
-    n = 1
-    for d in _dims(reduce.attr("dimensions")):
-        n *= diff.shape.dims[d]
+    n = math.prod(diff.shape.dims[d] for d in _dims(reduce.attr("dimensions")))
     squares = hlo.make_instruction(module.fresh_name("fault_x_squared"), diff.shape, "multiply", [x, x])
     comp.insert_before(reduce, [squares])
     reduce.set_operands([squares.name, reduce.operands[1]])
