@@ -72,11 +72,12 @@ system-deps:
 dev-cluster: install control-plane node-deps images
 	$(BIN)/python tests/controlplane/dev_cluster.py
 
-# ruff, the architecture's import contracts (pyproject [tool.importlinter]: layers, the
+# ruff, mypy ([tool.mypy]), the architecture's import contracts (pyproject [tool.importlinter]: layers, the
 # coordinator and the operator import no jax, the references compile nothing) and the chart.
 lint: install chart-check
 	$(BIN)/ruff check runners operator tests bench
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(HELM) lint --strict $(CHART)
 
 bench: install

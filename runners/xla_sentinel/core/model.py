@@ -41,6 +41,34 @@ class Verdict(StrEnum):
     INVARIANT_VIOLATED = "invariant_violated"
 
 
+class ProgramStatus(StrEnum):
+    """What became of one program as a whole, stored beside its verdicts: whether its
+    targets were judged at all, and if not, why. A StrEnum: the store's `status` column."""
+
+    JUDGED = "judged"
+    # No float64 truth: the references failed, or disagree beyond their noise (the program
+    # is ill-conditioned in float64, or a reference is hit by a bug).
+    REFERENCE_FAILED = "reference_failed"
+    REFERENCES_DISAGREE = "references_disagree"
+    PLUGIN_ERROR = "plugin_error"  # an injected HLO pass plugin raised
+    HARNESS_ERROR = "harness_error"  # the engine itself failed on the program
+    # The program never existed: a trace or corpus file that cannot be read, a generator
+    # that could not draw a valid program for this index.
+    TRACE_ERROR = "trace_error"
+    CORPUS_ERROR = "corpus_error"
+    GENERATOR_ERROR = "generator_error"
+
+    @property
+    def judged(self) -> bool:
+        return self is ProgramStatus.JUDGED
+
+    @property
+    def unloadable(self) -> bool:
+        """The program could not be loaded: it is not counted as replayed or generated."""
+        return self in (ProgramStatus.TRACE_ERROR, ProgramStatus.CORPUS_ERROR,
+                        ProgramStatus.GENERATOR_ERROR)
+
+
 class Reference(StrEnum):
     """A reference a campaign can ask for: what the targets are judged against."""
 
