@@ -24,12 +24,13 @@ demo: install
 test: install control-plane node-deps system-deps test-envs images
 	$(BIN)/pytest -n 2 --dist loadgroup -q
 
-# The engine alone: everything but the operator's suites (tests/k8s and tests/node run the real control
-# plane; tests/chart renders the chart), so a change to the oracle or the generator is
-# checked without building kube-apiserver. tests/report still needs Chromium (system-deps).
-ENGINE_TESTS := $(filter-out tests/k8s/ tests/chart/ tests/controlplane/ tests/node/,$(wildcard tests/*/))
+# What starts no cluster and no long campaign (the cost markers of tests/conftest.py): the
+# engine, the operator's pure functions and the chart's renders, checked without building
+# kube-apiserver. tests/report still needs Chromium (system-deps), tests/versions the
+# 0.10.1 environment (test-envs).
+FAST_TESTS := not cluster and not node and not slow
 test-fast: install system-deps test-envs
-	$(BIN)/pytest -n 2 -q $(ENGINE_TESTS:%/=%)
+	$(BIN)/pytest -n 2 -q -m '$(FAST_TESTS)'
 
 # The real Kubernetes control plane the operator tests run against (tests/controlplane):
 # kube-apiserver, kube-controller-manager and etcd built from their Go modules, once, into a

@@ -46,10 +46,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -129,6 +131,86 @@ def chart_image_values(images: dict[str, dict[str, Any]]) -> list[str]:
 class NodeUnsupported(RuntimeError):
     """This machine's kernel lacks a feature a real node needs; the message names it and
     shows the error."""
+
+
+class NodeBusy(ControlPlaneError):
+    """Another process held the machine's real node for longer than this one would wait;
+    the message names that process."""
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class NodeLock:
+    """The machine's one real node (the bridge, the subnet, the iptables chain and the
+    kubelet's device-plugin folder are global): an flock on `path` that one process holds
+    at a time, whichever checkout or session it runs (a developer's tests beside CI's,
+    `make dev-cluster`, bench/operator_scale.py --real-node). The holder writes who it is
+    into the file, so a waiter can say whom it waits for.
+
+    Held or not per process, not counted: a test session takes it before its first node
+    test's timeout starts (tests/node/conftest.py), RealNode.start then finds it held, and
+    RealNode.stop gives it back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._file is not None
+
+    def holder(self) -> str:
+        """Who holds it, as the holder wrote it ('' when nobody has said)."""
+        try:
+            return self.path.read_text().strip()
+        except OSError:
+            return ""
+
+    def acquire(self, timeout: float | None = None, progress: Callable[[str], None] = _stderr,
+                every: float = 30) -> None:
+        """Take it, waiting at most `timeout` seconds (None: for as long as it takes), and
+        tell `progress` every `every` seconds whom it waits for; NodeBusy past the timeout.
+        Held already by this process: nothing to do."""
+        if self._file is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(self.path, "a+")
+        start = time.monotonic()
+        report = start if timeout != 0 else float("inf")
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.monotonic() - start
+                if timeout is not None and waited >= timeout:
+                    f.close()
+                    raise NodeBusy(f"the machine's real node ({self.path}) is held by "
+                                   f"{self.holder() or 'another process'}; gave up after "
+                                   f"{waited:.0f} s") from None
+                if time.monotonic() >= report:
+                    progress(f"waiting for the machine's real node ({self.path}), held by "
+                             f"{self.holder() or 'another process'}: {waited:.0f} s so far")
+                    report += every
+                time.sleep(0.5)
+        f.truncate(0)
+        f.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:200]}) in {os.getcwd()}, since "
+                f"{time.strftime('%H:%M:%S')}\n")
+        f.flush()
+        self._file = f
+
+    def release(self) -> None:
+        """Give it back (closing the file drops the flock). Not held: nothing to do."""
+        if self._file is None:
+            return
+        self._file.truncate(0)
+        self._file.close()
+        self._file = None
+
+
+NODE_LOCK = NodeLock(LOCK)
 
 
 def node_binaries() -> dict[str, Path]:
@@ -259,7 +341,6 @@ class RealNode:
             str(self.bins["deviceplugin"]), f"--kubelet-socket={DEVICE_PLUGINS / 'kubelet.sock'}",
             *[f"--resource={name}={n}" for name, n in ACCELERATORS.items()]], self.logs)
         self._made_kubelet_dir = False
-        self._lock: IO[str] | None = None
         self._started: list[_Process] = []
 
     @staticmethod
@@ -418,10 +499,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         """Bring the node up and wait until it is Ready; raise NodeUnsupported or
         ControlPlaneError (with the failing component's log) otherwise."""
         check_kernel()
-        LOCK.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = open(LOCK, "w")
-        # One real node per machine: the bridge, the subnet and the iptables chain are global.
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        NODE_LOCK.acquire()
         self._made_kubelet_dir = not DEVICE_PLUGINS.parent.exists()
         try:
             self._network_up()
@@ -618,9 +696,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         shutil.rmtree(self.root, ignore_errors=True)
         if self._made_kubelet_dir:  # only the kubelet's device-plugin folder was in it
             shutil.rmtree(DEVICE_PLUGINS.parent, ignore_errors=True)
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+        NODE_LOCK.release()
 
     def _drain(self, timeout: float) -> None:
         from .kit import Api  # kit imports the test tools; only needed here

@@ -72,6 +72,7 @@ def test_a_hanging_compile_becomes_a_hang_finding(tmp_path: Path) -> None:
     assert summary["worker_restarts"]["restarted_after_death"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1800)  # a few hundred programs; minutes on a loaded 2-core machine
 def test_clean_campaign_reports_no_false_finding(tmp_path: Path) -> None:
     """A few hundred programs on the unmodified jaxlib: anything reported must be a known,

@@ -1,28 +1,74 @@
 """Fixtures for the end-to-end tests on the real node (tests/controlplane/node.py): one
-control plane and one real node per session (kubelet, kube-scheduler and containerd running
-the images `make images` built), shared by every test here.
+control plane and one real node (kubelet, kube-scheduler and containerd running the images
+`make images` built), shared by every test here.
 
 A kernel feature the node needs and this machine lacks skips these tests, naming it
 (NodeUnsupported); a missing build (`make control-plane`, `make node-deps`, `make images`)
 fails them, since a skip would hide an image or a node that never ran.
+
+The node is one per machine (NODE_LOCK), and another pytest session on the machine (another
+checkout's `make test`, a developer's run beside CI) may hold it: the wait for it happens
+before the first test here starts, outside pytest-timeout's budget for that test, says whom
+it waits for, and gives up after NODE_WAIT_S (XLA_SENTINEL_NODE_WAIT_S), failing the tests
+here with the holder's name. The node, its control plane and the lock are package-scoped:
+given back as soon as the tests here are done, not at the end of the session.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from controlplane.cluster import ControlPlane, ControlPlaneError
 from controlplane.kit import Api
-from controlplane.node import NodeUnsupported, RealNode, built_images
+from controlplane.node import NODE_LOCK, NodeBusy, NodeUnsupported, RealNode, built_images
 
 UID = 10001  # the images' USER and the chart's runAsUser
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted",
               "pod-security.kubernetes.io/enforce-version": "latest"}
+# Long enough for another session's node tests, short of hanging CI for ever on a
+# `make dev-cluster` left running.
+NODE_WAIT_S = float(os.environ.get("XLA_SENTINEL_NODE_WAIT_S") or 1800)
+GAVE_UP = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outside pytest-timeout's wrapper: not timed
+def pytest_runtest_protocol(item: pytest.Item,
+                            nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    if (not NODE_LOCK.held and GAVE_UP not in item.config.stash
+            and "node_lock" in item.fixturenames):
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+
+        def say(line: str) -> None:
+            with capture.global_and_fixture_disabled():  # shown now, not at the session's end
+                print(f"\n{item.nodeid}: {line}", file=sys.stderr, flush=True)
+
+        try:
+            NODE_LOCK.acquire(timeout=NODE_WAIT_S, progress=say)
+        except NodeBusy as e:
+            item.config.stash[GAVE_UP] = str(e)
+    return (yield)
+
+
+@pytest.fixture(scope="package")
+def node_lock(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The machine's node, taken by pytest_runtest_protocol before this test's timeout
+    started; given back (if RealNode.stop has not) on every way out, a skip included."""
+    busy = ""
+    try:
+        NODE_LOCK.acquire(timeout=0)
+    except NodeBusy as e:
+        busy = request.config.stash.get(GAVE_UP, str(e))
+    if busy:  # failed outside the except: one message, not the 0 s try chained to it
+        pytest.fail(busy, pytrace=False)
+    yield
+    NODE_LOCK.release()
 
 
 @pytest.fixture(scope="session")
@@ -33,14 +79,14 @@ def images() -> dict[str, dict[str, Any]]:
         pytest.fail(str(e), pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+@pytest.fixture(scope="package")
+def control_plane(node_lock: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     cp = ControlPlane(tmp_path_factory.mktemp("controlplane")).start()
     yield cp
     cp.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def node(control_plane: ControlPlane, images: dict[str, dict[str, Any]],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
     n = RealNode(control_plane, [Path(r["archive"]) for r in images.values()],
@@ -53,7 +99,7 @@ def node(control_plane: ControlPlane, images: dict[str, dict[str, Any]],
     n.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api(control_plane: ControlPlane) -> Api:
     return Api(control_plane)
 
