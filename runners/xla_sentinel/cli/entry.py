@@ -1,8 +1,9 @@
-"""The `xla-sentinel` console script. `xla-sentinel operator` starts the operator without the
-engine's imports (numpy, jax: cli/main.py imports them through bisect, storage and the
-worker client), which the operator image does not hold; every other command is
-cli/main.py's. main.py keeps its own `operator` subcommand for its help text and for
-in-process callers; this is the route the image takes (tests/chart/test_dockerfile.py)."""
+"""The `xla-sentinel` console script. `xla-sentinel operator` starts the operator, and
+`xla-sentinel --version` answers, without the engine's imports (numpy, jax: cli/main.py
+imports them through bisect, storage and the worker client), which the operator image does
+not hold; every other command is cli/main.py's. main.py keeps its own `operator` subcommand
+and `--version` flag for its help text and for in-process callers; this is the route the
+image takes (tests/chart/test_dockerfile.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from xla_sentinel_operator.main import run
 
         return run(argv[1:])
+    if argv == ["--version"]:
+        from xla_sentinel.cli.version import version_line
+
+        print(version_line())
+        return 0
     from xla_sentinel.cli.main import main as cli_main
 
     return cli_main(argv)

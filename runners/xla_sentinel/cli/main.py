@@ -11,21 +11,31 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from xla_sentinel.bisect import BisectError
-from xla_sentinel.core.model import Signature
+from xla_sentinel.cli import layout, triage_view
+from xla_sentinel.cli.flags import (
+    add_campaign,
+    add_inject_pass,
+    add_out,
+    add_overrides,
+    add_quiet,
+    apply_overrides,
+)
+from xla_sentinel.cli.version import VersionAction
+from xla_sentinel.core.errors import EXIT_BAD_INPUT, UserError
 from xla_sentinel.core.program import ProgramError
-from xla_sentinel.spec.campaign import BudgetSpec, CampaignSpec, SpecError, load_campaign
+from xla_sentinel.spec.campaign import BudgetSpec, CampaignSpec, load_campaign
 from xla_sentinel.storage import objects as storage
-from xla_sentinel.storage.objects import StorageError
-from xla_sentinel.storage.store import StoreError
 from xla_sentinel.worker.client import WorkerStartError
 
-EXIT_OK, EXIT_BUGS, EXIT_BAD_INPUT = 0, 1, 2
+if TYPE_CHECKING:
+    from xla_sentinel.agents.swarm import Swarm
+
+EXIT_OK, EXIT_BUGS = 0, 1
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -33,21 +43,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from xla_sentinel.campaign.recording import Reporter
 
     campaign = load_campaign(args.campaign)
-    spec = campaign.spec
-    if args.budget_programs is not None or args.budget_seconds is not None:
-        spec = replace(spec, budget=BudgetSpec(programs=args.budget_programs,
-                                               seconds=args.budget_seconds))
-    if args.workers is not None:
-        spec = replace(spec, workers=args.workers)
-    try:
-        spec.check()
-    except SpecError as e:
-        # The file's spec was checked when loaded: what fails now is an override, so the
-        # message names the flag.
-        flags = {"spec.budget.programs": "--budget-programs", "spec.budget.seconds": "--budget-seconds",
-                 "spec.workers": "--workers"}
-        field_path, _, why = str(e).partition(":")
-        raise SpecError(f"{flags.get(field_path, field_path)}:{why}") from None
+    spec = apply_overrides(campaign.spec, args)
 
     def run(out: Path, reporter: Reporter | None = None) -> dict[str, Any]:
         return run_campaign(spec, out, name=campaign.name, progress=not args.quiet,
@@ -60,17 +56,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         summary, stored = storage.run_mirrored(args.out, staging, run, wait=args.storage_wait)
     else:
         summary = run(storage.local_path(args.out))
-    new = summary["findings_new"]
-    print(f"{summary['programs']} programs, {summary['executions']} executions in "
-          f"{summary['elapsed_s']:.0f} s; findings: {summary['findings'] or 'none'} "
-          f"({new} new, {summary['findings_known']} known); {len(summary['signatures'])} signatures; "
-          f"summary: {storage.join(args.out, 'summary.json')}")
+    print(layout.run_line(summary, storage.join(args.out, "summary.json")))
     if not stored:
-        # The campaign ran and its findings are safe in staging; only the upload is owed.
-        state = summary["storage"]
-        print(f"xla-sentinel: error: storage: {state['error'] or 'did not answer in time'}; "
-              f"{state['pending_objects']} objects ({state['pending_findings']} findings) kept in "
-              f"{state['staging']}: run the same command again to upload them", file=sys.stderr)
+        _error(layout.upload_owed(summary))
         return EXIT_BAD_INPUT
     return EXIT_OK
 
@@ -115,14 +103,11 @@ def _bisect_versions(args: argparse.Namespace) -> int:
     from xla_sentinel.bisect.versions import VersionBisectError, bisect_versions
 
     if storage.is_uri(args.finding):
-        raise BisectError(f"{args.finding}: --versions reads a local finding folder or bundle")
-    try:
-        result = bisect_versions(Path(args.finding), args.versions, args.timeout, args.install)
-    except VersionBisectError as e:
-        raise BisectError(str(e)) from None
+        raise VersionBisectError(f"{args.finding}: --versions reads a local finding folder or bundle")
+    result = bisect_versions(Path(args.finding), args.versions, args.timeout, args.install)
     print(json.dumps(result, indent=1))
     if result["status"] == "undecided":
-        print(f"xla-sentinel: error: {result.get('error') or 'no release could tell'}", file=sys.stderr)
+        _error(result.get("error") or "no release could tell")
         return EXIT_BAD_INPUT
     return EXIT_BUGS if result["status"] in ("found", "already_in_first", "still_failing") else EXIT_OK
 
@@ -159,22 +144,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     spec.check()
     summary = run_campaign(spec, Path(args.out), name="replay", progress=not args.quiet,
                            inject_passes=args.inject_pass or ())
-    for err in summary["trace_errors"]:
-        # Loader messages name the file; a worker that died loading it does not.
-        message = err.get("error") or "unreadable"
-        where = "" if message.startswith(err["program"]) else f"{err['program']}: "
-        print(f"xla-sentinel: skipped {where}{message}", file=sys.stderr)
-    # Only modules that reached the targets count as replayed (issue 17: a folder whose
-    # module could not be read was counted).
-    status = summary["program_status"]
-    replayed = sum(n for s, n in status.items() if s not in ("trace_error", "harness_error", "plugin_error"))
-    not_replayed = summary["programs"] - replayed
-    if replayed == 0:
-        print(f"xla-sentinel: error: none of the {summary['programs']} modules could be replayed "
-              f"(statuses: {status}); summary: {Path(args.out) / 'summary.json'}", file=sys.stderr)
+    for line in layout.skipped_traces(summary):
+        print(f"xla-sentinel: {line}", file=sys.stderr)
+    summary_at = str(Path(args.out) / "summary.json")
+    if layout.replayed(summary) == 0:
+        _error(layout.nothing_replayed(summary, summary_at))
         return EXIT_BAD_INPUT
-    print(f"{replayed} modules replayed" + (f", {not_replayed} not (see above)" if not_replayed else "")
-          + f"; findings: {summary['findings'] or 'none'}; summary: {Path(args.out) / 'summary.json'}")
+    print(layout.replay_line(summary, summary_at))
     return EXIT_BUGS if summary["findings"] else EXIT_OK
 
 
@@ -186,7 +162,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
 
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not command:
-        raise ProgramError("record: no command to run (xla-sentinel record --out DIR -- python train.py ...)")
+        raise UserError("record: no command to run (xla-sentinel record --out DIR -- python train.py ...)")
     out = Path(args.out)
     before = {p.name for p in out.iterdir()} if out.is_dir() else set()
     with tempfile.TemporaryDirectory(prefix="xla-sentinel-record-") as site:
@@ -194,12 +170,11 @@ def _cmd_record(args: argparse.Namespace) -> int:
         try:
             rc = subprocess.call(command, env=env)
         except OSError as e:
-            raise ProgramError(f"record: cannot run {command[0]} ({e.strerror})") from None
+            raise UserError(f"record: cannot run {command[0]} ({e.strerror})") from None
     traces = sorted(p for p in out.iterdir() if (p / "module.mlir").exists()) if out.is_dir() else []
     new = sum(p.name not in before for p in traces)
     if rc != 0:
-        print(f"xla-sentinel: error: {' '.join(command)} exited with status {rc}; "
-              f"{new} new traces kept in {out}", file=sys.stderr)
+        _error(f"{' '.join(command)} exited with status {rc}; {new} new traces kept in {out}")
         return EXIT_BAD_INPUT
     print(f"{new} new traces ({len(traces)} in all) in {out}")
     return EXIT_OK
@@ -232,67 +207,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_triage(args: argparse.Namespace) -> int:
-    from xla_sentinel.storage.store import Store
-
-    if storage.is_uri(args.dir):
-        # Read from the findings themselves: live while a campaign still runs, and across
-        # the worker folders of a cluster campaign.
-        objects = storage.ObjectStore(args.dir)
-        objects.check()
-        records, errors = storage.stored_findings(objects)
-        sigs, _ = storage.stored_signatures(objects, records)
-        for line in errors:  # an unusable finding is named and skipped; the rest is listed
-            print(f"xla-sentinel: error: {line}", file=sys.stderr)
-        shown_in = _configurations((str(r["signature"]), str(r.get("target")))
-                                   for r in sorted(records, key=lambda r: str(r.get("time"))))
-        fixes: dict[str, dict[str, Any]] = {}  # verified cures are kept in a local store only
-    else:
-        db = storage.local_path(args.dir) / "campaign.sqlite"
-        if not db.exists():
-            raise StoreError(f"{args.dir}: no campaign.sqlite (not a campaign output folder)")
-        store = Store(db)
-        sigs = store.signatures()
-        shown_in = _configurations((f.signature, f.target) for f in store.findings())
-        fixes = store.fixes()
-        store.close()
-    if not sigs:
-        print("no signatures")
-        return EXIT_OK
-    # One bug that several configurations show is one signature: name them all, comma-joined
-    # (one word, so the columns still split on blanks).
-    cols = ["id", "verdict", "configurations", "culprit_op", "culprit_pass", "count", "first_seen",
-            "last_seen", "known_bug", "repro"]
-    # What `bisect --versions` recorded (docs/versions.md), shown once any signature has it.
-    if any(s.introduced_in or s.last_good for s in sigs):
-        cols += ["introduced_in", "last_good"]
-    if any(s.verification for s in sigs):
-        cols.append("verification")
-    # A fix draft the agents' gate verified (docs/agents.md), the last column: it has blanks.
-    if any(s.id in fixes for s in sigs):
-        cols.append("verified_fix")
-    rows = [[",".join(shown_in.get(s.id) or [s.target or "-"]) if c == "configurations"
-             else fixes[s.id]["cure"] if c == "verified_fix" and s.id in fixes
-             else _triage_cell(s, c) if c != "verified_fix" else "-" for c in cols] for s in sigs]
-    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
-    for r in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+    triage = triage_view.read_triage(args.dir)
+    for line in triage.errors:  # an unusable finding is named and skipped; the rest is listed
+        _error(line)
+    print(triage_view.table(triage))
     return EXIT_OK
-
-
-def _configurations(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
-    """Per signature, the configurations its findings show in, first seen first."""
-    out: dict[str, dict[str, None]] = {}
-    for sig, target in pairs:
-        out.setdefault(sig, {})[target] = None
-    return {sig: list(targets) for sig, targets in out.items()}
-
-
-def _triage_cell(sig: Signature, column: str) -> str:
-    if column == "verification" and sig.verification:
-        return f"{sig.verification} on {sig.verification_jaxlib}"  # the release it ran on
-    value = getattr(sig, column)
-    return "-" if value is None else str(value)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
@@ -307,18 +226,23 @@ def _cmd_operator(args: argparse.Namespace) -> int:
     return run(args.rest)
 
 
+def _no_agents_extra(command: str, e: ImportError) -> UserError:
+    return UserError(f"{command}: the agents extra is not installed ({e}); "
+                     "pip install 'xla-sentinel[agents]'")
+
+
 def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
         from xla_sentinel.agents.mcp_server import parse_http, require_sdk, serve
 
         require_sdk()
     except ImportError as e:
-        raise ProgramError(f"mcp: the agents extra is not installed ({e}); pip install 'xla-sentinel[agents]'") from None
+        raise _no_agents_extra("mcp", e) from None
     if args.http:
         try:
             parse_http(args.http)
         except ValueError as e:
-            raise ProgramError(str(e)) from None
+            raise UserError(str(e)) from None
     campaign = Path(args.campaign) if args.campaign else None
     if campaign:
         load_campaign(campaign)  # a bad file is said before the server starts
@@ -330,33 +254,16 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     import asyncio
 
     try:
-        from xla_sentinel.agents.runtime import (
-            AgentSetupError,
-            Budget,
-            make_model,
-            mcp_toolset,
-            run_agent,
-        )
+        from xla_sentinel.agents.runtime import Budget, make_model, mcp_toolset, run_agent
     except ImportError as e:
-        raise ProgramError(f"agent: the agents extra is not installed ({e}); pip install 'xla-sentinel[agents]'") from None
+        raise _no_agents_extra("agent", e) from None
     try:
         budget = Budget(args.max_tokens, args.max_tool_calls, args.max_seconds)
     except ValueError as e:
-        raise ProgramError(str(e)) from None
+        raise UserError(str(e)) from None
     if args.tasks < 1:
-        raise ProgramError(f"--tasks: must be >= 1, got {args.tasks}")
-    campaign = Path(args.campaign) if args.campaign else None
-    swarm, name = None, args.name
-    if args.task is None and os.environ.get("XLA_SENTINEL_TASK_QUEUE") == "kube":
-        # An agent pod of a campaign's swarm (docs/agents.md, "Running a swarm").
-        from xla_sentinel.agents.swarm import Swarm
-
-        swarm = Swarm.from_env()
-        name = swarm.agent
-        if campaign is None and os.environ.get("XLA_SENTINEL_SPEC"):
-            campaign = Path(args.out) / "campaign.json"  # JSON is YAML: load_campaign reads it
-            campaign.parent.mkdir(parents=True, exist_ok=True)
-            campaign.write_text(os.environ["XLA_SENTINEL_SPEC"])
+        raise UserError(f"--tasks: must be >= 1, got {args.tasks}")
+    campaign, swarm, name = _agent_place(args)
     if campaign:
         load_campaign(campaign)
     records: list[dict[str, Any]] = []
@@ -370,40 +277,54 @@ def _cmd_agent(args: argparse.Namespace) -> int:
             records.append(record)
             if record["status"] == "no_task" or record["exit"] != 0:
                 break
-    except AgentSetupError as e:
-        print(f"xla-sentinel: error: agent: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
     except ImportError as e:
-        raise ProgramError(f"agent: the agents extra is not installed ({e}); pip install 'xla-sentinel[agents]'") from None
+        raise _no_agents_extra("agent", e) from None
     for record in records:
         print(json.dumps(record, indent=1, default=str))
     return int(records[-1]["exit"])
 
 
+def _agent_place(args: argparse.Namespace) -> tuple[Path | None, Swarm | None, str]:
+    """The agent's campaign file, swarm (None outside one) and name: from the flags, or in an
+    agent pod of a campaign's swarm from its environment (docs/agents.md, "Running a swarm")."""
+    campaign = Path(args.campaign) if args.campaign else None
+    if args.task is not None or os.environ.get("XLA_SENTINEL_TASK_QUEUE") != "kube":
+        return campaign, None, args.name
+    from xla_sentinel.agents.swarm import Swarm
+
+    swarm = Swarm.from_env()
+    if campaign is None and os.environ.get("XLA_SENTINEL_SPEC"):
+        campaign = Path(args.out) / "campaign.json"  # JSON is YAML: load_campaign reads it
+        campaign.parent.mkdir(parents=True, exist_ok=True)
+        campaign.write_text(os.environ["XLA_SENTINEL_SPEC"])
+    return campaign, swarm, swarm.agent
+
+
+def _error(line: str) -> None:
+    print(f"xla-sentinel: error: {line}", file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="xla-sentinel", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action=VersionAction)
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a campaign locally")
-    run.add_argument("campaign", help="campaign YAML (a spec or a FuzzCampaign manifest)")
-    run.add_argument("--out", required=True,
-                     help="output folder or gs://, s3:// URI (resumed if it holds this campaign)")
+    add_campaign(run, required=True)
+    add_out(run, "output folder or gs://, s3:// URI (resumed if it holds this campaign)")
     run.add_argument("--staging", help="local folder a URI --out is staged in "
                      "(default: ~/.cache/xla-sentinel/staging/..., or $XLA_SENTINEL_STAGING)")
     run.add_argument("--storage-wait", type=float, default=120.0, metavar="S",
                      help="seconds to wait at the end for a store that is down (default 120)")
-    run.add_argument("--budget-programs", type=int)
-    run.add_argument("--budget-seconds", type=float)
-    run.add_argument("--workers", type=int)
-    run.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]",
-                     help="HLO pass plugin registered in the targets under test (repeatable)")
-    run.add_argument("--quiet", action="store_true", help="no progress line")
+    add_overrides(run)
+    add_inject_pass(run)
+    add_quiet(run)
     run.set_defaults(fn=_cmd_run)
 
     check = sub.add_parser("check", help="re-run one program folder under a campaign's targets")
     check.add_argument("program", help="program folder (module.mlir, inputs.npz, ...)")
-    check.add_argument("--campaign", help="campaign YAML for targets and references")
-    check.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    add_campaign(check)
+    add_inject_pass(check)
     check.set_defaults(fn=_cmd_check)
 
     bis = sub.add_parser("bisect", help="localize and reduce one finding; writes its repro bundle")
@@ -419,14 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser("replay", help="replay trace folders, XLA dumps or module files")
     replay.add_argument("paths", nargs="+", help="trace folders, dump folders or module files")
-    replay.add_argument("--out", required=True, help="output folder")
-    replay.add_argument("--campaign", help="campaign YAML for targets and references")
-    replay.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
-    replay.add_argument("--quiet", action="store_true")
+    add_out(replay, "output folder")
+    add_campaign(replay)
+    add_inject_pass(replay)
+    add_quiet(replay)
     replay.set_defaults(fn=_cmd_replay)
 
     rec = sub.add_parser("record", help="run a JAX program and record every computation it compiles")
-    rec.add_argument("--out", required=True, help="trace folder root (one folder per distinct module)")
+    add_out(rec, "trace folder root (one folder per distinct module)")
     rec.add_argument("--with-values", action="store_true",
                      help="store argument and result values (default: statistics only)")
     rec.add_argument("cmd", nargs=argparse.REMAINDER, help="-- python train.py [args]")
@@ -443,10 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     mcp = sub.add_parser("mcp", help="serve the engine to agents over the Model Context Protocol "
                          "(docs/agents.md)")
-    mcp.add_argument("--campaign", help="campaign YAML: targets, references, corpus")
-    mcp.add_argument("--out", required=True, help="the campaign's output folder")
+    add_campaign(mcp)
+    add_out(mcp, "the campaign's output folder")
     mcp.add_argument("--http", metavar="HOST:PORT", help="streamable HTTP at /mcp instead of stdio")
-    mcp.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    add_inject_pass(mcp)
     mcp.add_argument("--regression", action="append", metavar="REPRO.py",
                      help="the regression corpus of fixes (repeatable; default bench/repros)")
     mcp.set_defaults(fn=_cmd_mcp)
@@ -455,12 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--role", required=True, choices=["stress", "reproduce", "fix"])
     agent.add_argument("--model", required=True, help="provider:model, e.g. openai:gpt-5, "
                        "anthropic:claude-sonnet-4-5, google-gla:gemini-2.5-pro")
-    agent.add_argument("--campaign", help="campaign YAML")
-    agent.add_argument("--out", required=True, help="the campaign's output folder")
+    add_campaign(agent)
+    add_out(agent, "the campaign's output folder")
     agent.add_argument("--name", default="agent", help="this agent's name in claims and leases")
     agent.add_argument("--task", help="the task as text (default: take one from the queue)")
     agent.add_argument("--mcp-url", help="a running `xla-sentinel mcp --http` (default: start one over stdio)")
-    agent.add_argument("--inject-pass", action="append", metavar="FILE.py[:FUNC]")
+    add_inject_pass(agent)
     agent.add_argument("--max-tokens", type=int, default=400_000)
     agent.add_argument("--max-tool-calls", type=int, default=60)
     agent.add_argument("--max-seconds", type=float, default=1800.0)
@@ -492,9 +413,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return PASSTHROUGH[argv[0]](argparse.Namespace(rest=argv[1:]))
     args = build_parser().parse_args(argv)
     try:
-        return args.fn(args)
-    except (SpecError, ProgramError, StoreError, BisectError, StorageError, WorkerStartError) as e:
-        print(f"xla-sentinel: error: {e}", file=sys.stderr)
+        return int(args.fn(args))
+    except UserError as e:
+        _error(str(e))
+        return e.exit_code
+    except WorkerStartError as e:
+        # The machine, not the input (a worker died or did not answer before any program
+        # ran); nothing was judged, so it is no "bugs found" either.
+        _error(str(e))
         return EXIT_BAD_INPUT
 
 

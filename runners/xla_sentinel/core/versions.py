@@ -17,12 +17,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from xla_sentinel.core.errors import UserError
+
 # A released jax/jaxlib version: 0.10.1, 0.9.0.1 (no pre-releases: only what PyPI ships).
 VERSION_PATTERN = re.compile(r"^[0-9]+(\.[0-9]+){1,3}$")
 ENVS_VARIABLE = "XLA_SENTINEL_VERSION_ENVS"
 
 
-class VersionError(ValueError):
+class VersionError(UserError, ValueError):
     """A version or an environment that cannot be used; the message says which and why."""
 
 

@@ -38,6 +38,7 @@ import ml_dtypes
 import numpy as np
 
 from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES, UNIT_ROUNDOFF
+from xla_sentinel.core.errors import UserError
 from xla_sentinel.core.graph import Graph
 from xla_sentinel.core.program import ProgramError, param_specs, result_dtypes
 from xla_sentinel.ops.entries.templates import INVARIANTS as TEMPLATE_INVARIANTS
@@ -59,7 +60,7 @@ OP_INVARIANTS: dict[str, Callable[[dict[str, Any], tuple[int, ...]], list[dict[s
 }
 
 
-class InvariantError(ValueError):
+class InvariantError(UserError, ValueError):
     """A declared invariant is malformed; the message names the field."""
 
 
