@@ -17,8 +17,7 @@ references, the noise model and the invariants are the real ones.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, replace
 
 import numpy as np
 import pytest
@@ -138,14 +137,14 @@ def test_s31_i184_with_one_wrong_gate_is_a_mismatch_naming_its_row(monkeypatch: 
     marks = oracle.near_tie_undetermined(program.graph, program.inputs)
     assert marks is not None and not marks[0][_OneWrongGate.ROW].any()
 
-    calls: list[dict[str, Any]] = []
-    judge = oracle.judge
+    cases: list[oracle.Case] = []
+    judge_case = oracle.judge_case
 
-    def recorded(*args: Any, **kwargs: Any) -> oracle.Judgement:
-        calls.append({"args": args, "kwargs": kwargs})
-        return judge(*args, **kwargs)
+    def recorded(case: oracle.Case) -> oracle.Judgement:
+        cases.append(case)
+        return judge_case(case)
 
-    monkeypatch.setattr(oracle, "judge", recorded)
+    monkeypatch.setattr(oracle, "judge_case", recorded)
     target = Target("default")
     slot = Slot("near-tie", [target], [], None)
     try:
@@ -156,8 +155,7 @@ def test_s31_i184_with_one_wrong_gate_is_a_mismatch_naming_its_row(monkeypatch: 
     (verdict,) = result.verdicts
     assert verdict.verdict == "mismatch", verdict.evidence
     assert verdict.output == 0 and verdict.evidence["where"][:2] == list(_OneWrongGate.ROW), verdict.evidence
-    before = calls[0]
-    assert judge(*before["args"], **{**before["kwargs"], "undetermined": None}).verdict == "pass"
+    assert judge_case(replace(cases[0], undetermined=None)).verdict == "pass"
 
 
 def test_top_k_indices_beside_a_near_tie_are_still_judged() -> None:

@@ -12,18 +12,26 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from xla_sentinel.core import stablehlo
-from xla_sentinel.core.dtypes import FLOATS
-from xla_sentinel.core.model import BUFFER_VERDICTS, XLA_F64_REFERENCES, Reference
+from xla_sentinel.core.model import (
+    BUFFER_VERDICTS,
+    XLA_F64_REFERENCES,
+    ProgramStatus,
+    Reference,
+    Verdict,
+)
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import Program, result_dtypes
 from xla_sentinel.core.versions import current_jaxlib
 from xla_sentinel.judge import invariants, oracle, targets
 from xla_sentinel.judge.invariant_patterns import recognized
+from xla_sentinel.judge.noise import NoiseDraw, NoiseModel, Samples
 from xla_sentinel.judge.targets import Target
 from xla_sentinel.ops import exact
 from xla_sentinel.spec.campaign import SpecError
@@ -98,7 +106,7 @@ BEYOND_NOISE = 10.0
 def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
                            infos: list[oracle.OutputInfo],
                            spread: Callable[[int], float | None] | None = None,
-                           ) -> tuple[tuple[str, int, dict[str, Any]] | None, frozenset[int]]:
+                           ) -> tuple[tuple[Verdict, int, dict[str, Any]] | None, frozenset[int]]:
     """How an XLA float64 reference's outputs differ from numpy's float64 ones.
 
     Returns (verdict, ill_conditioned outputs). The verdict, (name, output, evidence), is for a
@@ -115,8 +123,8 @@ def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
     for i, (x, y, info) in enumerate(zip(expected, actual, infos, strict=True)):
         x, y = np.asarray(x), np.asarray(y)
         if x.shape != y.shape:
-            return ("mismatch", i, {"reason": "reference", "actual_shape": list(y.shape),
-                                    "expected_shape": list(x.shape)}), frozenset(ill)
+            return (Verdict.MISMATCH, i, {"reason": "reference", "actual_shape": list(y.shape),
+                                            "expected_shape": list(x.shape)}), frozenset(ill)
         if info.dtype not in FLOATS:
             if np.array_equal(x, y):
                 continue
@@ -124,23 +132,59 @@ def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
                 ill.add(i)
                 continue
             where = tuple(int(k) for k in np.argwhere(x != y)[0])
-            return ("mismatch", i, {"reason": "reference", "dtype": info.dtype,
-                                    "elements": int((x != y).sum()), "where": list(where),
-                                    "expected": x[where].item(), "actual": y[where].item()}), frozenset(ill)
+            return (Verdict.MISMATCH, i, {"reason": "reference", "dtype": info.dtype,
+                                          "elements": int((x != y).sum()), "where": list(where),
+                                          "expected": x[where].item(), "actual": y[where].item()}), frozenset(ill)
         cx, cy = _classes(x), _classes(y)
         if not np.array_equal(cx, cy):
             where = tuple(int(k) for k in np.argwhere(cx != cy)[0])
-            return ("nan_mismatch", i, {"reason": "reference", "dtype": info.dtype,
-                                        "elements": int((cx != cy).sum()), "where": list(where),
-                                        "expected": float(x[where]), "actual": float(y[where])}), frozenset(ill)
+            return (Verdict.NAN_MISMATCH, i, {"reason": "reference", "dtype": info.dtype,
+                                              "elements": int((cx != cy).sum()), "where": list(where),
+                                              "expected": float(x[where]), "actual": float(y[where])}), frozenset(ill)
         err = oracle.normwise_error(y, x, "f64")
         if err > oracle.REFERENCE_AGREEMENT:
             s = spread(i) if spread is not None else None
             if s is not None and err > BEYOND_NOISE * s:
-                return ("mismatch", i, {"reason": "reference", "dtype": info.dtype, "normwise_error": err,
-                                        "noise_spread": s}), frozenset(ill)
+                return (Verdict.MISMATCH, i, {"reason": "reference", "dtype": info.dtype, "normwise_error": err,
+                                              "noise_spread": s}), frozenset(ill)
             ill.add(i)
     return None, frozenset(ill)
+
+
+def _noise_spread(noise: NoiseModel, truth: list[np.ndarray], undetermined: list[np.ndarray] | None,
+                  i: int) -> float | None:
+    """The noise model's normwise spread on float output i around `truth`, as
+    reference_disagreement's `spread`: asked only of an output an XLA reference is off on
+    (the noise model is drawn then, once); None where a sample's NaN/inf pattern differs
+    (overflow), or there are no samples."""
+    samples = noise.samples()
+    if not samples:
+        return None
+    outs = [np.asarray(oracle.without_undetermined(s, undetermined)[i]) for s in samples]
+    if any(not np.array_equal(_classes(y), _classes(np.asarray(truth[i]))) for y in outs):
+        return None
+    return max(oracle.normwise_error(y, truth[i], "f64") for y in outs)
+
+
+def _xla_references_disagree(ran: dict[str, list[np.ndarray]], infos: list[oracle.OutputInfo]) -> bool:
+    """Whether f64_eager and f64_jit, where both ran, disagree (oracle.references_agree)."""
+    eager, jit = ran.get(Reference.F64_EAGER), ran.get(Reference.F64_JIT)
+    return eager is not None and jit is not None and not oracle.references_agree(eager, jit, infos)
+
+
+def _undetermined(program: Program, truth: Outcome) -> list[np.ndarray] | None:
+    """The elements no rule judges: those a NaN's open sign decides (npref), and the rows
+    of a template whose choice is within rounding of a tie (docs/detection.md, s31-i184)."""
+    near_ties = oracle.near_tie_undetermined(program.graph, program.inputs) if program.graph is not None else None
+    return oracle.either_undetermined(truth.undetermined, near_ties)
+
+
+def _with_outputs_undetermined(truth: list[np.ndarray], undetermined: list[np.ndarray] | None,
+                               outputs: set[int]) -> list[np.ndarray]:
+    """`undetermined` with every element of `outputs` added (they are left without a truth)."""
+    return [np.ones(np.shape(x), bool) if i in outputs
+            else (undetermined[i] if undetermined else np.zeros(np.shape(x), bool))
+            for i, x in enumerate(truth)]
 
 
 def module_output_infos(info: dict[str, Any], floats_inside: bool, bitwise: bool = True) -> list[oracle.OutputInfo]:
@@ -197,9 +241,52 @@ def program_invariants(program: Program, info: dict[str, Any] | None) -> list[in
     return found + invariants.from_provenance(program.provenance)
 
 
+@dataclass(frozen=True)
+class _InvariantCheck:
+    """What each configuration's invariants are checked with (invariant_violations' arguments)."""
+
+    results: dict[str, list[np.ndarray]]
+    ref64: list[np.ndarray]
+    infos: list[oracle.OutputInfo]
+    inputs: Sequence[np.ndarray]
+    literal: str
+    noise: Callable[[], Samples | None]
+    overflow: Callable[[], list[bool] | None]
+    undetermined: list[np.ndarray] | None
+
+    def _beside_literal(self) -> Samples | None:
+        """The noise model's samples and the literal evaluation's outputs beside them."""
+        lit = self.results.get(self.literal)
+        return [*(self.noise() or []), lit] if lit is not None else self.noise()
+
+    def _excused(self, name: str, i: int, shape: tuple[int, ...]) -> np.ndarray:
+        """The elements of output i that no invariant judges in configuration `name`."""
+        excused = np.zeros(shape, bool)
+        if self.undetermined is not None and np.shape(self.undetermined[i]) == shape:
+            excused |= self.undetermined[i]
+        lit = self.results.get(self.literal)
+        if lit is not None and name != self.literal and np.shape(lit[i]) == shape:
+            excused |= ~np.isfinite(np.asarray(lit[i], np.float64))
+        return excused
+
+    def miss(self, name: str, inv: invariants.Invariant) -> invariants.Violation | None:
+        """How configuration `name` misses `inv`, or None."""
+        outs, i, is_literal = self.results[name], inv.output, name == self.literal
+        if i >= len(self.infos) or i >= len(outs) or self.infos[i].dtype not in FLOATS:
+            return None
+        if inv.kind == "finite" and is_literal:
+            return None
+        v = invariants.check(inv, outs, self.ref64, self.infos[i].dtype, inputs=self.inputs,
+                             noise=self.noise if is_literal else self._beside_literal,
+                             excused=self._excused(name, i, np.shape(outs[i])))
+        if v is None or (inv.kind == "finite" and (prone := self.overflow()) and prone[i]):
+            return None
+        return None if is_literal and self.noise() is None else v
+
+
 def invariant_violations(declared: Sequence[invariants.Invariant], results: dict[str, list[np.ndarray]],
                          ref64: list[np.ndarray], infos: list[oracle.OutputInfo], inputs: Sequence[np.ndarray],
-                         literal: str, noise: Callable[[], list[list[np.ndarray]] | None],
+                         literal: str, noise: Callable[[], Samples | None],
                          overflow: Callable[[], list[bool] | None],
                          undetermined: list[np.ndarray] | None = None) -> dict[str, tuple[int, dict[str, Any]]]:
     """Per configuration (targets and own-precision references) that misses an invariant,
@@ -212,38 +299,18 @@ def invariant_violations(declared: Sequence[invariants.Invariant], results: dict
     the mean, which no bound on the outputs alone sees). The literal evaluation itself is
     judged against the noise model's samples; a program without them (a replayed module)
     has nothing to judge it by."""
+    check = _InvariantCheck(results, ref64, infos, inputs, literal, noise, overflow, undetermined)
     broken: dict[str, tuple[int, dict[str, Any]]] = {}
-    lit = results.get(literal)
-
-    def samples_beside_literal() -> list[list[np.ndarray]] | None:
-        return [*(noise() or []), lit] if lit is not None else noise()
-
-    for name, outs in results.items():
+    for name in results:
         for inv in declared:
-            i = inv.output
-            if i >= len(infos) or i >= len(outs) or infos[i].dtype not in FLOATS:
-                continue
-            if inv.kind == "finite" and name == literal:
-                continue
-            shape = np.shape(outs[i])
-            excused = np.zeros(shape, bool)
-            if undetermined is not None and np.shape(undetermined[i]) == shape:
-                excused |= undetermined[i]
-            if lit is not None and name != literal and np.shape(lit[i]) == shape:
-                excused |= ~np.isfinite(np.asarray(lit[i], np.float64))
-            v = invariants.check(inv, outs, ref64, infos[i].dtype, inputs=inputs,
-                                 noise=noise if name == literal else samples_beside_literal, excused=excused)
-            if v is not None and inv.kind == "finite" and (prone := overflow()) and prone[i]:
-                v = None
-            if v is not None and name == literal and noise() is None:
-                v = None
+            v = check.miss(name, inv)
             if v is None:
                 continue
             if name in broken:
                 # The first one missed is the verdict's; the others are named beside it.
-                broken[name][1]["also_missed"].append({"invariant": inv.kind, "output": i, "count": v.count})
+                broken[name][1]["also_missed"].append({"invariant": inv.kind, "output": inv.output, "count": v.count})
             else:
-                broken[name] = (i, {**v.evidence(), "dtype": infos[i].dtype, "also_missed": []})
+                broken[name] = (inv.output, {**v.evidence(), "dtype": infos[inv.output].dtype, "also_missed": []})
     return broken
 
 
@@ -271,8 +338,8 @@ def buffer_verdict(t: Target, o: Outcome) -> TargetVerdict:
     found = {p["verdict"] for p in o.buffers}
     verdict = next(v for v in BUFFER_VERDICTS if v.value in found)
     first = next(p for p in o.buffers if p["verdict"] == verdict.value)
-    return TargetVerdict(t, verdict.value, {"reason": "buffers", "buffer": first.get("buffer"),
-                                            "buffers": o.buffers}, actual=o.outputs)
+    return TargetVerdict(t, verdict, {"reason": "buffers", "buffer": first.get("buffer"),
+                                      "buffers": o.buffers}, actual=o.outputs)
 
 
 class HarnessError(RuntimeError):
@@ -288,8 +355,11 @@ class Outcome:
     """What happened to one program under one configuration."""
 
     outputs: list[np.ndarray] | None = None
-    verdict: str | None = None  # crash, hang, compile_error when outputs is None
+    verdict: Verdict | None = None  # crash, hang, compile_error when outputs is None
     error: str = ""
+    # An injected plugin raised (plugins.PluginError): no verdict on XLA, and the program's
+    # status is plugin_error.
+    plugin_failed: bool = False
     compile_s: float = 0.0
     hlo: str | None = None
     skipped: str = ""  # a reference that does not apply to this program
@@ -303,11 +373,10 @@ class Outcome:
 
 @dataclass
 class TargetVerdict:
-    """One target's judged outcome on a program (its verdict name is a core.model.Verdict
-    value), with the evidence and the output it concerns."""
+    """One target's judged outcome on a program, with the evidence and the output it concerns."""
 
     target: Target
-    verdict: str
+    verdict: Verdict
     evidence: dict[str, Any]
     output: int | None = None
     actual: list[np.ndarray] | None = None
@@ -315,7 +384,7 @@ class TargetVerdict:
 
 @dataclass
 class Assessment:
-    status: str  # judged, reference_failed, references_disagree, plugin_error
+    status: ProgramStatus
     executions: int
     verdicts: list[TargetVerdict] = field(default_factory=list)
     expected: list[np.ndarray] | None = None
@@ -332,6 +401,40 @@ class Assessment:
     eager_xla_ops: dict[str, int] = field(default_factory=dict)  # `eager`'s ops not in numpy
     # Outputs the references disagree on (ill-conditioned in float64): judged in no target.
     undecided_outputs: list[int] = field(default_factory=list)
+
+
+# The float64 references that can be the truth, the first present taken: numpy's, else an
+# XLA one (f64_text: a replayed module's promoted module).
+TRUTHS = (Reference.F64_NUMPY, Reference.F64_EAGER, Reference.F64_JIT, "f64_text")
+
+
+@dataclass
+class Judging:
+    """One program being judged once its float64 truth is in: what Assessor.assess's steps
+    share. `results` holds every configuration with numbers to judge (targets and
+    own-precision references); `noise` is the program's one noise model, which every
+    invariant, judgement and cross-check draws from."""
+
+    slot: Slot
+    program: Program
+    result: Assessment
+    info: dict[str, Any] | None  # a replayed module's info (Assessor._module_info)
+    infos: list[oracle.OutputInfo]
+    truth: list[np.ndarray]
+    numpy: Outcome | None  # f64_numpy's outcome, which the XLA float64 references cross-check
+    results: dict[str, list[np.ndarray]]
+    literal: str  # the op-by-op evaluation at the program's own precision
+    discrete: bool
+    noise: NoiseModel
+    k_overrides: dict[str, float]
+    # Elements no rule judges (oracle.without_undetermined); the cross-check adds the
+    # outputs it leaves without a truth.
+    undetermined: list[np.ndarray] | None = None
+
+    def case(self, target: str) -> oracle.Case:
+        """What the oracle judges configuration `target` with."""
+        return oracle.Case(target, self.results, self.truth, self.infos, self.noise, self.discrete,
+                           self.k_overrides, self.literal, undetermined=self.undetermined)
 
 
 def device_owners(targets: Sequence[Target], plugins: Sequence[str], logs: Path | None,
@@ -419,15 +522,15 @@ class Assessor:
                 raise Stopped from None  # we killed it ourselves: not a finding
             spent = time.perf_counter() - started
             if isinstance(e, WorkerHung):
-                return Outcome(verdict="hang", error=str(e), busy_s=spent)
-            return Outcome(verdict="crash", error=f"{e}\n{e.log_tail[-2000:]}", busy_s=spent)
+                return Outcome(verdict=Verdict.HANG, error=str(e), busy_s=spent)
+            return Outcome(verdict=Verdict.CRASH, error=f"{e}\n{e.log_tail[-2000:]}", busy_s=spent)
         except RequestFailed as e:
             if e.error.startswith("NotPortable:"):
                 # The module does not cross to that jaxlib (portable.py): no verdict on it.
                 return Outcome(skipped=e.error, busy_s=e.busy_s)
-            # A failed injected plugin (plugins.PluginError) is no verdict on XLA.
-            verdict = "plugin_error" if e.error.startswith("PluginError:") else "compile_error"
-            return Outcome(verdict=verdict, error=e.error, busy_s=e.busy_s)
+            if e.error.startswith("PluginError:"):
+                return Outcome(error=e.error, busy_s=e.busy_s, plugin_failed=True)
+            return Outcome(verdict=Verdict.COMPILE_ERROR, error=e.error, busy_s=e.busy_s)
         return _outcome(reply)
 
     def _references(self, slot: Slot, program: Program) -> dict[str, Outcome]:
@@ -479,37 +582,23 @@ class Assessor:
                 kinds = [k for k in kinds if k in SAMPLE_REFERENCES] or kinds[:1]
         return {k: self.call(slot.programs, _xla_f64_request(k, program)) for k in kinds}
 
-    def _cross_check(self, slot: Slot, program: Program, expected: list[np.ndarray],
-                     infos: list[oracle.OutputInfo], result: Assessment,
-                     undetermined: list[np.ndarray] | None = None,
-                     noise: Callable[[], list[list[np.ndarray]] | None] | None = None,
-                     sample: bool = False) -> set[int]:
+    def _cross_check(self, judging: Judging, sample: bool = False) -> set[int]:
         """Compare numpy's float64 answer with the XLA float64 references. A reference
         that disagrees where float64 leaves no room is a finding against that reference
         (XLA's own path, evidence `reason: reference`); returns the outputs that are
         ill-conditioned in float64, which leave no truth to judge the targets by there. A
         reference that fails to run checks nothing."""
         ill_outputs: set[int] = set()
-        truth = oracle.without_undetermined(expected, undetermined)
-
-        def spread(i: int) -> float | None:
-            # Asked only of a float output an XLA reference is off on (the noise model
-            # runs then, once): None where a sample's NaN/inf pattern differs (overflow).
-            samples = noise() if noise is not None else None
-            if not samples:
-                return None
-            outs = [np.asarray(oracle.without_undetermined(s, undetermined)[i]) for s in samples]
-            if any(not np.array_equal(_classes(y), _classes(np.asarray(truth[i]))) for y in outs):
-                return None
-            return max(oracle.normwise_error(y, truth[i], "f64") for y in outs)
-
-        for kind, o in self._xla_f64(slot, program, sample).items():
+        result, undetermined = judging.result, judging.undetermined
+        truth = oracle.without_undetermined(judging.truth, undetermined)
+        spread = partial(_noise_spread, judging.noise, truth, undetermined)
+        for kind, o in self._xla_f64(judging.slot, judging.program, sample).items():
             result.executions += 1
             result.worker_s += o.busy_s
             if o.outputs is None:
                 continue
             verdict, ill = reference_disagreement(truth, oracle.without_undetermined(o.outputs, undetermined),
-                                                  infos, spread)
+                                                  judging.infos, spread)
             ill_outputs |= ill
             if verdict is not None:
                 name, output, ev = verdict
@@ -566,27 +655,31 @@ class Assessor:
                 raise Stopped from None
             raise
 
-    def _noise(self, slot: Slot, program: Program) -> Outcome:
+    def _draw_noise(self, slot: Slot, program: Program, result: Assessment) -> NoiseDraw:
+        """The noise model's one draw for a program (NoiseModel), counted as an execution."""
         if program.graph is None:
-            return Outcome(skipped="no graph to perturb")
-        return self.call(slot.programs, Noise(program.graph, program.inputs, seed=7))
+            o = Outcome(skipped="no graph to perturb")
+        else:
+            o = self.call(slot.programs, Noise(program.graph, program.inputs, seed=7))
+        result.executions += 1
+        result.worker_s += o.busy_s
+        return NoiseDraw(o.samples or None, o.overflow)
 
-    def _screen(self, slot: Slot, program: Program, t: Target, first: list[np.ndarray],
-                j: oracle.Judgement, result: Assessment) -> tuple[str, dict[str, Any]]:
+    def _screen(self, judging: Judging, t: Target, j: oracle.Judgement) -> TargetVerdict:
         """Re-run a failing target: if a fresh compile disagrees bitwise, it is nondeterministic."""
         # The worker compiles twice (repeat), as a bisection check does; the fresh compile
         # is judged against the first run's outputs.
-        o = self._run(slot, t, program, repeat=True)
-        result.executions += 1
-        result.worker_s += o.busy_s
-        ev = dict(j.evidence)
+        o = self._run(judging.slot, t, judging.program, repeat=True)
+        judging.result.executions += 1
+        judging.result.worker_s += o.busy_s
+        first = judging.results[t.name]
+        verdict, ev = j.verdict, dict(j.evidence)
         if o.outputs is None:
             ev["recheck_error"] = o.error
-            return j.verdict, ev
-        if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, o.outputs, strict=True)):
+        elif not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(first, o.outputs, strict=True)):
             ev["judged_as"] = j.verdict
-            return "nondeterministic", ev
-        return j.verdict, ev
+            verdict = Verdict.NONDETERMINISTIC
+        return TargetVerdict(t, verdict, ev, j.output, first)
 
     def version_of(self, slot: Slot, t: Target) -> VersionInfo:
         """What the worker of a target of another jaxlib runs (asked once per slot)."""
@@ -604,7 +697,7 @@ class Assessor:
         try:
             info = self.version_of(slot, t)
         except (WorkerDied, WorkerHung) as e:
-            return Outcome(verdict="crash", error=f"{t.python}: the worker did not start: {e}")
+            return Outcome(verdict=Verdict.CRASH, error=f"{t.python}: the worker did not start: {e}")
         try:
             return self.ask(slot.programs, ToPortable(program.module, info.stablehlo_current)).data
         except RequestFailed as e:
@@ -619,7 +712,7 @@ class Assessor:
         outcome = self.call(slot.targets[t.name], Run(module, program.inputs, t.options,
                                                       want_hlo=want_hlo and t.python is None,
                                                       repeat=repeat, platform=t.platform))
-        if outcome.verdict == "compile_error" and not targets.xla_failure(outcome.error):
+        if outcome.verdict is Verdict.COMPILE_ERROR and not targets.xla_failure(outcome.error):
             # Our code raised, not XLA (s31-i61: numpy could not place a shard): no
             # verdict on XLA; the program is a harness error (scheduling.py).
             raise HarnessError(f"target {t.name}: {outcome.error}")
@@ -632,13 +725,38 @@ class Assessor:
                 if u.python is not None and u.options == t.options and u.platform == t.platform]
 
     def assess(self, slot: Slot, program: Program) -> Assessment:
-        outcomes = {t.name: self._run(slot, t, program, want_hlo=i == 0)
-                    for i, t in enumerate(self.targets)}
-        if any(o.verdict == "plugin_error" for o in outcomes.values()):
-            return Assessment("plugin_error", len(outcomes),
+        """Run `program` under every target and reference and judge each target, in named
+        steps; a step that leaves nothing to judge ends it with the assessment's status."""
+        outcomes = self._run_targets(slot, program)
+        if any(o.plugin_failed for o in outcomes.values()):
+            return Assessment(ProgramStatus.PLUGIN_ERROR, len(outcomes),
                               worker_s=sum(o.busy_s for o in outcomes.values()))
         refs = self._references(slot, program)
-        result = Assessment("judged", len(outcomes) + len(refs),
+        result = self._assessment(outcomes, refs)
+        judging = self._judging(slot, program, outcomes, refs, result)
+        if judging is None:
+            return result
+        broken = self._invariants(judging)
+        suspects = self._cross_checked(judging, self._judge_targets(judging, broken))
+        if suspects is None:
+            return result
+        self._record_suspects(judging, suspects, set(broken))
+        # The targets first, in the campaign's order, then the XLA float64 references: one
+        # bug that several configurations show is recorded as one signature, signed by the
+        # first of them (campaign/recording.py), the same one in every program.
+        order = {t.name: n for n, t in enumerate(self.targets)}
+        result.verdicts.sort(key=lambda v: order.get(v.target.name, len(order)))
+        return result
+
+    def _run_targets(self, slot: Slot, program: Program) -> dict[str, Outcome]:
+        """Each target's outcome; the first target's comes with its optimized HLO (coverage)."""
+        return {t.name: self._run(slot, t, program, want_hlo=i == 0) for i, t in enumerate(self.targets)}
+
+    def _assessment(self, outcomes: dict[str, Outcome], refs: dict[str, Outcome]) -> Assessment:
+        """The assessment of a program that ran, with the verdicts of the targets whose run
+        itself is one: a crash, hang or compile error, or buffer corruption, whatever the
+        numbers (docs/detection.md, "Buffer corruption"): such a run is judged no further."""
+        result = Assessment(ProgramStatus.JUDGED, len(outcomes) + len(refs),
                             compile_s={n: o.compile_s for n, o in outcomes.items()},
                             hlo=outcomes[self.targets[0].name].hlo,
                             worker_s=sum(o.busy_s for o in [*outcomes.values(), *refs.values()]))
@@ -647,114 +765,117 @@ class Assessor:
             if o.verdict is not None:
                 result.verdicts.append(TargetVerdict(t, o.verdict, {"error": o.error}))
             elif o.buffers:
-                # Buffer corruption is a verdict whatever the numbers (docs/detection.md,
-                # "Buffer corruption"); the outputs of such a run are judged no further.
                 result.verdicts.append(buffer_verdict(t, o))
         result.eager_xla_ops = dict(refs["eager"].fallbacks) if "eager" in refs else {}
+        return result
+
+    def _truth(self, slot: Slot, program: Program, refs: dict[str, Outcome], result: Assessment) -> Outcome | None:
+        """The float64 truth (TRUTHS). A module numpy cannot take at all has the XLA float64
+        references, run now in its place, as the truth again."""
         numpy_ref = refs.get(Reference.F64_NUMPY)
         if numpy_ref is not None:
             result.reference_fallbacks = dict(numpy_ref.fallbacks)
             if numpy_ref.outputs is None:
-                # A module numpy cannot take at all: the XLA references are the truth again.
                 result.cross_check = "numpy_failed"
                 del refs[Reference.F64_NUMPY]
-                numpy_ref = None
                 for kind, o in self._xla_f64(slot, program).items():
                     refs[kind] = o
                     result.executions += 1
                     result.worker_s += o.busy_s
-        ref64 = numpy_ref or refs.get("f64_eager") or refs.get("f64_jit") or refs.get("f64_text")
+        return next((refs[k] for k in TRUTHS if k in refs), None)
+
+    def _judging(self, slot: Slot, program: Program, outcomes: dict[str, Outcome], refs: dict[str, Outcome],
+                 result: Assessment) -> Judging | None:
+        """What the targets are judged with; None where the references leave no truth
+        (reference_failed, references_disagree: the assessment's status)."""
+        truth = self._truth(slot, program, refs, result)
         info = self._module_info(slot, program)
         infos = self._infos(program, info)
-        if ref64 is None or any(o.outputs is None for o in refs.values()):
-            result.status = "reference_failed"
-            return result
-        if "f64_eager" in refs and "f64_jit" in refs and not oracle.references_agree(
-                refs["f64_eager"].outputs, refs["f64_jit"].outputs, infos):
-            result.status = "references_disagree"
-            return result
-        result.expected = ref64.outputs
-        # Elements no rule judges: those a NaN's open sign decides (npref), and the rows of a
-        # template whose choice is within rounding of a tie (docs/detection.md, s31-i184).
-        undetermined = oracle.either_undetermined(
-            ref64.undetermined,
-            oracle.near_tie_undetermined(program.graph, program.inputs) if program.graph is not None else None)
+        ran = {k: o.outputs for k, o in refs.items() if o.outputs is not None}
+        if truth is None or truth.outputs is None or len(ran) < len(refs):
+            result.status = ProgramStatus.REFERENCE_FAILED
+            return None
+        if _xla_references_disagree(ran, infos):
+            result.status = ProgramStatus.REFERENCES_DISAGREE
+            return None
+        result.expected = truth.outputs
         results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None and not o.buffers}
-        results.update({k: refs[k].outputs for k in OWN_PRECISION_REFERENCES if k in refs})
-        discrete = self._discrete(slot, program, info)
-        # The op-by-op evaluation at the program's own precision: a replayed module's is
-        # its ops each compiled alone.
-        literal = "eager" if program.graph is not None else "eager_module"
-        noise_cache: list[Outcome] = []
+        results.update({k: ran[k] for k in OWN_PRECISION_REFERENCES if k in ran})
+        return Judging(slot, program, result, info, infos, truth.outputs, refs.get(Reference.F64_NUMPY), results,
+                       # A replayed module's op-by-op evaluation is its ops each compiled alone.
+                       literal="eager" if program.graph is not None else "eager_module",
+                       discrete=self._discrete(slot, program, info),
+                       noise=NoiseModel(partial(self._draw_noise, slot, program, result)),
+                       k_overrides=self.k_overrides, undetermined=_undetermined(program, truth))
 
-        def noise_outcome() -> Outcome:
-            if not noise_cache:
-                noise_cache.append(self._noise(slot, program))
-                result.executions += 1
-                result.worker_s += noise_cache[0].busy_s
-            return noise_cache[0]
-
-        def noise() -> list[list[np.ndarray]] | None:
-            return noise_outcome().samples or None
-
-        def overflow() -> list[bool] | None:
-            return noise_outcome().overflow
-
-        # Invariants first (docs/detection.md, "Invariants"), on every configuration's outputs:
-        # a target that misses one is judged no further; an own-precision reference that
-        # does is a finding against it.
-        broken = invariant_violations(program_invariants(program, info), results, ref64.outputs, infos,
-                                      program.inputs, literal, noise, overflow, undetermined)
+    def _invariants(self, judging: Judging) -> dict[str, tuple[int, dict[str, Any]]]:
+        """Invariants first (docs/detection.md, "Invariants"), on every configuration's
+        outputs: the configurations that miss one, with (output, evidence). An own-precision
+        reference that does is a finding against it, recorded here."""
+        broken = invariant_violations(
+            program_invariants(judging.program, judging.info), judging.results, judging.truth, judging.infos,
+            judging.program.inputs, judging.literal, judging.noise.samples, judging.noise.overflow,
+            judging.undetermined)
         for name, (i, ev) in broken.items():
             if name in OWN_PRECISION_REFERENCES:
-                result.verdicts.append(TargetVerdict(Target(name, {}), "invariant_violated", ev, i, results[name]))
+                judging.result.verdicts.append(TargetVerdict(Target(name, {}), Verdict.INVARIANT_VIOLATED, ev, i,
+                                                             judging.results[name]))
+        return broken
+
+    def _judge_targets(self, judging: Judging, broken: dict[str, tuple[int, dict[str, Any]]],
+                       ) -> list[tuple[Target, oracle.Judgement]]:
+        """The targets with numbers to judge, through the oracle: the suspects (those it does
+        not pass), each with its judgement. A target that missed an invariant is judged no
+        further: its screened verdict is recorded here."""
         suspects = []
         for t in self.targets:
-            if t.name in broken and t.name in results:
+            if t.name not in judging.results:
+                continue
+            if t.name in broken:
                 i, ev = broken[t.name]
-                verdict, ev = self._screen(slot, program, t, results[t.name],
-                                           oracle.Judgement("invariant_violated", i, ev), result)
-                result.verdicts.append(TargetVerdict(t, verdict, ev, i, results[t.name]))
+                judging.result.verdicts.append(
+                    self._screen(judging, t, oracle.Judgement(Verdict.INVARIANT_VIOLATED, i, ev)))
                 continue
-            if t.name not in results:
-                continue
-            j = oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete, self.k_overrides,
-                             literal=literal, overflow_prone=overflow, undetermined=undetermined)
-            if j.verdict == "pass":
-                result.margins[t.name] = j.evidence.get("margin", 0.0)
-                continue
-            suspects.append((t, j))
-        if numpy_ref is not None and self.deferred:
-            result.cross_check = cross_check_reason(program.id, len(suspects), numpy_ref.fallbacks,
-                                                    self.cross_check_every)
-            ill = self._cross_check(slot, program, numpy_ref.outputs, infos, result, undetermined,
-                                    noise, sample=result.cross_check == "sample") if result.cross_check else set()
-            if ill:
-                if len(ill) == len(infos):
-                    result.status = "references_disagree"
-                    return result
-                # Only these outputs are left without a truth: the others are still judged.
-                # One output's subnormal inputs (read as zero by f64_eager, kept by numpy)
-                # sent whole programs undecided, with another output's real bug in them.
-                result.undecided_outputs = sorted(ill)
-                undetermined = [np.ones(np.shape(x), bool) if i in ill
-                                else (undetermined[i] if undetermined else np.zeros(np.shape(x), bool))
-                                for i, x in enumerate(ref64.outputs)]
-                suspects = [(t, j) for t, _ in suspects
-                            if (j := oracle.judge(t.name, results, ref64.outputs, infos, noise, discrete,
-                                                  self.k_overrides, literal=literal, overflow_prone=overflow,
-                                                  undetermined=undetermined)).verdict != "pass"]
-        flagged = {t.name for t, _ in suspects} | set(broken)
-        passed = {n for n in results if n not in flagged}
+            j = oracle.judge_case(judging.case(t.name))
+            if j.verdict == Verdict.PASS:
+                judging.result.margins[t.name] = j.evidence.get("margin", 0.0)
+            else:
+                suspects.append((t, j))
+        return suspects
+
+    def _cross_checked(self, judging: Judging, suspects: list[tuple[Target, oracle.Judgement]],
+                       ) -> list[tuple[Target, oracle.Judgement]] | None:
+        """The suspects that stand once the XLA float64 references have checked numpy's
+        answer where they must (cross_check_reason); None where they leave no output with
+        a truth (references_disagree)."""
+        numpy_ref, result = judging.numpy, judging.result
+        if numpy_ref is None or not self.deferred:
+            return suspects
+        result.cross_check = cross_check_reason(judging.program.id, len(suspects), numpy_ref.fallbacks,
+                                                self.cross_check_every)
+        ill = self._cross_check(judging, sample=result.cross_check == "sample") if result.cross_check else set()
+        if not ill:
+            return suspects
+        if len(ill) == len(judging.infos):
+            result.status = ProgramStatus.REFERENCES_DISAGREE
+            return None
+        # Only these outputs are left without a truth: the others are still judged. One
+        # output's subnormal inputs (read as zero by f64_eager, kept by numpy) sent whole
+        # programs undecided, with another output's real bug in them.
+        result.undecided_outputs = sorted(ill)
+        judging.undetermined = _with_outputs_undetermined(judging.truth, judging.undetermined, ill)
+        return [(t, j) for t, _ in suspects
+                if (j := oracle.judge_case(judging.case(t.name))).verdict != Verdict.PASS]
+
+    def _record_suspects(self, judging: Judging, suspects: list[tuple[Target, oracle.Judgement]],
+                         broken: set[str]) -> None:
+        """Each suspect's verdict, screened for nondeterminism and, for a current-jaxlib
+        target, seen across versions (oracle.version_regression)."""
+        flagged = broken | {t.name for t, _ in suspects}
+        passed = {n for n in judging.results if n not in flagged}
         for t, j in suspects:
-            verdict, ev = self._screen(slot, program, t, results[t.name], j, result)
+            v = self._screen(judging, t, j)
             if t.python is None:
-                verdict, ev = oracle.version_regression(verdict, ev, current_jaxlib(),
-                                                        self._version_peers(slot, t, passed))
-            result.verdicts.append(TargetVerdict(t, verdict, ev, j.output, results[t.name]))
-        # The targets first, in the campaign's order, then the XLA float64 references: one
-        # bug that several configurations show is recorded as one signature, signed by the
-        # first of them (campaign/recording.py), the same one in every program.
-        order = {t.name: n for n, t in enumerate(self.targets)}
-        result.verdicts.sort(key=lambda v: order.get(v.target.name, len(order)))
-        return result
+                v.verdict, v.evidence = oracle.version_regression(
+                    v.verdict, v.evidence, current_jaxlib(), self._version_peers(judging.slot, t, passed))
+            judging.result.verdicts.append(v)

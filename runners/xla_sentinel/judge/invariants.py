@@ -532,6 +532,8 @@ def standalone_source() -> str:
     head = ["import math", "from collections.abc import Callable, Sequence",
             "from dataclasses import asdict, dataclass", "from typing import Any", "",
             "import numpy as np", "",
+            # InvariantError's engine base (core/errors.py) stays behind: repro.py needs only numpy.
+            "class UserError(Exception):", "    pass", "",
             f"KINDS = {KINDS!r}", f"SAFETY = {SAFETY!r}", f"APPROX_ULPS = {APPROX_ULPS!r}", f"NAMED = {NAMED!r}",
             f"FLOATS = {tuple(sorted(FLOATS))!r}", f"UNIT_ROUNDOFF = {dict(UNIT_ROUNDOFF)!r}"]
     return "\n".join(head) + "\n\n\n" + "\n\n".join(inspect.getsource(here[name]) for name in _STANDALONE)

@@ -14,12 +14,17 @@ the reference. Integer outputs computed without floats are compared exactly; tho
 that depend on floats must differ from every agreeing configuration and from the noise
 model before they count. A float output that passes normwise is judged element by element
 too (`componentwise`): the norm dilutes a few wrong elements in a large output. Pure numpy.
+
+Each rule is a function of one output (Output, of a Case: what `judge` is given), answering a
+judgement or None ("not mine"); RULES is their order, and adding a rule is one function and
+one entry there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import ml_dtypes
@@ -27,13 +32,15 @@ import numpy as np
 
 from xla_sentinel.core.dtypes import (
     DISCRETE_FACTOR,
-    FLOATS,
     NP_DTYPES,
     TOLERANCE_K,
     UNIT_ROUNDOFF,
     subnormal,
 )
 from xla_sentinel.core.graph import Graph, Node
+from xla_sentinel.core.model import Verdict
+from xla_sentinel.core.names import FLOATS
+from xla_sentinel.judge.noise import NoiseModel, Samples
 from xla_sentinel.ops.entries.templates import NEAR_TIES, NOISY_FORMS
 from xla_sentinel.ops.table import OPS
 
@@ -52,7 +59,7 @@ class OutputInfo:
 
 @dataclass
 class Judgement:
-    verdict: str
+    verdict: Verdict
     output: int | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
 
@@ -72,6 +79,11 @@ def _cast_ref(ref: np.ndarray, dtype: str) -> np.ndarray:
         return np.asarray(ref).astype(NP_DTYPES[dtype]).astype(np.float64)
 
 
+def _smallest_normal(dtype: str) -> float:
+    # ml_dtypes.finfo (numpy's knows no bfloat16) carries no type hints.
+    return float(ml_dtypes.finfo(NP_DTYPES[dtype]).tiny)  # type: ignore[no-untyped-call]
+
+
 def normwise_error(a: np.ndarray, ref: np.ndarray, dtype: str) -> float:
     """||a - ref|| / ||ref|| over elements finite in both (ref taken in float64)."""
     a64 = np.asarray(a, dtype=np.float64)
@@ -85,7 +97,7 @@ def normwise_error(a: np.ndarray, ref: np.ndarray, dtype: str) -> float:
     if scale == 0.0:
         return 0.0
     diff = float(np.linalg.norm(a64[mask] / scale - r64[mask] / scale))
-    tiny = float(ml_dtypes.finfo(NP_DTYPES[dtype]).tiny) * np.sqrt(mask.sum())
+    tiny = _smallest_normal(dtype) * np.sqrt(mask.sum())
     denominator = max(float(np.linalg.norm(r64[mask] / scale)), tiny / scale)
     # tiny / scale underflows to 0 for a huge output against an all-zero reference.
     return diff / denominator if denominator > 0.0 else float("inf")
@@ -94,7 +106,8 @@ def normwise_error(a: np.ndarray, ref: np.ndarray, dtype: str) -> float:
 def ulp_distance(a: np.ndarray, b: np.ndarray, dtype: str) -> int:
     """Max distance in units in the last place of `dtype` between finite elements."""
     dt = NP_DTYPES[dtype]
-    bits = {2: np.int16, 4: np.int32, 8: np.int64}[dt.itemsize]
+    widths: dict[int, type[np.signedinteger[Any]]] = {2: np.int16, 4: np.int32, 8: np.int64}
+    bits = widths[dt.itemsize]
     x = np.asarray(a).astype(dt)
     y = np.asarray(b).astype(dt)
     mask = np.isfinite(x.astype(np.float64)) & np.isfinite(y.astype(np.float64))
@@ -143,7 +156,7 @@ def error_stats(a: np.ndarray, ref: np.ndarray, dtype: str) -> dict[str, Any]:
 
 def _flushed(a: np.ndarray, dtype: str) -> np.ndarray:
     x = np.asarray(a).astype(np.float64)
-    return np.where(np.abs(x) < float(ml_dtypes.finfo(NP_DTYPES[dtype]).tiny), 0.0, x)
+    return np.where(np.abs(x) < _smallest_normal(dtype), 0.0, x)
 
 
 def same_values(a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
@@ -209,6 +222,8 @@ def _numpy_walk(graph: Graph, inputs: Sequence[np.ndarray],
         op = OPS[node.op]
         if op.own_dtypes:  # bit casts and nextafter read their operands in their own dtypes
             xs = [np.asarray(x).astype(NP_DTYPES[graph.values[a].dtype]) for x, a in zip(xs, node.args, strict=True)]
+        if op.numpy is None:
+            raise TypeError(f"{node.op} has no numpy form")
         out = np.asarray(op.numpy(node.attrs, *xs))
         if out.dtype in floats:
             out = out.astype(np.float64)
@@ -302,7 +317,7 @@ def either_undetermined(*masks: list[np.ndarray] | None) -> list[np.ndarray] | N
 
 
 def _nan_mismatch(c: np.ndarray, others: list[np.ndarray], ref: np.ndarray, dtype: str,
-                  literal: np.ndarray | None = None) -> dict | None:
+                  literal: np.ndarray | None = None) -> dict[str, Any] | None:
     want = _classes(_cast_ref(ref, dtype))
     got = _classes(c)
     # Non-finite against non-finite (NaN against -inf, say) is no verdict: once a value
@@ -332,120 +347,283 @@ def _nan_mismatch(c: np.ndarray, others: list[np.ndarray], ref: np.ndarray, dtyp
             "expected": float(np.asarray(ref, np.float64)[where])}
 
 
+@dataclass(frozen=True)
+class Case:
+    """One configuration to judge and everything it is judged against (what `judge` is
+    given, as one record). `results` maps every configuration that produced outputs
+    (targets and own-precision references) to its outputs, `target` names the one judged,
+    `ref64` is the float64 truth. `literal` names the op-by-op evaluation at the program's
+    own precision, `exact` the configuration a bitwise output must equal (default: the
+    literal one). Elements in `undetermined` (the program leaves them open:
+    without_undetermined) are judged in no configuration."""
+
+    target: str
+    results: Mapping[str, list[np.ndarray]]
+    ref64: list[np.ndarray]
+    infos: list[OutputInfo]
+    noise: NoiseModel
+    discrete: bool = False
+    k_overrides: Mapping[str, float] = field(default_factory=dict)
+    literal: str = "eager"
+    exact: str | None = None
+    undetermined: list[np.ndarray] | None = None
+
+    def settled(self) -> Case:
+        """This case with its undetermined elements blanked alike in every configuration,
+        the truth and the noise samples, so that no rule judges them."""
+        marks = self.undetermined
+        if marks is None:
+            return self
+        return replace(self, results={n: without_undetermined(v, marks) for n, v in self.results.items()},
+                       ref64=without_undetermined(self.ref64, marks),
+                       noise=self.noise.mapped(lambda s: without_undetermined(s, marks)), undetermined=None)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of a settled Case: the record every rule reads. What several rules
+    measure (the normwise errors, the noise model's, the threshold) is measured once."""
+
+    case: Case
+    index: int
+
+    @property
+    def info(self) -> OutputInfo:
+        return self.case.infos[self.index]
+
+    @property
+    def floats(self) -> bool:
+        return self.info.dtype in FLOATS
+
+    @property
+    def actual(self) -> np.ndarray:
+        return self.case.results[self.case.target][self.index]
+
+    @property
+    def expected(self) -> np.ndarray:
+        return self.case.ref64[self.index]
+
+    @property
+    def others(self) -> dict[str, np.ndarray]:
+        """This output in every configuration but the one judged."""
+        return {name: v[self.index] for name, v in self.case.results.items() if name != self.case.target}
+
+    def beside(self, name: str) -> np.ndarray | None:
+        """This output in configuration `name`; None where it is absent or the one judged."""
+        results = self.case.results
+        return results[name][self.index] if name in results and name != self.case.target else None
+
+    @property
+    def literal(self) -> np.ndarray | None:
+        return self.beside(self.case.literal)
+
+    def samples(self) -> list[np.ndarray] | None:
+        """This output in each noise sample; the first call draws the noise model."""
+        samples = self.case.noise.samples()
+        return None if samples is None else [s[self.index] for s in samples]
+
+    @property
+    def k(self) -> float:
+        dtype = self.info.dtype
+        return self.case.k_overrides.get(dtype, TOLERANCE_K[dtype]) * (DISCRETE_FACTOR if self.case.discrete else 1.0)
+
+    @property
+    def u(self) -> float:
+        return UNIT_ROUNDOFF[self.info.dtype]
+
+    @cached_property
+    def error(self) -> float:
+        """e_C: the normwise error of the configuration judged."""
+        return normwise_error(self.actual, self.expected, self.info.dtype)
+
+    @cached_property
+    def errors_of_others(self) -> dict[str, float]:
+        return {name: float(normwise_error(v, self.expected, self.info.dtype)) for name, v in self.others.items()}
+
+    @property
+    def best(self) -> float:
+        """The least normwise error among the other configurations."""
+        return min(self.errors_of_others.values(), default=0.0)
+
+    @cached_property
+    def noise_error(self) -> float:
+        """The largest normwise error among the noise samples, 0 without them."""
+        samples = self.samples()
+        if samples is None:
+            return 0.0
+        return max((normwise_error(s, self.expected, "f64") for s in samples), default=0.0)
+
+    @property
+    def threshold(self) -> float:
+        """k * max(best, u), and once the error exceeds that, k * max(best, noise, u): the
+        noise model is drawn only for an output that needs it."""
+        legal = self.k * max(self.best, self.u)
+        if self.error <= legal:
+            return legal
+        return self.k * max(self.best, self.noise_error, self.u)
+
+    @property
+    def margin(self) -> float:
+        """The error over its threshold: how near a miss a passing output was."""
+        return self.error / self.threshold
+
+
+def _passes(out: Output) -> Judgement:
+    """The output passes, and no later rule is asked."""
+    return Judgement(Verdict.PASS, out.index)
+
+
+def shape(out: Output) -> Judgement | None:
+    """Another shape than float64's."""
+    got, want = np.shape(out.actual), np.shape(out.expected)
+    if got == want:
+        return None
+    return Judgement(Verdict.MISMATCH, out.index,
+                     {"reason": "shape", "actual_shape": list(got), "expected_shape": list(want)})
+
+
+def bitwise(out: Output) -> Judgement | None:
+    """An output IEEE 754 fixes bitwise (OutputInfo.bitwise) against the exact
+    configuration, value for value (same_values): that one is the judge there, so a bug
+    that every target under test shares is still caught."""
+    against = out.case.exact or out.case.literal
+    exact = out.beside(against)
+    if not out.info.bitwise or exact is None or same_values(out.actual, exact, out.info.dtype):
+        return None
+    ev = error_stats(out.actual, exact, out.info.dtype)
+    ev.update(reason="bitwise", dtype=out.info.dtype, against=against)
+    # NaN where the exact value has none, or the reverse, is a nan_mismatch here as it is
+    # for outputs judged by their error (a max all-reduce dropping a NaN, s34-i1659): one
+    # bug, one verdict, whichever way its output is judged.
+    return Judgement(Verdict.NAN_MISMATCH if _nan_differs(out.actual, exact) else Verdict.MISMATCH, out.index, ev)
+
+
+def integer(out: Output) -> Judgement | None:
+    """Every integer output: one computed without floats must equal float64's; one that
+    depends on floats (tainted) is wrong only where every other configuration and every
+    noise sample agree with float64 and it does not."""
+    if out.floats:
+        return None
+    if np.array_equal(out.actual, out.expected) or (out.info.tainted and _legal_flip(out)):
+        return _passes(out)
+    ev = error_stats(out.actual, out.expected, out.info.dtype)
+    ev.update(reason="integer", dtype=out.info.dtype, tainted=out.info.tainted)
+    return Judgement(Verdict.MISMATCH, out.index, ev)
+
+
+def _legal_flip(out: Output) -> bool:
+    """Whether a float-dependent integer's difference may be a legal flip."""
+    others = list(out.others.values())
+    agreeing = [o for o in others if np.array_equal(o, out.expected)]
+    samples = out.samples()
+    return len(agreeing) < len(others) or not agreeing or samples is None \
+        or not all(np.array_equal(s, out.expected) for s in samples)
+
+
+def nan_pattern(out: Output) -> Judgement | None:
+    """A NaN or inf where float64 has a number, or the reverse, that another configuration
+    gets right (_nan_mismatch). An output that depends on a value beyond its dtype's range
+    in float64 (the noise model's overflow) gets none: its finite elements are still
+    judged by the rules after this one."""
+    if not out.floats:
+        return None
+    found = _nan_mismatch(out.actual, list(out.others.values()), out.expected, out.info.dtype, out.literal)
+    if found is None:
+        return None
+    prone = out.case.noise.overflow()
+    if prone and prone[out.index]:
+        return None
+    found["dtype"] = out.info.dtype
+    return Judgement(Verdict.NAN_MISMATCH, out.index, found)
+
+
+def as_written(out: Output) -> Judgement | None:
+    """A float output past its normwise threshold that is within k*u of the literal op-by-op
+    evaluation passes, element by element too: rounding each op to its dtype, as written,
+    is legal even where a configuration with excess precision lands closer to float64 (a
+    clean-run f16 program: atan2 rounded to f16 hit an e5m2 tie of reduce_precision, 1 ulp
+    became 12%)."""
+    literal = out.literal
+    if not out.floats or literal is None or out.error <= out.threshold:
+        return None
+    if normwise_error(out.actual, literal, out.info.dtype) > out.k * out.u:
+        return None
+    return _passes(out)
+
+
+def normwise(out: Output) -> Judgement | None:
+    """e_C > k * max(min over the others of e_L, noise, u) (the module docstring)."""
+    if not out.floats or out.error <= out.threshold:
+        return None
+    ev = error_stats(out.actual, out.expected, out.info.dtype)
+    ev.update(dtype=out.info.dtype, error=out.error, threshold=out.threshold, k=out.k, noise=out.noise_error,
+              others=dict(out.errors_of_others))
+    return Judgement(Verdict.MISMATCH, out.index, ev)
+
+
+def componentwise(out: Output) -> Judgement | None:
+    """A float output right normwise with elements wrong one by one (_wrong_elements): the
+    norm dilutes a few wrong elements in a large output."""
+    if not out.floats:
+        return None
+    wrong = _wrong_elements(out)
+    if wrong is None:
+        return None
+    ev = error_stats(out.actual, out.expected, out.info.dtype)
+    ev.update(wrong, dtype=out.info.dtype, error=out.error, k=out.k, others=dict(out.errors_of_others))
+    return Judgement(Verdict.MISMATCH, out.index, ev)
+
+
+Rule = Callable[[Output], Judgement | None]
+
+# The rules, in the order they are asked about each output: the first that answers decides
+# it (a verdict, or a pass that asks no later rule); one that answers None passes it on.
+# An output no rule flags passes.
+RULES: tuple[Rule, ...] = (shape, bitwise, integer, nan_pattern, as_written, normwise, componentwise)
+
+
+def decide(out: Output, rules: Sequence[Rule] = RULES) -> Judgement:
+    """The first judgement of `rules` on one output; a pass where none answers."""
+    for rule in rules:
+        if (j := rule(out)) is not None:
+            return j
+    return _passes(out)
+
+
+def judge_case(case: Case, rules: Sequence[Rule] = RULES) -> Judgement:
+    """Judge one configuration (Case) output by output: the first output a rule flags is
+    the verdict. A pass carries the largest error/threshold ratio among the float outputs
+    (`margin`: how near a miss was, which steers guided generation)."""
+    settled = case.settled()
+    outputs = [Output(settled, i) for i in range(len(settled.infos))]
+    for out in outputs:
+        if (j := decide(out, rules)).verdict != Verdict.PASS:
+            return j
+    return Judgement(Verdict.PASS, evidence={"margin": max([0.0, *(o.margin for o in outputs if o.floats)])})
+
+
 def judge(
     target: str,
-    results: dict[str, list[np.ndarray]],
+    results: Mapping[str, list[np.ndarray]],
     ref64: list[np.ndarray],
     infos: list[OutputInfo],
-    noise: Callable[[], list[list[np.ndarray]] | None],
+    noise: Callable[[], Samples | None],
     discrete: bool = False,
-    k_overrides: dict[str, float] | None = None,
+    k_overrides: Mapping[str, float] | None = None,
     literal: str = "eager",
     overflow_prone: Callable[[], list[bool] | None] | None = None,
     exact: str | None = None,
     undetermined: list[np.ndarray] | None = None,
 ) -> Judgement:
-    """Judge one configuration's outputs against the reference and the other configurations.
+    """Judge one configuration's outputs against the reference and the other configurations
+    (judge_case over the Case these make; its docstring says what each one is).
 
-    `results` maps every configuration that produced outputs (targets and own-precision
-    references) to its outputs; `noise` returns the noise model's samples (each a list of
-    outputs) and is called at most once, only when needed. `literal` names the op-by-op
-    evaluation at the program's own precision, if present: a result within k*u of it is
-    what the program literally says, and never a miscompile of the program as a whole.
-    `overflow_prone` returns, per output, whether it depends on a value beyond its dtype's
-    range in float64 (evaluate.overflow_prone); a non-finite result there is no verdict.
-    A `bitwise` output is compared first, value for value (NaN equals NaN, -0 equals +0),
-    with `exact` (default: the literal evaluation); that one is the judge there, so a bug
-    that every target under test shares is still caught. Elements in `undetermined`
-    (the program leaves them open: without_undetermined) are judged in no configuration.
-    """
-    if undetermined is not None:
-        results = {name: without_undetermined(v, undetermined) for name, v in results.items()}
-        ref64 = without_undetermined(ref64, undetermined)
-        noise_all = noise
-
-        def noise() -> list[list[np.ndarray]] | None:
-            samples = noise_all()
-            return None if samples is None else [without_undetermined(s, undetermined) for s in samples]
-    k_overrides = k_overrides or {}
-    exact = exact or literal
-    mine = results[target]
-    others = [v for name, v in results.items() if name != target]
-    noise_cache: list[list[list[np.ndarray]] | None] = []
-
-    def noise_out() -> list[list[np.ndarray]] | None:
-        if not noise_cache:
-            noise_cache.append(noise())
-        return noise_cache[0]
-
-    # Largest error/threshold ratio among passing float outputs: how near a miss was.
-    margin = 0.0
-    for i, info in enumerate(infos):
-        c, ref = mine[i], ref64[i]
-        if np.shape(c) != np.shape(ref):
-            return Judgement("mismatch", i, {"reason": "shape", "actual_shape": list(np.shape(c)),
-                                             "expected_shape": list(np.shape(ref))})
-        if info.bitwise and exact in results and exact != target \
-                and not same_values(c, results[exact][i], info.dtype):
-            ev = error_stats(c, results[exact][i], info.dtype)
-            ev.update(reason="bitwise", dtype=info.dtype, against=exact)
-            # NaN where the exact value has none, or the reverse, is a nan_mismatch here as
-            # it is for outputs judged by their error (a max all-reduce dropping a NaN,
-            # s34-i1659): one bug, one verdict, whichever way its output is judged.
-            return Judgement("nan_mismatch" if _nan_differs(c, results[exact][i]) else "mismatch", i, ev)
-        if info.dtype not in FLOATS:
-            if np.array_equal(c, ref):
-                continue
-            if info.tainted:
-                agreeing = [o[i] for o in others if np.array_equal(o[i], ref)]
-                n = noise_out()
-                if len(agreeing) < len(others) or not agreeing or n is None \
-                        or not all(np.array_equal(sample[i], ref) for sample in n):
-                    continue  # a legal flip of a float-dependent integer
-            ev = error_stats(c, ref, info.dtype)
-            ev.update(reason="integer", dtype=info.dtype, tainted=info.tainted)
-            return Judgement("mismatch", i, ev)
-        nan = _nan_mismatch(c, [o[i] for o in others], ref, info.dtype,
-                            results[literal][i] if literal in results and literal != target else None)
-        if nan is not None and overflow_prone is not None and (prone := overflow_prone()) and prone[i]:
-            nan = None  # its finite elements are still judged below
-        if nan is not None:
-            nan["dtype"] = info.dtype
-            return Judgement("nan_mismatch", i, nan)
-        e_c = normwise_error(c, ref, info.dtype)
-        e_others = {name: normwise_error(v[i], ref, info.dtype)
-                    for name, v in results.items() if name != target}
-        best = min(e_others.values(), default=0.0)
-        u = UNIT_ROUNDOFF[info.dtype]
-        k = k_overrides.get(info.dtype, TOLERANCE_K[info.dtype]) * (DISCRETE_FACTOR if discrete else 1.0)
-        lit = results[literal][i] if literal in results and literal != target else None
-        if e_c <= k * max(best, u):
-            margin = max(margin, e_c / (k * max(best, u)))
-        else:
-            n = noise_out()
-            e_noise = max((normwise_error(sample[i], ref, "f64") for sample in n), default=0.0) \
-                if n is not None else 0.0
-            threshold = k * max(best, e_noise, u)
-            margin = max(margin, e_c / threshold)
-            if e_c > threshold and lit is not None and normwise_error(c, lit, info.dtype) <= k * u:
-                # Rounding each op to its dtype, as written, is legal even where a configuration
-                # with excess precision lands closer to float64 (a clean-run f16 program: atan2
-                # rounded to f16 hit an e5m2 tie of reduce_precision, 1 ulp became 12%).
-                continue
-            if e_c > threshold:
-                ev = error_stats(c, ref, info.dtype)
-                ev.update(dtype=info.dtype, error=e_c, threshold=threshold, k=k, noise=e_noise,
-                          others={n_: float(e) for n_, e in e_others.items()})
-                return Judgement("mismatch", i, ev)
-        # Normwise right: a few wrong elements in a large output still show one by one.
-        wrong = componentwise(c, ref, [o[i] for o in others], lit, info.dtype, k, best, u, i,
-                              noise_out, discrete)
-        if wrong is not None:
-            ev = error_stats(c, ref, info.dtype)
-            ev.update(wrong, dtype=info.dtype, error=e_c, k=k,
-                      others={n_: float(e) for n_, e in e_others.items()})
-            return Judgement("mismatch", i, ev)
-    return Judgement("pass", evidence={"margin": margin})
+    `noise` returns the noise model's samples (each a list of outputs), `overflow_prone`,
+    per output, whether it depends on a value beyond its dtype's range in float64
+    (evaluate.overflow_prone); both are called at most once, together, and only when a
+    rule needs either (NoiseModel.of)."""
+    return judge_case(Case(target, results, ref64, infos, NoiseModel.of(noise, overflow_prone), discrete,
+                           k_overrides or {}, literal, exact, undetermined))
 
 
 # How many of the elements a componentwise verdict flags its evidence names (the worst).
@@ -462,15 +640,39 @@ def _element_errors(x: np.ndarray, r64: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(d), d, np.inf)
 
 
-def componentwise(c: np.ndarray, ref: np.ndarray, others: list[np.ndarray], literal: np.ndarray | None,
-                  dtype: str, k: float, best: float, u: float, output: int,
-                  noise: Callable[[], list[list[np.ndarray]] | None],
-                  discrete: bool = False) -> dict[str, Any] | None:
+def _least_spread(others: Sequence[np.ndarray], r64: np.ndarray) -> np.ndarray:
+    """Per element, the least error any other configuration of the same shape makes."""
+    spread = np.full(r64.shape, np.inf)
+    for o in others:
+        if np.shape(o) == r64.shape:
+            spread = np.minimum(spread, _element_errors(o, r64))
+    return spread
+
+
+def _widened(spread: np.ndarray, samples: Sequence[np.ndarray], r64: np.ndarray) -> np.ndarray:
+    """`spread`, widened to the most error any noise sample makes per element."""
+    for y in samples:
+        spread = np.maximum(spread, _element_errors(y, r64))
+    return spread
+
+
+def _as_written_elements(a64: np.ndarray, literal: np.ndarray | None, ku: float) -> np.ndarray:
+    """The elements within k*u (of its largest finite magnitude) of the literal op-by-op
+    evaluation; none where there is no literal evaluation of this shape."""
+    if literal is None or np.shape(literal) != a64.shape:
+        return np.zeros(a64.shape, bool)
+    lit = np.asarray(literal, np.float64)
+    finite = np.isfinite(lit)
+    scale = float(np.abs(lit[finite]).max()) if finite.any() else 0.0
+    return _element_errors(a64, lit) <= ku * scale
+
+
+def _wrong_elements(out: Output) -> dict[str, Any] | None:
     """The elements of a float output that are wrong although the output passes normwise,
-    or None. The normwise error dilutes a few wrong elements by the square root of the
-    output's size (one element 0.8% off among 32,769 moves it by about 4e-5), so each
-    element is also judged on its own. Element j is wrong when its error |c_j - ref_j|
-    exceeds both
+    as the componentwise verdict's evidence, or None. The normwise error dilutes a few
+    wrong elements by the square root of the output's size (one element 0.8% off among
+    32,769 moves it by about 4e-5), so each element is also judged on its own. Element j is
+    wrong when its error |c_j - ref_j| exceeds both
     - its own legal spread, k times the least error any other configuration makes there
       and the most any noise-model sample makes there (a sample perturbs every op by one
       rounding, so an element that cancels or sits near a discrete tie spreads in them), and
@@ -484,40 +686,30 @@ def componentwise(c: np.ndarray, ref: np.ndarray, others: list[np.ndarray], lite
     without one (a replayed module) gets no componentwise verdict: a legal tie flip moves
     one element by its whole value, which only the samples show. Elements not finite in
     the configuration or the reference are the NaN rule's (_nan_mismatch)."""
-    a64 = np.asarray(c, np.float64)
-    r64 = np.asarray(ref, np.float64)
-    mask = np.isfinite(a64) & np.isfinite(r64) & np.isfinite(_cast_ref(r64, dtype))
+    a64 = np.asarray(out.actual, np.float64)
+    r64 = np.asarray(out.expected, np.float64)
+    k, u = out.k, out.u
+    mask = np.isfinite(a64) & np.isfinite(r64) & np.isfinite(_cast_ref(r64, out.info.dtype))
     if a64.shape != r64.shape or not mask.any():
         return None
     err = np.where(mask, _element_errors(a64, r64), 0.0)
     largest = float(np.abs(r64[mask]).max())
-    floor = k * max(best, u) * largest
-    spread = np.full(r64.shape, np.inf)
-    for o in others:
-        if np.shape(o) == r64.shape:
-            spread = np.minimum(spread, _element_errors(o, r64))
-    over = mask & (err > floor) & (err > k * spread)
-    if literal is not None and np.shape(literal) == r64.shape:
-        lit = np.asarray(literal, np.float64)
-        finite = np.isfinite(lit)
-        scale = float(np.abs(lit[finite]).max()) if finite.any() else 0.0
-        over &= ~(_element_errors(a64, lit) <= k * u * scale)
+    floor = k * max(out.best, u) * largest
+    spread = _least_spread(list(out.others.values()), r64)
+    over = mask & (err > floor) & (err > k * spread) & ~_as_written_elements(a64, out.literal, k * u)
     if not over.any():
         return None
-    samples = noise()
+    samples = out.samples()
+    if samples is None and out.case.discrete:
+        return None
     e_noise = 0.0
-    if samples is None:
-        if discrete:
-            return None
-    else:
-        outs = [np.asarray(s[output]) for s in samples]
-        e_noise = max((normwise_error(y, r64, "f64") for y in outs), default=0.0)
-        floor = k * max(best, e_noise, u) * largest
-        for y in outs:
-            spread = np.maximum(spread, _element_errors(y, r64))
+    if samples is not None:
+        e_noise = out.noise_error
+        floor = k * max(out.best, e_noise, u) * largest
+        spread = _widened(spread, samples, r64)
         over &= (err > floor) & (err > k * spread)
-    if not over.any():
-        return None
+        if not over.any():
+            return None
     bound = np.maximum(floor, k * spread)
     flagged = np.argwhere(over)
     worst = flagged[np.argsort(-err[over], kind="stable")[:NAMED_ELEMENTS]]
@@ -531,7 +723,7 @@ def componentwise(c: np.ndarray, ref: np.ndarray, others: list[np.ndarray], lite
 # Verdicts a version regression is judged on: wrong numbers. A crash or compile error that
 # an older release does not show keeps its verdict (its error text is its signature);
 # bisecting over releases finds where either began (bisect/versions.py).
-VERSION_JUDGED = ("mismatch", "nan_mismatch")
+VERSION_JUDGED = (Verdict.MISMATCH, Verdict.NAN_MISMATCH)
 
 
 @dataclass(frozen=True)
@@ -544,8 +736,8 @@ class VersionPeer:
     passed: bool
 
 
-def version_regression(verdict: str, evidence: dict[str, Any], current: str,
-                       peers: list[VersionPeer]) -> tuple[str, dict[str, Any]]:
+def version_regression(verdict: Verdict, evidence: dict[str, Any], current: str,
+                       peers: list[VersionPeer]) -> tuple[Verdict, dict[str, Any]]:
     """A current-jaxlib target's verdict, seen across versions (docs/versions.md).
 
     Wrong numbers where an older jaxlib in the same configuration is right against float64
@@ -569,4 +761,4 @@ def version_regression(verdict: str, evidence: dict[str, Any], current: str,
         return verdict, ev
     ev.update(judged_as=verdict, jaxlib=current,
               lastGood={"target": older[-1].target, "jaxlib": older[-1].jaxlib})
-    return "version_regression", ev
+    return Verdict.VERSION_REGRESSION, ev
