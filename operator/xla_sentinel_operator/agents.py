@@ -20,7 +20,6 @@ Pure desired-state functions first; `converge` and `ingest_fix_drafts` are the t
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from xla_sentinel.agents.kube_tasks import ROLE_LABEL as AGENT_ROLE_LABEL
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL
@@ -32,6 +31,17 @@ from xla_sentinel.spec.campaign import (
 )
 
 from . import desired, signatures
+from .bodies import (
+    BugSignature,
+    EnvVar,
+    FixDraft,
+    FixDraftResult,
+    Job,
+    Manifest,
+    job_spec,
+    labels_of,
+    sig_status,
+)
 from .kube import path
 from .runtime import Runtime, campaign_ref, log, now_text, object_ref
 
@@ -64,10 +74,10 @@ def _args(spec: CampaignSpec, role: AgentRoleSpec) -> list[str]:
             "--max-seconds", str(budget.seconds)]
 
 
-def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str) -> list[dict[str, Any]]:
+def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str) -> list[EnvVar]:
     agents = c.spec.agents
     assert agents is not None
-    env: list[dict[str, Any]] = [
+    env: list[EnvVar] = [
         {"name": "XLA_SENTINEL_TASK_QUEUE", "value": "kube"},
         {"name": "XLA_SENTINEL_SPEC", "value": spec_json},
         {"name": "XLA_SENTINEL_CAMPAIGN", "value": c.name},
@@ -89,23 +99,23 @@ def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str) -> list[dict[
 
 
 def agent_jobs(c: desired.Campaign, *, default_image: str,
-               service_account: str = "xla-sentinel-agent") -> list[dict[str, Any]]:
+               service_account: str = "xla-sentinel-agent") -> list[Job]:
     """The agent Jobs the campaign should have: one Indexed Job per role of spec.agents."""
     if c.spec.agents is None:
         return []
     rev = revision(c.spec)
     spec_json = json.dumps(c.spec.to_dict(), sort_keys=True)
     image = c.spec.image or default_image
-    jobs = []
+    jobs: list[Job] = []
     for role in c.spec.agents.roles:
         labels = {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent",
                   AGENT_ROLE_LABEL: role.role}
-        volumes = [{"name": "tmp", "emptyDir": {}}]
-        mounts = [{"name": "tmp", "mountPath": "/tmp"}]
+        volumes: list[Manifest] = [{"name": "tmp", "emptyDir": {}}]
+        mounts: list[Manifest] = [{"name": "tmp", "mountPath": "/tmp"}]
         if c.spec.artifacts.pvc:  # the corpus and the campaign's bundles live there
             volumes.append({"name": "artifacts", "persistentVolumeClaim": {"claimName": c.spec.artifacts.pvc}})
             mounts.append({"name": "artifacts", "mountPath": desired.ARTIFACTS_MOUNT})
-        pod = {"restartPolicy": "Never", "serviceAccountName": service_account,
+        pod: Manifest = {"restartPolicy": "Never", "serviceAccountName": service_account,
                "securityContext": desired.POD_SECURITY,
                "containers": [{"name": "agent", "image": image, "args": _args(c.spec, role),
                                "env": _env(c, role, spec_json), "volumeMounts": mounts,
@@ -124,8 +134,8 @@ def agent_jobs(c: desired.Campaign, *, default_image: str,
     return jobs
 
 
-def plan_agents(c: desired.Campaign, want: list[dict[str, Any]], have: list[dict[str, Any]]
-                ) -> tuple[list[dict[str, Any]], list[str], dict[str, bool]]:
+def plan_agents(c: desired.Campaign, want: list[Job], have: list[Job]
+                ) -> tuple[list[Job], list[str], dict[str, bool]]:
     """(Jobs to create, Job names to delete, suspend to set by name): the wanted ones of the
     current revision, none of an older revision or a role no longer listed."""
     names = {j["metadata"]["name"] for j in have}
@@ -134,14 +144,15 @@ def plan_agents(c: desired.Campaign, want: list[dict[str, Any]], have: list[dict
     delete = sorted(names - wanted)
     suspend = {j["metadata"]["name"]: bool(c.spec.suspend) for j in have
                if j["metadata"]["name"] in wanted
-               and bool((j.get("spec") or {}).get("suspend")) != bool(c.spec.suspend)}
+               and bool(job_spec(j).get("suspend")) != bool(c.spec.suspend)}
     return create, delete, suspend
 
 
 async def converge(rt: Runtime, c: desired.Campaign) -> None:
     """Create, delete and (un)suspend the campaign's agent Jobs (handlers.reconcile_campaign)."""
     jobs_path = path("batch/v1", "jobs", c.namespace)
-    have = await rt.api.list(jobs_path, {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent"})
+    have = await rt.api.list(jobs_path, Job,
+                             {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent"})
     want = agent_jobs(c, default_image=rt.runner_image(c),
                       service_account=rt.config.jobs.agent_service_account)
     create, delete, suspend = plan_agents(c, want, have)
@@ -149,7 +160,7 @@ async def converge(rt: Runtime, c: desired.Campaign) -> None:
         _, created = await rt.api.create(jobs_path, job)
         if created:
             log.info("agents.created", campaign=c.name, namespace=c.namespace,
-                     job=job["metadata"]["name"], replicas=job["spec"]["completions"])
+                     job=job["metadata"]["name"], replicas=job_spec(job).get("completions"))
     for name, value in suspend.items():
         await rt.api.patch(f"{jobs_path}/{name}", {"spec": {"suspend": value}})
     for name in delete:
@@ -159,19 +170,19 @@ async def converge(rt: Runtime, c: desired.Campaign) -> None:
 
 # --- fix drafts ---------------------------------------------------------------------------
 
-def writer_problem(c: desired.Campaign, name: str, job: dict[str, Any] | None) -> str | None:
+def writer_problem(c: desired.Campaign, name: str, job: Job | None) -> str | None:
     """Why result object `name` is not a fix agent pod's of campaign `c`, or None. A pod may
     write only the object named `<job>-<index>` after itself (the admission policy)."""
-    labels = ((job or {}).get("metadata") or {}).get("labels") or {}
     if job is None:
         return f"{name}: no agent Job {name.rpartition('-')[0]!r} (a fix draft comes from a fix agent's pod)"
+    labels = labels_of(job)
     if labels.get(desired.ROLE_LABEL) != "agent" or labels.get(AGENT_ROLE_LABEL) != "fix" \
             or labels.get(CAMPAIGN_LABEL) != desired.campaign_selector(c.name)[CAMPAIGN_LABEL]:
         return f"{name}: Job {job['metadata']['name']} is no fix agent of campaign {c.name}"
     return None
 
 
-def draft_problem(draft: Any) -> str | None:
+def draft_problem(draft: object) -> str | None:
     """Why a fix draft does not count, or None: only what the gate verified does (it cured
     the reproducer, no reproducer of the regression corpus got worse)."""
     if not isinstance(draft, dict) or not draft.get("signature") or not draft.get("cure"):
@@ -183,18 +194,19 @@ def draft_problem(draft: Any) -> str | None:
     return None
 
 
-def fix_draft_status(draft: dict[str, Any], job: str) -> dict[str, Any]:
+def fix_draft_status(draft: FixDraft, job: str) -> FixDraft:
     """BugSignature status.fixDraft from a verified draft (crds/bugsignature.yaml)."""
     out = {k: draft[k] for k in DRAFT_FIELDS if draft.get(k) not in (None, "")}
     return {**out, "job": job}
 
 
-async def ingest_fix_drafts(rt: Runtime, c: desired.Campaign, name: str, result: dict[str, Any]) -> None:
+async def ingest_fix_drafts(rt: Runtime, c: desired.Campaign, name: str,
+                            result: FixDraftResult) -> None:
     """A fix agent pod's drafts (result `name`): each verified one becomes its signature's
     status.fixDraft, with an Event on the signature and the campaign; anything else is a
     Warning Event and nothing more."""
     job_name = name.rpartition("-")[0] or name
-    job = await rt.api.get(path("batch/v1", "jobs", c.namespace, job_name))
+    job = await rt.api.get(path("batch/v1", "jobs", c.namespace, job_name), Job)
     problem = writer_problem(c, name, job)
     if problem is not None:
         await rt.event(campaign_ref(c), "Warning", "ResultRefused", problem)
@@ -202,33 +214,35 @@ async def ingest_fix_drafts(rt: Runtime, c: desired.Campaign, name: str, result:
         return
     for draft in result.get("drafts") or []:
         problem = draft_problem(draft)
-        if problem is not None:
+        if problem is not None or not isinstance(draft, dict):
             await rt.event(campaign_ref(c), "Warning", "FixDraftRefused", f"{name}: {problem}")
             continue
         await _write_draft(rt, c, draft, job_name)
 
 
-async def _write_draft(rt: Runtime, c: desired.Campaign, draft: dict[str, Any], job: str) -> None:
+async def _write_draft(rt: Runtime, c: desired.Campaign, draft: FixDraft, job: str) -> None:
     signature = str(draft["signature"])
     record = fix_draft_status(draft, job)
     ns, sig_name = c.namespace, signatures.signature_name(signature)
     async with rt.lock(ns, signature):
-        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, sig_name))
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, sig_name), BugSignature)
         if sig is None:
             await rt.event(campaign_ref(c), "Warning", "FixDraftRefused",
                            f"fix draft for {signature}: no BugSignature {sig_name}")
             return
-        if (sig.get("status") or {}).get("fixDraft") == record:
+        if sig_status(sig).get("fixDraft") == record:
             return  # ingested before (a restarted operator reads results again)
         # A replace of the whole draft (merge patch: null clears an earlier draft's keys).
         # Guarded: a 409 (written in between) raises, and the re-ingestion loop retries.
-        old = (sig.get("status") or {}).get("fixDraft") or {}
-        patch = {**{k: None for k in old if k not in record}, **record}
-        sig = await rt.api.patch(path(API_VERSION, "bugsignatures", ns, sig_name, "status"),
-                                 signatures.guarded(sig, {"status": {"fixDraft": patch}}))
+        old = sig_status(sig).get("fixDraft") or {}
+        patch: FixDraft = {**{k: None for k in old if k not in record}, **record}
+        written = await rt.api.patch(path(API_VERSION, "bugsignatures", ns, sig_name, "status"),
+                                     signatures.guarded(sig, {"status": {"fixDraft": patch}}),
+                                     BugSignature)
+
     message = (f"agent {draft.get('agent')} ({draft.get('model')}): {draft['cure']} cures {signature}, "
                f"verified by the gate ({draft.get('reason')})")
-    await rt.event(object_ref(sig, "BugSignature"), "Normal", "FixDrafted", message)
+    await rt.event(object_ref(written, "BugSignature"), "Normal", "FixDrafted", message)
     await rt.event(campaign_ref(c), "Normal", "FixDrafted", message)
     log.info("fixdraft.ingested", signature=signature, namespace=ns, cure=draft["cure"],
              agent=draft.get("agent"), at=now_text())

@@ -9,11 +9,12 @@ import base64
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
+
+from .bodies import Alert, Secret
 
 log = structlog.get_logger("xla_sentinel_operator.alerting")
 
@@ -67,7 +68,7 @@ class Limiter:
         return bucket.take(time.monotonic() if now is None else now)
 
 
-async def post_alerts(url: str, alerts: list[dict[str, Any]], *, attempts: int = 5,
+async def post_alerts(url: str, alerts: list[Alert], *, attempts: int = 5,
                       backoff: float = 0.5, timeout: float = 10.0,
                       limiter: Limiter | None = None) -> Delivery:
     """POST the alerts (a v2 array); SENT once the receiver answers 2xx."""
@@ -92,7 +93,7 @@ async def post_alerts(url: str, alerts: list[dict[str, Any]], *, attempts: int =
     return Delivery.FAILED
 
 
-def secret_value(secret: dict[str, Any], key: str) -> str | None:
+def secret_value(secret: Secret, key: str) -> str | None:
     """A Secret's value by key (data is base64; stringData is accepted as written); None
     when the key is missing or its bytes are not text."""
     if key in (secret.get("data") or {}):

@@ -10,35 +10,36 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import cast
 
 import kopf
 from xla_sentinel.cluster.report import REPORT_PLURAL, WorkerReport
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import desired, jobsets, rollup
+from .bodies import CampaignStatus, Condition, FuzzCampaign, Job, JobSet, KubeObject, Workload
 from .kube import ApiError, path
 from .runtime import Refused, Runtime, campaign_ref, log, now_text
 
 
-async def reconcile(rt: Runtime, body: kopf.Body | dict[str, Any]) -> None:
+async def reconcile(rt: Runtime, body: FuzzCampaign) -> None:
     """A campaign created, resumed or with a new spec: converge its worker Jobs."""
     c = rt.campaign(body)
-    jobs = await rt.api.list(path("batch/v1", "jobs", c.namespace),
+    jobs = await rt.api.list(path("batch/v1", "jobs", c.namespace), Job,
                              {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "worker"})
     jobs += await slice_jobsets(rt, c)
     completed = (body.get("status") or {}).get("phase") == "Completed"
     await converge_workers(rt, c, jobs, completed)
 
 
-async def slice_jobsets(rt: Runtime, c: desired.Campaign) -> list[dict[str, Any]]:
+async def slice_jobsets(rt: Runtime, c: desired.Campaign) -> list[Job]:
     """The worker JobSets of a TPU campaign's multi-host slices, read as worker Jobs
     (jobsets.as_worker_job). Listed at each roll-up rather than watched: only TPU campaigns
     have them, a handful of objects; none where the operator runs without JobSet."""
     if not rt.config.jobs.jobset or c.spec.accelerator.type != "tpu":
         return []
     try:
-        items = await rt.api.list(path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace),
+        items = await rt.api.list(path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace), JobSet,
                                   {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "worker"})
     except ApiError as e:
         if e.status == 404:  # no JobSet CRD: none can exist
@@ -47,14 +48,14 @@ async def slice_jobsets(rt: Runtime, c: desired.Campaign) -> list[dict[str, Any]
     return [jobsets.as_worker_job(js) for js in items]
 
 
-def _collection(c: desired.Campaign, obj: dict[str, Any] | None) -> str:
+def _collection(c: desired.Campaign, obj: Workload | None) -> str:
     """Where a worker object lives: a slice JobSet or a Job."""
     if obj is not None and obj.get("kind") == jobsets.KIND:
         return path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace)
     return path("batch/v1", "jobs", c.namespace)
 
 
-async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str, Any]],
+async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[Job],
                            completed: bool) -> None:
     """Apply desired.plan_workers: create, delete, (un)suspend worker Jobs and slice JobSets."""
     want = desired.worker_jobs(c, default_image=rt.runner_image(c),
@@ -75,7 +76,7 @@ async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str
             raise
         if created:
             log.info("workers.created", campaign=c.name, namespace=c.namespace,
-                     kind=job["kind"], job=job["metadata"]["name"], workers=c.spec.workers)
+                     kind=job.get("kind"), job=job["metadata"]["name"], workers=c.spec.workers)
     for name, suspend in plan.suspend.items():
         await rt.api.patch(f"{_collection(c, by_name.get(name))}/{name}", {"spec": {"suspend": suspend}})
         log.info("workers.suspend", campaign=c.name, namespace=c.namespace, job=name,
@@ -85,15 +86,16 @@ async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[dict[str
         log.info("workers.retired", campaign=c.name, namespace=c.namespace, job=name)
 
 
-async def roll_up(rt: Runtime, body: kopf.Body | dict[str, Any], jobs: list[dict[str, Any]],
-                  reports: list[WorkerReport]) -> dict[str, Any]:
+async def roll_up(rt: Runtime, body: FuzzCampaign, jobs: list[Job],
+                  reports: list[WorkerReport]) -> CampaignStatus:
     """One roll-up of a campaign from its worker Jobs and reports (kopf's indexes): retry
     failed workers, converge the Jobs, announce a storage outage, set the gauges. Returns
     the status fields that changed (None: remove the field)."""
     meta = body["metadata"]
     generation = int(meta.get("generation") or 1)
-    previous = dict(body.get("status") or {})
-    def stalled(e: kopf.PermanentError) -> dict[str, Any]:
+    previous: CampaignStatus = body.get("status") or {}
+
+    def stalled(e: kopf.PermanentError) -> CampaignStatus:
         return {"phase": "Stalled", "conditions": rollup.conditions(
             rollup.Health("Stalled", getattr(e, "reason", "InvalidSpec"), str(e)), generation,
             list(previous.get("conditions") or []), now_text())}
@@ -116,19 +118,25 @@ async def roll_up(rt: Runtime, body: kopf.Body | dict[str, Any], jobs: list[dict
     try:
         await converge_workers(rt, c, jobs, new["phase"] == "Completed")
     except Refused as e:
-        return {k: v for k, v in stalled(e).items() if previous.get(k) != v}
+        return _changed(previous, stalled(e))
     await announce_storage(rt, c, list(previous.get("conditions") or []), new)
     rt.metrics.programs.labels(c.namespace, c.name).set(new["programs"])
     rt.metrics.findings.labels(c.namespace, c.name).set(new["findingsTotal"])
-    changed = {k: v for k, v in new.items() if previous.get(k) != v}
+    changed = _changed(previous, new)
     if "completionTime" in previous and "completionTime" not in new:
         changed["completionTime"] = None  # running again after a budget raise
     rt.liveness.last_rollup = time.monotonic()
     return changed
 
 
-async def roll_up_and_write(rt: Runtime, body: kopf.Body | dict[str, Any],
-                            jobs: list[dict[str, Any]], reports: list[WorkerReport]) -> None:
+def _changed(previous: CampaignStatus, new: CampaignStatus) -> CampaignStatus:
+    """The fields of `new` that differ from `previous`: the merge patch between them."""
+    # The keys are new's own, so the subset is a CampaignStatus too.
+    return cast(CampaignStatus, {k: v for k, v in new.items() if previous.get(k) != v})
+
+
+async def roll_up_and_write(rt: Runtime, body: FuzzCampaign,
+                            jobs: list[Job], reports: list[WorkerReport]) -> None:
     """roll_up() and write what changed into the campaign's status (a merge patch of the
     status subresource; gone in between: nothing to write)."""
     changed = await roll_up(rt, body, jobs, reports)
@@ -143,16 +151,16 @@ async def roll_up_and_write(rt: Runtime, body: kopf.Body | dict[str, Any],
             raise
 
 
-async def announce_storage(rt: Runtime, c: desired.Campaign, previous: list[dict[str, Any]],
-                           new: dict[str, Any]) -> None:
+async def announce_storage(rt: Runtime, c: desired.Campaign, previous: list[Condition],
+                           new: CampaignStatus) -> None:
     """A Warning Event on the campaign when its workers' artifact store stops answering
     (status.storageErrors, condition StorageAvailable False); once per outage."""
-    message = rollup.storage_outage(previous, new["conditions"])
+    message = rollup.storage_outage(previous, new.get("conditions") or [])
     if message is None:
         return
     await rt.event(campaign_ref(c), "Warning", "StorageUnavailable", message)
     log.error("storage.unavailable", campaign=c.name, namespace=c.namespace,
-              workers=[e["worker"] for e in new["storageErrors"]])
+              workers=[e["worker"] for e in new.get("storageErrors") or []])
 
 
 async def delete_children(rt: Runtime, name: str, namespace: str, uid: str) -> None:
@@ -166,7 +174,8 @@ async def delete_children(rt: Runtime, name: str, namespace: str, uid: str) -> N
         resources.insert(0, path(jobsets.API_VERSION, jobsets.PLURAL, namespace))
     for resource in resources:
         try:
-            objs = await rt.api.list(resource, selector)
+            objs = await rt.api.list(resource, KubeObject, selector)
+
         except ApiError as e:
             if e.status != 404:  # 404: no JobSet CRD
                 raise

@@ -5,8 +5,8 @@ is pure (objects in, records out); `render` reads the objects from the API, read
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from xla_sentinel.report.html import (
     CampaignRow,
@@ -18,23 +18,25 @@ from xla_sentinel.report.html import (
 )
 from xla_sentinel.spec.campaign import API_VERSION
 
+from .bodies import Bisection, BugSignature, FuzzCampaign, Verification, sig_spec, sig_status
 from .kube import Kube, path
 
 
-def _parse(text: Any) -> datetime | None:
+def _parse(text: object) -> datetime | None:
     try:
         return datetime.fromisoformat(str(text))
     except ValueError:
         return None
 
 
-def signature_row(obj: dict[str, Any]) -> SignatureRow:
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+def signature_row(obj: BugSignature) -> SignatureRow:
+    spec, status = sig_spec(obj), sig_status(obj)
     repro = spec.get("repro")
     # A bundle behind a URL can be followed from a browser; a path inside a worker's or
     # bisector's volume cannot, and is shown as text.
     href = repro if isinstance(repro, str) and repro.startswith(("https://", "http://")) else None
-    bisection, verification = status.get("bisection") or {}, status.get("verification") or {}
+    bisection: Bisection | dict[str, str] = status.get("bisection") or {}
+    verification: Verification = status.get("verification") or {}
     return SignatureRow(
         id=str(spec.get("signature") or obj["metadata"]["name"]), verdict=str(spec.get("verdict", "")),
         count=int(status.get("count") or 0), first_seen=str(status.get("firstSeen") or ""),
@@ -48,9 +50,9 @@ def signature_row(obj: dict[str, Any]) -> SignatureRow:
                                verification.get("jaxlib") or (verification.get("versions") or {}).get("jaxlib")))
 
 
-def campaign_row(obj: dict[str, Any], now: datetime) -> CampaignRow:
+def campaign_row(obj: FuzzCampaign, now: datetime) -> CampaignRow:
     status = obj.get("status") or {}
-    workers = status.get("workers") or {}
+    workers: Mapping[str, object] = status.get("workers") or {}
     programs = int(status.get("programs") or 0)
     start, end = _parse(status.get("startTime")), _parse(status.get("completionTime")) or now
     seconds = (end - start).total_seconds() if start else 0.0
@@ -61,8 +63,8 @@ def campaign_row(obj: dict[str, Any], now: datetime) -> CampaignRow:
         started=status.get("startTime"), programs_per_s=programs / seconds if seconds > 0 else None)
 
 
-def namespace_page(namespace: str, signatures: list[dict[str, Any]],
-                   campaigns: list[dict[str, Any]], now: datetime) -> Page:
+def namespace_page(namespace: str, signatures: list[BugSignature],
+                   campaigns: list[FuzzCampaign], now: datetime) -> Page:
     """The page's records for one namespace's objects."""
     rows = [signature_row(s) for s in signatures]
     camps = sorted((campaign_row(c, now) for c in campaigns), key=lambda c: c.name)
@@ -82,7 +84,7 @@ def namespace_page(namespace: str, signatures: list[dict[str, Any]],
                 "Signatures by verdict": _count(r.verdict for r in rows)})
 
 
-def _count(values: Any) -> dict[str, int]:
+def _count(values: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for v in values:
         out[v] = out.get(v, 0) + 1
@@ -94,6 +96,6 @@ async def render(kube: Kube, namespace: str, watched: list[str]) -> str | None:
     shows only what it manages; an empty `watched` is the whole cluster)."""
     if watched and namespace not in watched:
         return None
-    signatures = await kube.list(path(API_VERSION, "bugsignatures", namespace))
-    campaigns = await kube.list(path(API_VERSION, "fuzzcampaigns", namespace))
+    signatures = await kube.list(path(API_VERSION, "bugsignatures", namespace), BugSignature)
+    campaigns = await kube.list(path(API_VERSION, "fuzzcampaigns", namespace), FuzzCampaign)
     return render_page(namespace_page(namespace, signatures, campaigns, datetime.now(UTC)))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from xla_sentinel.cluster.report import (
     CAMPAIGN_LABEL,
@@ -23,6 +23,17 @@ from xla_sentinel.cluster.report import (
 from xla_sentinel.spec.campaign import API_VERSION, CampaignSpec
 
 from . import jobsets, tpu
+from .bodies import (
+    EnvVar,
+    Job,
+    JobSet,
+    JobSpec,
+    Manifest,
+    OwnerReference,
+    Workload,
+    job_spec,
+    job_status,
+)
 
 ROLE_LABEL = "xlasentinel.dev/role"
 GROUP_LABEL = "xlasentinel.dev/group"
@@ -47,7 +58,8 @@ JOB_NAME_MAX = 58 - len("-4095-")
 # A multi-host slice's JobSet: its one Job, `<jobset>-hosts-0`, is bounded as any Job.
 JOBSET_NAME_MAX = JOB_NAME_MAX - len(jobsets.SUFFIX)
 # The downward-API env var holding the pod's name (its report name comes from it).
-POD_ENV = {"name": "XLA_SENTINEL_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+POD_ENV: EnvVar = {"name": "XLA_SENTINEL_POD",
+                   "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 
 
 @dataclass(frozen=True)
@@ -69,7 +81,7 @@ class WorkerGroup:
     targets: tuple[str, ...]
 
 
-def short_hash(value: Any, n: int = 8) -> str:
+def short_hash(value: object, n: int = 8) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
@@ -187,17 +199,18 @@ def revision(spec: CampaignSpec) -> str:
     return short_hash(data, 10)
 
 
-def owner_reference(c: Campaign) -> dict[str, Any]:
+def owner_reference(c: Campaign) -> OwnerReference:
     return {"apiVersion": API_VERSION, "kind": "FuzzCampaign", "name": c.name, "uid": c.uid,
             "controller": True, "blockOwnerDeletion": True}
 
 
-def scheduling(spec: CampaignSpec) -> tuple[dict[str, str], list[dict[str, Any]], dict[str, Any]]:
+def scheduling(spec: CampaignSpec) -> tuple[dict[str, str], list[Manifest], Manifest]:
     """(nodeSelector, tolerations, container resources) for the campaign's accelerator."""
     acc = spec.accelerator
     selector = dict(spec.nodeSelector)
     tolerations = [dict(t) for t in spec.tolerations]
-    resources = {k: dict(v) if isinstance(v, dict) else v for k, v in spec.resources.items()}
+    resources: Manifest = {k: dict(v) if isinstance(v, dict) else v
+                           for k, v in spec.resources.items()}
     device = None
     if acc.type == "tpu":
         selector[TPU_ACCELERATOR] = str(acc.tpuAccelerator)
@@ -216,7 +229,8 @@ def scheduling(spec: CampaignSpec) -> tuple[dict[str, str], list[dict[str, Any]]
     return selector, tolerations, resources
 
 
-def _volumes(spec: CampaignSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _volumes(spec: CampaignSpec) -> tuple[list[Manifest], list[Manifest]]:
+    volume: Manifest
     if spec.artifacts.pvc:
         volume = {"name": "artifacts", "persistentVolumeClaim": {"claimName": spec.artifacts.pvc}}
     else:
@@ -243,11 +257,11 @@ def _labels(c: Campaign, role: str, **extra: str) -> dict[str, str]:
     return labels
 
 
-def _pod_spec(c: Campaign, image: str, args: list[str], env: list[dict[str, Any]],
-              service_account: str) -> dict[str, Any]:
+def _pod_spec(c: Campaign, image: str, args: list[str], env: list[EnvVar],
+              service_account: str) -> Manifest:
     selector, tolerations, resources = scheduling(c.spec)
     volumes, mounts = _volumes(c.spec)
-    pod: dict[str, Any] = {
+    pod: Manifest = {
         "restartPolicy": "Never",
         "serviceAccountName": service_account,
         "securityContext": POD_SECURITY,
@@ -287,7 +301,7 @@ def processes(spec: CampaignSpec) -> int:
 #   DisruptionTarget, and a 143 without it (a person deleting pods, a crash of the runtime
 #   that sends SIGTERM) must not loop forever. A Job suspended (suspend, Kueue preemption)
 #   deletes its pods without counting them at all.
-POD_FAILURE_POLICY = {"rules": [
+POD_FAILURE_POLICY: Manifest = {"rules": [
     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
     {"action": "FailIndex", "onExitCodes": {"containerName": "runner", "operator": "In",
                                             "values": [2]}},
@@ -340,8 +354,8 @@ def pod_count(spec: CampaignSpec) -> int:
     return spec.workers * len(worker_groups(spec)) * (s.hosts if s else 1)
 
 
-def _worker_env(c: Campaign, group: WorkerGroup, spec_json: str) -> list[dict[str, Any]]:
-    env = [
+def _worker_env(c: Campaign, group: WorkerGroup, spec_json: str) -> list[EnvVar]:
+    env: list[EnvVar] = [
         {"name": "XLA_SENTINEL_SPEC", "value": spec_json},
         {"name": "XLA_SENTINEL_CAMPAIGN", "value": c.name},
         {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
@@ -358,8 +372,8 @@ def _worker_env(c: Campaign, group: WorkerGroup, spec_json: str) -> list[dict[st
     return env
 
 
-def _job(c: Campaign, name: str, labels: dict[str, str], pod: dict[str, Any],
-         completions: int) -> dict[str, Any]:
+def _job(c: Campaign, name: str, labels: dict[str, str], pod: Manifest,
+         completions: int) -> Job:
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": c.namespace, "labels": labels,
@@ -379,7 +393,7 @@ def _job(c: Campaign, name: str, labels: dict[str, str], pod: dict[str, Any],
     }
 
 
-def _slice_env(name: str, hosts: int) -> list[dict[str, Any]]:
+def _slice_env(name: str, hosts: int) -> list[EnvVar]:
     """What libtpu needs on each host of the slice JobSet `name`: its rank (the host's
     completion index) and every host's name, host h at position h."""
     return [{"name": "TPU_WORKER_ID", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}},
@@ -393,15 +407,15 @@ SLICE_RESTARTS = BACKOFF_PER_INDEX
 # A failed host fails its slice's Job at once (backoffLimit 0, JobSet restarts the
 # slice), so the Indexed Job's FailIndex becomes FailJob; JobSet's failurePolicy then fails
 # the JobSet for good (jobsets.FATAL_JOB_REASONS) instead of restarting into the same exit 2.
-SLICE_POD_FAILURE_POLICY = {"rules": [
+SLICE_POD_FAILURE_POLICY: Manifest = {"rules": [
     POD_FAILURE_POLICY["rules"][0],
     {**POD_FAILURE_POLICY["rules"][1], "action": "FailJob"},
 ]}
 
 
-def _slice_jobset(c: Campaign, name: str, labels: dict[str, str], pod: dict[str, Any],
+def _slice_jobset(c: Campaign, name: str, labels: dict[str, str], pod: Manifest,
                   hosts: int, *, restarts: int, suspend: bool,
-                  deadline_s: int | None = None) -> dict[str, Any]:
+                  deadline_s: int | None = None) -> JobSet:
     pod = {**pod, "subdomain": name}  # the hosts' names: jobsets.hostnames
     return jobsets.slice_jobset(
         name=name, namespace=c.namespace, labels=labels, job_labels=campaign_selector(c.name),
@@ -411,14 +425,14 @@ def _slice_jobset(c: Campaign, name: str, labels: dict[str, str], pod: dict[str,
 
 
 def worker_jobs(c: Campaign, *, default_image: str,
-                service_account: str = "xla-sentinel-worker") -> list[dict[str, Any]]:
+                service_account: str = "xla-sentinel-worker") -> list[Workload]:
     """The worker Jobs the campaign should have now (at its current revision): per group,
     one Indexed Job whose indices are the shards, or, on a multi-host TPU slice, one
     JobSet per slice (shard) whose Job's indices are the slice's hosts."""
     rev = revision(c.spec)
     spec_json = json.dumps(c.spec.to_dict(), sort_keys=True)
     multi = _multi_host(c.spec)
-    jobs = []
+    jobs: list[Workload] = []
     for group in worker_groups(c.spec):
         labels = _labels(c, "worker", **{GROUP_LABEL: group.name, REVISION_LABEL: rev})
         image = group.image or c.spec.image or default_image
@@ -447,17 +461,17 @@ class WorkerPlan:
     """What converging the worker Jobs takes: Jobs (or slice JobSets) to create, to delete,
     to (un)suspend, by name."""
 
-    create: list[dict[str, Any]]
+    create: list[Workload]
     delete: list[str]
     suspend: dict[str, bool]
 
 
-def _finished(job: dict[str, Any]) -> bool:
+def _finished(job: Job) -> bool:
     return any(cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True"
-               for cond in (job.get("status") or {}).get("conditions") or [])
+               for cond in job_status(job).get("conditions") or [])
 
 
-def plan_workers(c: Campaign, want: list[dict[str, Any]], have: list[dict[str, Any]],
+def plan_workers(c: Campaign, want: list[Workload], have: list[Job],
                  completed: bool) -> WorkerPlan:
     """Create missing Jobs, delete those of older revisions, apply suspend.
 
@@ -479,7 +493,7 @@ def plan_workers(c: Campaign, want: list[dict[str, Any]], have: list[dict[str, A
     if not queued:
         for job in have:
             name = job["metadata"]["name"]
-            if name in wanted and bool((job.get("spec") or {}).get("suspend")) != stop:
+            if name in wanted and bool(job_spec(job).get("suspend")) != stop:
                 suspend[name] = stop
     return WorkerPlan(create, delete, suspend)
 
@@ -490,7 +504,7 @@ def artifact_path(c: Campaign, worker: str, finding_dir: str) -> str:
     return f"{root}/{c.name}/{worker}/{finding_dir}"
 
 
-def _job_env(c: Campaign, image: str) -> list[dict[str, Any]]:
+def _job_env(c: Campaign, image: str) -> list[EnvVar]:
     """What a one-off Job (bisector, fix verification) needs to write its result."""
     return [{"name": "XLA_SENTINEL_CAMPAIGN", "value": c.name},
             {"name": "XLA_SENTINEL_CAMPAIGN_UID", "value": c.uid},
@@ -507,7 +521,7 @@ VERIFY_DEADLINE_S = 3600
 
 
 def _followup(c: Campaign, parts: tuple[str, ...], role: str, signature: str, args: list[str], image: str,
-              service_account: str, deadline_s: int) -> dict[str, Any]:
+              service_account: str, deadline_s: int) -> Workload:
     """A one-off Job (bisector, verifier) for one signature, on the campaign's accelerator:
     a CPU one is short and urgent and runs outside the campaign's queue; one that requests
     TPUs or GPUs keeps the queue label and is created suspended (Kueue admits it), or it
@@ -527,7 +541,7 @@ def _followup(c: Campaign, parts: tuple[str, ...], role: str, signature: str, ar
         return _slice_jobset(c, name, labels, pod, multi.hosts, restarts=1, suspend=queued,
                              deadline_s=deadline_s)
     pod = _pod_spec(c, image, args, env, service_account)
-    spec: dict[str, Any] = {"backoffLimit": 1, "suspend": queued,
+    spec: JobSpec = {"backoffLimit": 1, "suspend": queued,
                             "template": {"metadata": {"labels": {k: v for k, v in labels.items()
                                                                  if k != QUEUE_LABEL}},
                                          "spec": pod}}
@@ -540,7 +554,7 @@ def _followup(c: Campaign, parts: tuple[str, ...], role: str, signature: str, ar
 
 
 def verify_job(c: Campaign, signature: str, repro: str, fixed_in: str, *, default_image: str,
-               service_account: str = "xla-sentinel-worker") -> dict[str, Any]:
+               service_account: str = "xla-sentinel-worker") -> Workload:
     """A Job that runs a fixed signature's repro bundle on the campaign's runner image now:
     one per signature, image and fixing version (marking it fixed again with the same
     version on the same image verifies nothing new). A slice JobSet on a multi-host slice."""
@@ -551,8 +565,8 @@ def verify_job(c: Campaign, signature: str, repro: str, fixed_in: str, *, defaul
                      VERIFY_DEADLINE_S)
 
 
-def bisector_job(c: Campaign, sample: dict[str, Any], worker: str, *, default_image: str,
-                 service_account: str = "xla-sentinel-worker") -> dict[str, Any]:
+def bisector_job(c: Campaign, sample: Mapping[str, object], worker: str, *, default_image: str,
+                 service_account: str = "xla-sentinel-worker") -> Workload:
     """A Job that bisects one finding (a sample of a new signature candidate); a slice
     JobSet on a multi-host slice."""
     signature = str(sample["signature"])

@@ -8,25 +8,39 @@ Jobs and writes each result into its signatures, under their locks.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import cast
 
-import kopf
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, SignatureEntry, label_value
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import desired, jobsets, signatures
+from .bodies import (
+    BisectionResult,
+    BugSignature,
+    BugSignatureStatus,
+    Job,
+    JobSet,
+    Verification,
+    VerificationResult,
+    WorkerReport,
+    Workload,
+    labels_of,
+    sig_spec,
+    sig_status,
+)
 from .kube import ApiError, path
 from .notify import CampaignIndex, maybe_alert, routing_campaign
 from .runtime import CONFLICT_ATTEMPTS, Runtime, campaign_ref, log, now_text, object_ref
 
 
-def result_key(obj: kopf.Body | dict[str, Any]) -> str:
+def result_key(obj: WorkerReport) -> str:
     """What a result object says, as a key of what was ingested (a result is written once)."""
     return str((obj.get("spec") or {}).get("result") or "")
 
 
 async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: SignatureEntry,
-                          status: dict[str, Any]) -> list[str] | None:
+                          status: BugSignatureStatus) -> list[str] | None:
     """Bisector Jobs for the first `bisect.perSignature` findings of a signature; the Job
     names of the signature's status.bisectJobs, or None when none was added."""
     started = list(status.get("bisectJobs") or [])
@@ -47,17 +61,17 @@ async def start_bisectors(rt: Runtime, c: desired.Campaign, worker: str, entry: 
     return started if added else None
 
 
-def _collection(c: desired.Campaign, job: dict[str, Any]) -> str:
+def _collection(c: desired.Campaign, job: Workload) -> str:
     """Where a one-off Job goes: a slice JobSet (multi-host TPU) or a Job."""
-    if job["kind"] == jobsets.KIND:
+    if job.get("kind") == jobsets.KIND:
         return path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace)
     return path("batch/v1", "jobs", c.namespace)
 
 
-async def start_verification(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> None:
+async def start_verification(rt: Runtime, c: desired.Campaign, sig: BugSignature) -> None:
     """Run the signature's repro bundle on the campaign's runner image (a Job) once per
     image and fixing version; the result comes back as a `verification` result."""
-    spec = sig.get("spec") or {}
+    spec = sig_spec(sig)
     if not spec.get("repro"):
         log.info("verify.no_repro", signature=spec.get("signature"), namespace=c.namespace)
         return
@@ -73,7 +87,7 @@ async def start_verification(rt: Runtime, c: desired.Campaign, sig: dict[str, An
 
 async def verify_on_new_image(rt: Runtime, c: desired.Campaign) -> None:
     """A campaign's new runner image may carry fixes: verify its fixed signatures on it."""
-    items = await rt.api.list(path(API_VERSION, "bugsignatures", c.namespace), {})
+    items = await rt.api.list(path(API_VERSION, "bugsignatures", c.namespace), BugSignature, {})
     for sig in signatures.to_verify(items, c.name):
         await start_verification(rt, c, sig)
 
@@ -84,11 +98,11 @@ async def mark_fixed(rt: Runtime, namespace: str, name: str, campaigns: Campaign
     With none listed yet, the verification waits for the first (ingest.count_hits)."""
     signature = name.removeprefix("sig-")
     async with rt.lock(namespace, signature):
-        sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
-        if sig is None or (sig.get("spec") or {}).get("state") != "fixed":
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name), BugSignature)
+        if sig is None or sig_spec(sig).get("state") != "fixed":
             return
-        count = int((sig.get("status") or {}).get("count") or 0)
-        fixed_in = (sig.get("spec") or {}).get("fixedIn")
+        count = int(sig_status(sig).get("count") or 0)
+        fixed_in = sig_spec(sig).get("fixedIn")
         if fixed_in and signatures.version_key(fixed_in) is None:
             # Every later hit then counts as a regression (signatures.at_or_after).
             await rt.event(object_ref(sig, "BugSignature"), "Warning", "InvalidFixedIn",
@@ -96,14 +110,15 @@ async def mark_fixed(rt: Runtime, namespace: str, name: str, campaigns: Campaign
                            "every new hit will count as a regression")
         # Guarded: a regression recorded in between would otherwise be undone (a 409
         # makes kopf retry this handler with a fresh read).
-        sig = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
-                                 signatures.guarded(sig, {"status": {"fixedAt": now_text()}}))
+        fixed = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
+                                   signatures.guarded(sig, {"status": {"fixedAt": now_text()}}),
+                                   BugSignature)
         # The status read under the lock, not the event's: a campaign listed since counts.
-        listed = list((sig.get("status") or {}).get("campaigns") or [])
+        listed = list(sig_status(fixed).get("campaigns") or [])
         c = routing_campaign(rt, namespace, listed, campaigns)
         if c is not None:
-            await maybe_alert(rt, c, sig)  # resolves the alert that fired
-            await start_verification(rt, c, sig)
+            await maybe_alert(rt, c, fixed)  # resolves the alert that fired
+            await start_verification(rt, c, fixed)
     log.info("signature.fixed", signature=signature, namespace=namespace, count=count)
 
 
@@ -112,16 +127,18 @@ async def mark_fixed(rt: Runtime, namespace: str, name: str, campaigns: Campaign
 RESULT_WRITERS = {"bisection": ("bisector", "candidate"), "verification": ("verifier", "signature")}
 
 
-def result_problem(c: desired.Campaign, name: str, result: dict[str, Any],
-                   job: dict[str, Any] | None) -> str | None:
+def result_problem(c: desired.Campaign, name: str,
+                   result: BisectionResult | VerificationResult,
+                   job: Job | JobSet | None) -> str | None:
     """Why a result object is not the result of a Job this operator started for it, or None.
     The chart's admission policy lets a pod write only the object named after its own Job
     (cluster.report.writer_name), so a result must be named after a bisector or verifier
     Job of this campaign started for the signature it speaks of: a worker, which may write
     its own report, cannot mark a fix verified or forge a bisection under its own name."""
     role, field = RESULT_WRITERS[str(result.get("type"))]
-    labels = ((job or {}).get("metadata") or {}).get("labels") or {}
-    signature = str(result.get(field) or "")
+    labels = labels_of(job) if job is not None else {}
+    raw: Mapping[str, object] = result
+    signature = str(raw.get(field) or "")
     if job is None:
         return f"{name}: no Job of that name (a {result.get('type')} result comes from a {role} Job)"
     if labels.get(desired.ROLE_LABEL) != role or \
@@ -132,27 +149,29 @@ def result_problem(c: desired.Campaign, name: str, result: dict[str, Any],
     return None
 
 
-async def ingest_result(rt: Runtime, c: desired.Campaign, name: str, result: dict[str, Any]) -> None:
+async def ingest_result(rt: Runtime, c: desired.Campaign, name: str,
+                        result: BisectionResult | VerificationResult) -> None:
     """A bisector's or verification's result (cluster.report.result_from_object) in the
     object `name`, written into its signatures when it comes from the Job it names
     (result_problem); otherwise a ResultRefused Event and nothing else."""
-    job = await rt.api.get(path("batch/v1", "jobs", c.namespace, name))
+    job: Job | JobSet | None = await rt.api.get(path("batch/v1", "jobs", c.namespace, name), Job)
     owner = jobsets.jobset_of_writer(name)
     if job is None and owner is not None and rt.config.jobs.jobset:
         # Host 0 of a slice JobSet writes it (`<jobset>-hosts-0-0`): the JobSet says for what.
-        job = await rt.api.get(path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace, owner))
+        job = await rt.api.get(path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace, owner),
+                               JobSet)
     problem = result_problem(c, name, result, job)
     if problem is not None:
         await rt.event(campaign_ref(c), "Warning", "ResultRefused", problem)
         log.warning("result.refused", campaign=c.name, namespace=c.namespace, reason=problem)
         return
-    if result.get("type") == "bisection":
+    if result["type"] == "bisection":
         await ingest_bisection(rt, c, result)
-    elif result.get("type") == "verification":
+    else:
         await ingest_verification(rt, c, result)
 
 
-async def ingest_bisection(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
+async def ingest_bisection(rt: Runtime, c: desired.Campaign, result: BisectionResult) -> None:
     """A bisector Job's result: the candidate signature records it; a localized culprit
     fills in the candidate's spec or, when it refines to another signature, creates that
     one (or reopens it when it was fixed) rather than a second copy of a known bug."""
@@ -161,13 +180,15 @@ async def ingest_bisection(rt: Runtime, c: desired.Campaign, result: dict[str, A
     job = str(result.get("job") or "")
     refined = str(result.get("signature") or candidate)
     localized = result.get("status") == "localized"
+    recorded: BugSignature  # the candidate as read for the write that succeeded
     async with rt.lock(ns, candidate):
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+            sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name), BugSignature)
             if sig is None:
                 log.warning("bisection.orphan", signature=candidate, namespace=ns)
                 return
-            fields: dict[str, Any] = {"bisection": signatures.bisection_status(result, job)}
+            recorded = sig
+            fields: BugSignatureStatus = {"bisection": signatures.bisection_status(result, job)}
             if localized and refined != candidate:
                 fields["refinedTo"] = refined
             try:
@@ -184,11 +205,12 @@ async def ingest_bisection(rt: Runtime, c: desired.Campaign, result: dict[str, A
              refined=refined)
     if not localized or refined == candidate:
         return
-    await refine_into(rt, c, sig, result)
+    await refine_into(rt, c, recorded, result)
 
 
-async def refine_into(rt: Runtime, c: desired.Campaign, candidate: dict[str, Any],
-                      result: dict[str, Any]) -> None:
+
+async def refine_into(rt: Runtime, c: desired.Campaign, candidate: BugSignature,
+                      result: BisectionResult) -> None:
     """Count a bisected finding on the signature it refines to: create that signature, or
     reopen it when it was fixed; alert as for a new or regressed signature."""
     ns, refined = c.namespace, str(result["signature"])
@@ -198,16 +220,17 @@ async def refine_into(rt: Runtime, c: desired.Campaign, candidate: dict[str, Any
     async with rt.lock(ns, refined):
         created = reopened = False
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            sig = await rt.api.get(f"{sig_path}/{name}")
-            if sig is None:
-                sig, created = await rt.api.create(sig_path, signatures.refined_signature(candidate, result))
+            found = await rt.api.get(f"{sig_path}/{name}", BugSignature)
+            if found is None:
+                found, created = await rt.api.create(
+                    sig_path, signatures.refined_signature(candidate, result))
             try:
-                sig, reopened = await _count_refined(rt, c, sig, result, created, versions)
+                sig, reopened = await _count_refined(rt, c, found, result, created, versions)
                 break
             except ApiError as e:  # written in between (kopf's annotations, people): redo
                 if e.status != 409 or attempt == CONFLICT_ATTEMPTS:
                     raise
-        spec = dict(sig.get("spec") or {})
+        spec = sig_spec(sig)
         if created or reopened:
             reason = "BugSignatureRegressed" if reopened else "NewBugSignature"
             await rt.event(object_ref(sig, "BugSignature"), "Warning", reason,
@@ -219,21 +242,21 @@ async def refine_into(rt: Runtime, c: desired.Campaign, candidate: dict[str, Any
         await maybe_alert(rt, c, sig)
 
 
-async def _count_refined(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
-                         result: dict[str, Any], created: bool,
-                         versions: dict[str, str]) -> tuple[dict[str, Any], bool]:
+async def _count_refined(rt: Runtime, c: desired.Campaign, sig: BugSignature,
+                         result: BisectionResult, created: bool,
+                         versions: dict[str, str]) -> tuple[BugSignature, bool]:
     """Count the bisected finding on the refined signature read as `sig` (once per finding);
     reopen it when it was fixed and the finding's version is the fixing one or later."""
     meta = sig["metadata"]
     sig_path = path(API_VERSION, "bugsignatures", meta["namespace"], meta["name"])
-    spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
+    spec, status = sig_spec(sig), sig_status(sig)
     hits = dict(status.get("hits") or {})
     key = f"bisect/{result.get('finding')}"
     if key in hits:
         return sig, False
     reopened = not created and signatures.regressed(spec, status, versions)
     hits[key] = 1
-    update: dict[str, Any] = {
+    update: BugSignatureStatus = {
         "hits": hits, "count": sum(hits.values()),
         "campaigns": sorted(set(status.get("campaigns") or []) | {c.name}),
         "refinedFrom": sorted(set(status.get("refinedFrom") or []) | {str(result.get("candidate"))}),
@@ -245,25 +268,34 @@ async def _count_refined(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
         update["regressions"] = int(status.get("regressions") or 0) + 1
         update["fixedAt"] = None
         if spec.get("state") != "regressed":
-            sig = await rt.api.patch(sig_path, signatures.guarded(sig, {"spec": {"state": "regressed"}}))
+            sig = await rt.api.patch(sig_path, signatures.guarded(
+                sig, {"spec": {"state": "regressed"}}), BugSignature)
     if not reopened and signatures.verification_owed(spec, status, update):
         await start_verification(rt, c, sig)  # fixed before any campaign was listed (count_hits)
-    sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}))
+    sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}),
+                             BugSignature)
     return sig, reopened
 
 
-async def ingest_verification(rt: Runtime, c: desired.Campaign, result: dict[str, Any]) -> None:
+# status.verification's fields, copied from the result where set.
+_VERIFICATION_FIELDS = ("result", "image", "fixedIn", "jaxlib", "exitCode", "evidence", "time",
+                        "job")
+
+
+async def ingest_verification(rt: Runtime, c: desired.Campaign,
+                              result: VerificationResult) -> None:
     """A fix verification Job's result: verified or still failing, with its evidence."""
     ns, signature = c.namespace, str(result.get("signature") or "")
     outcome = str(result.get("result") or "error")
-    record = {k: result[k] for k in ("result", "image", "fixedIn", "jaxlib", "exitCode", "evidence",
-                                     "time", "job")
-              if result.get(k) not in (None, "")}
+    raw: Mapping[str, object] = result
+    # The keys are _VERIFICATION_FIELDS, Verification's own, with the result's values.
+    record = cast(Verification, {k: raw[k] for k in _VERIFICATION_FIELDS
+                                 if raw.get(k) not in (None, "")})
     record["versions"] = {k: str(v) for k, v in (result.get("versions") or {}).items()}
     name = signatures.signature_name(signature)
     async with rt.lock(ns, signature):
-        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
-        if sig is None or (sig.get("status") or {}).get("verification") == record:
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name), BugSignature)
+        if sig is None or sig_status(sig).get("verification") == record:
             return  # gone, or ingested before (a restarted operator reads results again)
         sig = await _patch_status(rt, ns, name, {"verification": record})
     if sig is None:
@@ -275,9 +307,11 @@ async def ingest_verification(rt: Runtime, c: desired.Campaign, result: dict[str
     log.info("verify.ingested", signature=signature, namespace=ns, result=outcome)
 
 
-async def _patch_status(rt: Runtime, ns: str, name: str, fields: dict[str, Any]) -> dict[str, Any] | None:
-    sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name))
+async def _patch_status(rt: Runtime, ns: str, name: str,
+                        fields: BugSignatureStatus) -> BugSignature | None:
+    sig = await rt.api.get(path(API_VERSION, "bugsignatures", ns, name), BugSignature)
     if sig is None:
         return None
     return await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
-                              signatures.guarded(sig, {"status": fields}))
+                              signatures.guarded(sig, {"status": fields}), BugSignature)
+

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar, cast
 
 import kopf
 from xla_sentinel.cluster.report import (
@@ -35,10 +36,26 @@ from . import agents, desired, followups, ingest, periodic
 
 # Aliased: kopf passes the `campaigns` index to handlers by that argument name.
 from . import campaigns as campaign_flows
+from .bodies import (
+    BugSignature,
+    BugSignatureSpec,
+    BugSignatureStatus,
+    CampaignStatus,
+    FuzzCampaign,
+    Job,
+    JobStatus,
+    Meta,
+    Result,
+)
+from .bodies import WorkerReport as WorkerReportBody
 from .kube import Kube, connection_from_kubeconfig, connection_in_cluster
+from .notify import CampaignIndex
+from .periodic import CampaignKey, ReportIndex, ResultIndex, SignatureIndex, WorkerJobIndex
 from .runtime import Runtime
 
-WATCH_SELECTORS: dict[tuple[str, ...], str] = {
+CAMPAIGNS, SIGNATURES = "fuzzcampaigns", "bugsignatures"
+T = TypeVar("T")
+WATCH_SELECTORS: dict[tuple[str, str, str], str] = {
     ("batch", "v1", "jobs"): f"{desired.ROLE_LABEL}=worker,{CAMPAIGN_LABEL}",
 }
 
@@ -66,13 +83,15 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
 
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
-    """Bind every handler of the operator to `registry`, sharing `rt`."""
+    """Bind every handler of the operator to `registry`, sharing `rt`.
+
+    kopf hands a handler its indexes by their ids through **kwargs, which its handler
+    protocols cannot type: a handler reads them from `kwargs` into typed names."""
     cfg = rt.config
-    fc = dict(group=GROUP, version=VERSION, plural="fuzzcampaigns", registry=registry)
-    bs = dict(group=GROUP, version=VERSION, plural="bugsignatures", registry=registry)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        info: kopf.ConnectionInfo | None
         if cfg.kubeconfig:
             info = connection_from_kubeconfig(cfg.kubeconfig)
         else:
@@ -83,12 +102,15 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         return info
 
     @kopf.on.startup(registry=registry)
-    async def startup(settings: kopf.OperatorSettings, worker_jobs: kopf.Index,
-                      reports: kopf.Index, results: kopf.Index, campaigns: kopf.Index,
-                      signatures: kopf.Index, **_: Any) -> None:
+    async def startup(settings: kopf.OperatorSettings, **kwargs: Any) -> None:
         configure(settings, rt)
         await rt.start()
         # The indexes are live: kopf fills them as its watches run.
+        worker_jobs: WorkerJobIndex = kwargs["worker_jobs"]
+        reports: ReportIndex = kwargs["reports"]
+        results: ResultIndex = kwargs["results"]
+        campaigns: CampaignIndex = kwargs["campaigns"]
+        signatures: SignatureIndex = kwargs["signatures"]
         periodic.start(rt, worker_jobs=worker_jobs, reports=reports, results=results,
                        campaigns=campaigns, signatures=signatures)
 
@@ -100,87 +122,115 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.index("batch", "v1", "jobs", labels={CAMPAIGN_LABEL: kopf.PRESENT,
                                                desired.ROLE_LABEL: "worker"}, registry=registry,
                 id="worker_jobs")
-    def worker_jobs(namespace: str, labels: dict[str, str], body: kopf.Body,
-                    **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
-        return {(namespace, labels[CAMPAIGN_LABEL]): {
+    def worker_jobs(labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[CampaignKey, Job]:
+        return {(_namespace(body), labels[CAMPAIGN_LABEL]): {
             "metadata": {"name": body.metadata.name, "uid": body.metadata.uid,
                          "labels": dict(labels)},
             "spec": {"completions": body.spec.get("completions"),
                      "suspend": body.spec.get("suspend")},
-            "status": dict(body.status)}}
+            "status": _raw(JobStatus, body.status)}}
 
     @kopf.index(GROUP, VERSION, REPORT_PLURAL, registry=registry, id="reports")
-    def reports(namespace: str, labels: dict[str, str], body: kopf.Body,
-                **_: Any) -> dict[tuple[str, str], tuple[str, WorkerReport]] | None:
+    def reports(labels: kopf.Labels, body: kopf.Body,
+                **_: Any) -> dict[CampaignKey, tuple[str, WorkerReport]] | None:
         report = report_from_object(dict(body))
         if report is None or CAMPAIGN_LABEL not in labels:
             return None
-        return {(namespace, labels[CAMPAIGN_LABEL]): (body.metadata.name, report)}
+        return {(_namespace(body), labels[CAMPAIGN_LABEL]): (body.metadata.name, report)}
 
     @kopf.index(GROUP, VERSION, REPORT_PLURAL, registry=registry, id="results")
-    def results(namespace: str, labels: dict[str, str], body: kopf.Body,
-                **_: Any) -> dict[tuple[str, str], tuple[str, str, dict[str, Any]]] | None:
+    def results(labels: kopf.Labels, body: kopf.Body,
+                **_: Any) -> dict[CampaignKey, tuple[str, str, Result]] | None:
         result = result_from_object(dict(body))
         if result is None or CAMPAIGN_LABEL not in labels:
             return None
-        return {(namespace, labels[CAMPAIGN_LABEL]):
-                (body.metadata.name, followups.result_key(body), result)}
+        # result_from_object let through only the types of Result, as the engine writes them.
+        return {(_namespace(body), labels[CAMPAIGN_LABEL]):
+                (body.metadata.name, followups.result_key(_raw(WorkerReportBody, body)),
+                 cast(Result, result))}
 
-    @kopf.index(**fc, id="campaigns")
-    def campaigns(namespace: str, name: str, body: kopf.Body,
-                  **_: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    @kopf.index(group=GROUP, version=VERSION, plural=CAMPAIGNS, registry=registry,
+                id="campaigns")
+    def campaigns(body: kopf.Body, **_: Any) -> dict[CampaignKey, FuzzCampaign]:
         # Keyed like the children's campaign label, which is all a report event carries;
         # the status is the roll-up's previous one.
-        return {(namespace, label_value(name)): {"metadata": dict(body.metadata), "spec": dict(body.spec),
-                                                 "status": dict(body.status),
-                                                 "apiVersion": API_VERSION, "kind": "FuzzCampaign"}}
+        meta = body.metadata
+        return {(_namespace(body), label_value(meta.name)): {
+            "metadata": _raw(Meta, meta), "spec": dict(body.spec),
+            "status": _raw(CampaignStatus, body.status),
+            "apiVersion": API_VERSION, "kind": "FuzzCampaign"}}
 
-    @kopf.index(**bs, id="signatures")
-    def signatures(namespace: str, name: str, body: kopf.Body,
-                   **_: Any) -> dict[str, dict[str, Any]]:
+    @kopf.index(group=GROUP, version=VERSION, plural=SIGNATURES, registry=registry,
+                id="signatures")
+    def signatures(body: kopf.Body, **_: Any) -> dict[str, BugSignature]:
         # What alert retries and re-sends read; not the per-worker hits, the big part.
+        meta = body.metadata
         status = {k: v for k, v in body.status.items() if k != "hits"}
-        return {namespace: {"metadata": {"name": name, "namespace": namespace},
-                            "spec": dict(body.spec), "status": status}}
+        return {_namespace(body): {"metadata": {"name": meta.name, "namespace": _namespace(body)},
+                                 "spec": _raw(BugSignatureSpec, body.spec),
+                                 "status": _raw(BugSignatureStatus, status)}}
 
     # FuzzCampaign lifecycle. Status roll-ups and re-ingestion are periodic.py's loops.
-    @kopf.on.resume(**fc)
-    @kopf.on.create(**fc)
-    @kopf.on.update(field="spec", **fc)
+    @kopf.on.resume(group=GROUP, version=VERSION, plural=CAMPAIGNS, registry=registry)
+    @kopf.on.create(group=GROUP, version=VERSION, plural=CAMPAIGNS, registry=registry)
+    @kopf.on.update(group=GROUP, version=VERSION, plural=CAMPAIGNS, registry=registry,
+                    field="spec")
     async def reconcile_campaign(body: kopf.Body, **_: Any) -> None:
         rt.reconciled.add(body.metadata.uid)  # kopf's indexes are filled: roll-ups may start
-        await campaign_flows.reconcile(rt, body)
-        await agents.converge(rt, rt.campaign(body))  # spec.agents: the swarm beside the workers
+        campaign = _campaign(body)
+        await campaign_flows.reconcile(rt, campaign)
+        await agents.converge(rt, rt.campaign(campaign))  # spec.agents: the swarm beside the workers
 
-    @kopf.on.field(field="spec.image", **fc)
-    async def image_changed(old: str | None, new: str | None, body: kopf.Body, **_: Any) -> None:
+    @kopf.on.field(group=GROUP, version=VERSION, plural=CAMPAIGNS, registry=registry,
+                   field="spec.image")
+    async def image_changed(old: object, new: object, body: kopf.Body, **_: Any) -> None:
         if not old or old == new:
             return  # set at creation, or unchanged: nothing was fixed against it yet
-        await followups.verify_on_new_image(rt, rt.campaign(body))
+        await followups.verify_on_new_image(rt, rt.campaign(_campaign(body)))
 
     # Deleted: the garbage collector removes the Jobs and reports (owner references), with
     # or without this operator; here only sooner, and the campaign's gauges with them.
-    @kopf.on.event(**fc)
-    async def campaign_event(type: str | None, name: str, namespace: str, uid: str,
-                             **_: Any) -> None:
+    @kopf.on.event(group=GROUP, version=VERSION, plural=CAMPAIGNS, registry=registry)
+    async def campaign_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED":
-            rt.reconciled.discard(uid)
-            await campaign_flows.delete_children(rt, name, namespace, uid)
+            meta = body.metadata
+            rt.reconciled.discard(meta.uid)
+            await campaign_flows.delete_children(rt, meta.name, _namespace(body), meta.uid)
 
     # Worker reports -> BugSignatures.
     @kopf.on.event(GROUP, VERSION, REPORT_PLURAL, registry=registry)
-    async def report_changed(type: str | None, body: kopf.Body, namespace: str,
-                             campaigns: kopf.Index, **_: Any) -> None:
+    async def report_changed(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
         if type == "DELETED":
             return
-        found = list(campaigns.get((namespace, body.metadata.labels.get(CAMPAIGN_LABEL)), []))
+        campaigns: CampaignIndex = kwargs["campaigns"]
+        key = (_namespace(body), body.metadata.labels.get(CAMPAIGN_LABEL, ""))
+        found = list(campaigns.get(key, []))
         if found:
-            await ingest.report_object(rt, rt.campaign(found[0]), dict(body))
+            await ingest.report_object(rt, rt.campaign(found[0]), _raw(WorkerReportBody, body))
 
     # BugSignature: people set spec.state (alert retries and re-sends: periodic.py).
-    @kopf.on.field(field="spec.state", **bs)
-    async def state_changed(new: str | None, name: str, namespace: str,
-                            campaigns: kopf.Index, **_: Any) -> None:
+    @kopf.on.field(group=GROUP, version=VERSION, plural=SIGNATURES, registry=registry,
+                   field="spec.state")
+    async def state_changed(new: object, body: kopf.Body, **kwargs: Any) -> None:
         if new == "fixed":
-            await followups.mark_fixed(rt, namespace, name, campaigns)
+            campaigns: CampaignIndex = kwargs["campaigns"]
+            await followups.mark_fixed(rt, _namespace(body), body.metadata.name, campaigns)
+
+
+def _raw(shape: type[T], view: Mapping[str, Any]) -> T:
+    """A plain copy of a part of a kopf Body (a live view of the raw object) as the body type
+    `shape` of bodies.py: kopf types a body's parts as Mapping[str, Any]."""
+    return cast(T, dict(view))
+
+
+def _namespace(body: kopf.Body) -> str:
+    """kopf types a namespace optional, for cluster-scoped kinds; every kind here is
+    namespaced."""
+    return str(body.metadata.namespace)
+
+
+def _campaign(body: kopf.Body) -> FuzzCampaign:
+    """A FuzzCampaign's body as the workflows read it (only read: kopf's Body is a view)."""
+    return cast(FuzzCampaign, body)
+
 

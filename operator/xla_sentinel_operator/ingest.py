@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any
+from typing import cast
 
 from xla_sentinel.cluster.report import (
     SignatureEntry,
@@ -24,42 +24,49 @@ from xla_sentinel.cluster.report import (
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import agents, desired, signatures
+from .bodies import BugSignature, Result, sig_spec, sig_status
+from .bodies import WorkerReport as WorkerReportBody
 from .followups import ingest_result, result_key, start_bisectors, start_verification
 from .kube import ApiError, path
 from .notify import maybe_alert
 from .runtime import CONFLICT_ATTEMPTS, Runtime, campaign_ref, log, now_text, object_ref
 
 
-async def report_object(rt: Runtime, c: desired.Campaign, obj: dict[str, Any]) -> None:
+async def report_object(rt: Runtime, c: desired.Campaign, obj: WorkerReportBody) -> None:
     """One WorkerReport object of campaign `c`, as a watch event brings it: a worker's
     report, one this operator cannot read, or a bisector's or verification's result."""
     meta = obj["metadata"]
-    report = report_from_object(obj)
+    # cluster.report reads the raw object (its own schema of a report's spec).
+    raw = cast(dict[str, object], obj)
+    report = report_from_object(raw)
     if report is not None:
         await ingest_report(rt, c, meta["name"], report)
         return
-    problem = report_problem(obj)
+    problem = report_problem(raw)
     if problem is not None:
         await report_unreadable(rt, c, meta["name"], str(meta.get("resourceVersion")), problem)
         return
-    result = result_from_object(obj)
+    result = result_from_object(raw)
     if result is not None:
-        await ingest_result_once(rt, c, meta["name"], result_key(obj), result)
+        # result_from_object let through only the types of Result, as the engine writes them.
+        await ingest_result_once(rt, c, meta["name"], result_key(obj), cast(Result, result))
 
 
 async def ingest_result_once(rt: Runtime, c: desired.Campaign, name: str, key: str,
-                             result: dict[str, Any]) -> None:
+                             result: Result) -> None:
     """A result object ingests once per content (`key`); its events and the catch-up
     re-ingestion bring it again."""
     if rt.ingested.get((c.namespace, name)) != key:
         # A fix agent pod's drafts (agents.py); a bisector's or verifier's result otherwise.
-        handle = agents.ingest_fix_drafts if result.get("type") == agents.FIX_DRAFT else ingest_result
-        await handle(rt, c, name, result)
+        if result["type"] == "fixDraft":
+            await agents.ingest_fix_drafts(rt, c, name, result)
+        else:
+            await ingest_result(rt, c, name, result)
         rt.ingested[(c.namespace, name)] = key
 
 
 async def catch_up(rt: Runtime, c: desired.Campaign, reports: list[tuple[str, WorkerReport]],
-                   results: list[tuple[str, str, dict[str, Any]]]) -> None:
+                   results: list[tuple[str, str, Result]]) -> None:
     """Ingest the reports and results (name, key, result) of a campaign whose last event
     failed to ingest (an API error mid-way)."""
     for name, report in reports:
@@ -129,12 +136,13 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
     async with rt.lock(ns, signature):
         created = False
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            sig = await rt.api.get(f"{sig_path}/{name}")
-            if sig is None:
-                sig, created = await rt.api.create(sig_path, signatures.new_signature(
+            found = await rt.api.get(f"{sig_path}/{name}", BugSignature)
+            if found is None:
+                found, created = await rt.api.create(sig_path, signatures.new_signature(
                     c, worker, signature, entry, versions))
             try:
-                sig, regressed = await count_hits(rt, c, worker, entry, sig, versions, revision)
+                sig, regressed = await count_hits(rt, c, worker, entry, found, versions, revision)
+
                 break
             except ApiError as e:
                 # Someone (a person setting state, another handler) wrote in between:
@@ -158,13 +166,13 @@ async def ingest_signature(rt: Runtime, c: desired.Campaign, worker: str, signat
 
 
 async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: SignatureEntry,
-                     sig: dict[str, Any], versions: dict[str, str] | None = None,
-                     revision: str = "") -> tuple[dict[str, Any], bool]:
+                     sig: BugSignature, versions: dict[str, str] | None = None,
+                     revision: str = "") -> tuple[BugSignature, bool]:
     """Write `worker`'s count into the signature read as `sig` (guarded by its
     resourceVersion), record a regression; (the signature written, whether it regressed)."""
     meta = sig["metadata"]
     sig_path = path(API_VERSION, "bugsignatures", meta["namespace"], meta["name"])
-    spec, status = dict(sig.get("spec") or {}), dict(sig.get("status") or {})
+    spec, status = sig_spec(sig), sig_status(sig)
     update = signatures.hits_update(status, c.name, worker, entry, revision)
     if update is None:
         return sig, False
@@ -176,7 +184,8 @@ async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: Signa
         update["regressions"] = int(status.get("regressions") or 0) + 1
         update["fixedAt"] = None
         if spec.get("state") != "regressed":
-            sig = await rt.api.patch(sig_path, signatures.guarded(sig, {"spec": {"state": "regressed"}}))
+            sig = await rt.api.patch(sig_path, signatures.guarded(
+                sig, {"spec": {"state": "regressed"}}), BugSignature)
     bisects = await start_bisectors(rt, c, worker, entry, status)
     if bisects:
         update["bisectJobs"] = bisects
@@ -185,5 +194,7 @@ async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: Signa
         # before the write that lists one: a failed start is retried with the report, and
         # a repeated one creates nothing (the Job's name is fixed).
         await start_verification(rt, c, sig)
-    sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}))
+    sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}),
+                             BugSignature)
     return sig, regressed
+

@@ -14,7 +14,17 @@ apply it.
 
 from __future__ import annotations
 
-from typing import Any
+from .bodies import (
+    Condition,
+    Job,
+    JobSet,
+    JobSpec,
+    JobStatus,
+    Manifest,
+    Meta,
+    OwnerReference,
+    labels_of,
+)
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 PLURAL = "jobsets"
@@ -52,15 +62,15 @@ def jobset_of_writer(writer: str) -> str | None:
 
 
 def slice_jobset(*, name: str, namespace: str, labels: dict[str, str], job_labels: dict[str, str],
-                 owner: dict[str, Any], pod_labels: dict[str, str], pod: dict[str, Any],
+                 owner: OwnerReference, pod_labels: dict[str, str], pod: Manifest,
                  hosts: int, max_restarts: int, suspend: bool,
-                 pod_failure_policy: dict[str, Any] | None = None,
-                 deadline_s: int | None = None) -> dict[str, Any]:
+                 pod_failure_policy: Manifest | None = None,
+                 deadline_s: int | None = None) -> JobSet:
     """One slice as a JobSet. `labels` go on the JobSet (Kueue reads its queue label there);
     its Job carries `job_labels` (the campaign's, no role: never taken for a worker Job); its pods
     carry `pod_labels` (role, group, revision: the network policy and the Services select on
     them). `suspend`: created suspended (spec.suspend, or Kueue admits it by unsuspending)."""
-    job_spec: dict[str, Any] = {
+    job_spec: JobSpec = {
         "completionMode": "Indexed", "completions": hosts, "parallelism": hosts,
         # Any failed host fails the Job at once; the JobSet then restarts the whole slice.
         "backoffLimit": 0,
@@ -90,37 +100,44 @@ def slice_jobset(*, name: str, namespace: str, labels: dict[str, str], job_label
     }
 
 
-def _condition(js: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for cond in (js.get("status") or {}).get("conditions") or []:
+def true_condition(conditions: list[Condition] | None, kind: str) -> Condition | None:
+    """The condition `kind` of a Job or JobSet when it is True, else None."""
+    for cond in conditions or []:
         if cond.get("type") == kind and cond.get("status") == "True":
             return cond
     return None
 
 
-def as_worker_job(js: dict[str, Any]) -> dict[str, Any]:
+def as_worker_job(js: JobSet) -> Job:
     """A slice's JobSet in the shape the roll-up reads worker Jobs (metadata, spec.completions
     and suspend, status active/ready/succeeded/failed/conditions), with `kind: JobSet` so
     the roll-up leaves its retries to JobSet. Pods: JobSet counts Jobs (one per slice), each
     of `completions` hosts. `failed` is the slice's restarts: each began with a failed host.
     Failed only once JobSet gave up (maxRestarts spent, or a fatal failure)."""
     spec, status = js.get("spec") or {}, js.get("status") or {}
-    rjobs = spec.get("replicatedJobs") or [{}]
-    hosts = int(((rjobs[0].get("template") or {}).get("spec") or {}).get("completions") or 1)
+    rjobs = spec.get("replicatedJobs")
+    hosts = int((rjobs[0]["template"]["spec"].get("completions") if rjobs else None) or 1)
     counts = {"active": 0, "ready": 0, "succeeded": 0}
     for r in status.get("replicatedJobsStatus") or []:
-        for key in counts:
-            counts[key] += int(r.get(key) or 0) * hosts
-    conditions = []
-    if (done := _condition(js, "Completed")) is not None:
+        counts["active"] += int(r.get("active") or 0) * hosts
+        counts["ready"] += int(r.get("ready") or 0) * hosts
+        counts["succeeded"] += int(r.get("succeeded") or 0) * hosts
+    conditions: list[Condition] = []
+    if (done := true_condition(status.get("conditions"), "Completed")) is not None:
         conditions.append({**done, "type": "Complete"})
-    if (failed := _condition(js, "Failed")) is not None:
+    if (failed := true_condition(status.get("conditions"), "Failed")) is not None:
         restarts = int(status.get("restarts") or 0)
         conditions.append({**failed, "message": f"{failed.get('message') or failed.get('reason')} "
                                                 f"(after {restarts} restarts of the slice)"})
-    meta = js.get("metadata") or {}
-    return {"kind": KIND,
-            "metadata": {"name": meta.get("name"), "uid": meta.get("uid"),
-                         "labels": dict(meta.get("labels") or {})},
+    restarts = int(status.get("restarts") or 0)
+    job_status: JobStatus = {"active": counts["active"], "ready": counts["ready"],
+                             "succeeded": counts["succeeded"], "failed": restarts,
+                             "restarts": restarts, "conditions": conditions}
+    meta: Meta = {"name": js["metadata"]["name"],
+                  "labels": dict(labels_of(js))}
+    if "uid" in js["metadata"]:  # without one (not stored yet) it is keyed by name, as a Job
+        meta["uid"] = js["metadata"]["uid"]
+    return {"kind": KIND, "metadata": meta,
             "spec": {"completions": hosts, "suspend": bool(spec.get("suspend"))},
-            "status": {**counts, "failed": int(status.get("restarts") or 0),
-                       "restarts": int(status.get("restarts") or 0), "conditions": conditions}}
+            "status": job_status}
+

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast, overload
 from urllib.parse import quote
 
 import aiohttp
@@ -15,6 +15,10 @@ import kopf
 import yaml
 
 MERGE_PATCH = "application/merge-patch+json"
+# A body type of bodies.py. The API's JSON is not checked against it (kopf's Body is not
+# either): the CRDs' schemas and the API server decide what an object holds.
+T = TypeVar("T")
+Body = TypeVar("Body", bound=Mapping[str, object])
 
 
 class ApiError(Exception):
@@ -87,7 +91,7 @@ def connection_in_cluster(env: Mapping[str, str], account: Path = SERVICE_ACCOUN
 
 def _named(config: dict[str, Any], section: str, name: str | None) -> dict[str, Any]:
     for entry in config.get(section) or []:
-        if entry.get("name") == name:
+        if isinstance(entry, dict) and entry.get("name") == name:
             return entry
     raise KeyError(f"no {section[:-1]} named {name!r}")
 
@@ -122,7 +126,7 @@ class Kube:
             await self._session.close()
             self._session = None
 
-    async def request(self, method: str, url_path: str, *, body: Any = None,
+    async def request(self, method: str, url_path: str, *, body: Mapping[str, object] | None = None,
                       params: dict[str, str] | None = None,
                       content_type: str = "application/json") -> dict[str, Any]:
         if self._session is None:
@@ -140,35 +144,46 @@ class Kube:
                 raise ApiError(resp.status, str(message))
             return data if isinstance(data, dict) else {}
 
-    async def get(self, url_path: str) -> dict[str, Any] | None:
-        """The object, or None when it does not exist."""
+    async def get(self, url_path: str, shape: type[T]) -> T | None:
+        """The object as `shape` (a body type of bodies.py), or None when it does not exist."""
         try:
-            return await self.request("GET", url_path)
+            return cast(T, await self.request("GET", url_path))
         except ApiError as e:
             if e.status == 404:
                 return None
             raise
 
-    async def list(self, url_path: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    async def list(self, url_path: str, shape: type[T],
+                   labels: dict[str, str] | None = None) -> list[T]:
         params = {"labelSelector": ",".join(f"{k}={v}" for k, v in labels.items())} if labels else None
         data = await self.request("GET", url_path, params=params)
-        return list(data.get("items") or [])
+        return cast(list[T], list(data.get("items") or []))
 
-    async def create(self, url_path: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    async def create(self, url_path: str, body: Body) -> tuple[Body, bool]:
         """Create; (object, True), or (the existing object, False) when the name is taken."""
         try:
-            return await self.request("POST", url_path, body=body), True
+            return cast(Body, await self.request("POST", url_path, body=body)), True
         except ApiError as e:
             if e.status != 409:
                 raise
-        name = body["metadata"]["name"]
-        existing = await self.get(f"{url_path}/{quote(name)}")
+        metadata = body["metadata"]
+        name = str(metadata["name"]) if isinstance(metadata, Mapping) else ""
+        existing = await self.get(f"{url_path}/{quote(name)}", type(body))
         if existing is None:
             raise ApiError(409, f"{name} exists but cannot be read")
         return existing, False
 
-    async def patch(self, url_path: str, body: dict[str, Any]) -> dict[str, Any]:
+    @overload
+    async def patch(self, url_path: str, body: Mapping[str, object]) -> dict[str, Any]: ...
+
+    @overload
+    async def patch(self, url_path: str, body: Mapping[str, object], shape: type[T]) -> T: ...
+
+    async def patch(self, url_path: str, body: Mapping[str, object],
+                    shape: type[T] | None = None) -> T | dict[str, Any]:
+        """Merge-patch; the object after it, as `shape` when given."""
         return await self.request("PATCH", url_path, body=body, content_type=MERGE_PATCH)
+
 
     async def delete(self, url_path: str) -> bool:
         """Delete in the background (children go with it); False when already gone."""

@@ -9,8 +9,9 @@ import structlog
 
 
 def configure(level: str = "INFO") -> None:
-    shared = [structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
-              structlog.processors.TimeStamper(fmt="iso", utc=True)]
+    shared: list[structlog.types.Processor] = [
+        structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True)]
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import kopf
 
 from . import handlers, logs
 from .config import AlertingConfig, Config, JobsConfig, MetricsConfig, PeeringConfig
 from .runtime import Runtime
+
+if TYPE_CHECKING:
+    from kopf._core.engines.peering import Identity  # typed by kopf, not exported
 
 
 def _seconds(text: str) -> float:
@@ -97,7 +100,8 @@ async def operate(config: Config, *, stop_flag: Any = None,
         namespaces=config.namespaces,
         standalone=config.peering.standalone,
         peering_name=config.peering.name,
-        identity=rt.identity,  # the name the heartbeat looks for in the peering objects
+        # The name the heartbeat looks for in the peering objects; kopf's NewType of str.
+        identity=cast("Identity", rt.identity),
         priority=rt.priority,
         stop_flag=stop_flag,
         ready_flag=ready_flag,

@@ -3,6 +3,7 @@ the read-only triage page of a namespace (/namespaces/NS, dashboard.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -126,5 +127,6 @@ async def serve(metrics: Metrics, host: str, port: int,
     site = web.TCPSite(runner, host, port)
     await site.start()
     # With port 0 the OS picks the port; aiohttp only exposes it on the server's socket.
-    bound = site._server.sockets[0].getsockname()[1] if site._server else port  # type: ignore[union-attr]
+    server = site._server
+    bound = server.sockets[0].getsockname()[1] if isinstance(server, asyncio.Server) else port
     return runner, int(bound)

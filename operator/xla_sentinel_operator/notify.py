@@ -11,17 +11,26 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from xla_sentinel.cluster.report import label_value
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import alerting, desired, signatures
+from .bodies import (
+    Alert,
+    BugSignature,
+    BugSignatureSpec,
+    BugSignatureStatus,
+    FuzzCampaign,
+    Secret,
+    sig_spec,
+    sig_status,
+)
 from .kube import ApiError, path
 from .runtime import Runtime, campaign_ref, log, now_text
 
 # kopf's `campaigns` index: (namespace, campaign label value) -> campaign bodies.
-CampaignIndex = Mapping[tuple[str, str], Collection[Any]]
+CampaignIndex = Mapping[tuple[str, str], Collection[FuzzCampaign]]
 
 
 def routing_campaign(rt: Runtime, namespace: str, names: list[str],
@@ -39,25 +48,25 @@ def hold(rt: Runtime) -> timedelta:
     return timedelta(seconds=rt.config.alerting.resend_interval * signatures.RESEND_HOLD)
 
 
-async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> None:
+async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: BugSignature) -> None:
     """Send the alert this signature is owed (firing, or resolving once it is fixed), once;
     retryable failures and throttled alerts are left for the retry loop."""
-    spec, status = sig.get("spec") or {}, sig.get("status") or {}
+    spec, status = sig_spec(sig), sig_status(sig)
     key = signatures.due_alert(spec, status)
     resolve = signatures.due_resolve(spec, status) if key is None else None
     if key is None and resolve is None:
         return
     ns, name = sig["metadata"]["namespace"], sig["metadata"]["name"]
     ref = c.spec.alerts.webhookSecretRef
-    sig_status = path(API_VERSION, "bugsignatures", ns, name, "status")
+    status_path = path(API_VERSION, "bugsignatures", ns, name, "status")
     cfg = rt.config.alerting
     outcome = alerting.Delivery.SENT
     if ref is not None:
-        secret = await rt.api.get(path("v1", "secrets", ns, ref.name))
+        secret = await rt.api.get(path("v1", "secrets", ns, ref.name), Secret)
         url = alerting.secret_value(secret, ref.key) if secret else None
         problem = (f"Secret {ref.name} does not exist" if secret is None
                    else alerting.url_problem(url))
-        if problem is not None:
+        if problem is not None or url is None:
             await webhook_invalid(rt, c, sig, f"webhook URL in Secret {ref.name}, key "
                                               f"{ref.key}: {problem}")
             return
@@ -75,21 +84,21 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
                       signature=spec.get("signature"), key=key or resolve)
             return
     if resolve is not None:
-        await rt.api.patch(sig_status, {"status": {"resolvedKey": resolve}})
+        await rt.api.patch(status_path, {"status": {"resolvedKey": resolve}})
         log.info("alert.resolved", campaign=c.name, namespace=ns,
                  signature=spec.get("signature"), key=resolve, outcome=outcome.value)
         return
     sent = now_text()
     # The labels it was sent with: its re-sends and its resolution carry the same ones.
-    update: dict[str, Any] = {"alertKey": key, "lastAlertTime": sent, "alertError": None,
-                              "alertLabels": signatures.alert_labels(sig, str(key))}
+    update: BugSignatureStatus = {"alertKey": str(key), "lastAlertTime": sent, "alertError": None,
+                                  "alertLabels": signatures.alert_labels(sig, str(key))}
     if outcome is alerting.Delivery.REJECTED:
         # Never retried: the receiver refuses this message; the error is kept for people.
         rt.metrics.alert_failures.inc()
         update["alertError"] = f"rejected by the receiver ({sent})"
     else:
         rt.metrics.alerts_sent.labels(str(key).split("-")[0]).inc()
-    await rt.api.patch(sig_status, {"status": update})
+    await rt.api.patch(status_path, {"status": update})
     try:
         await rt.api.patch(path(API_VERSION, "fuzzcampaigns", ns, c.name, "status"),
                            {"status": {"lastAlertTime": sent}})
@@ -100,14 +109,14 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: dict[str, Any]) -> 
                 key=key, webhook=ref is not None, outcome=outcome.value)
 
 
-async def webhook_invalid(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
+async def webhook_invalid(rt: Runtime, c: desired.Campaign, sig: BugSignature,
                           error: str) -> None:
     """A person's Secret holds no usable URL: say so on the signature and, once per
     distinct error, in a Warning Event; the retry loop tries again after a fix."""
     ns, name = sig["metadata"]["namespace"], sig["metadata"]["name"]
     rt.metrics.alert_failures.inc()
     log.error("alert.webhook_invalid", campaign=c.name, namespace=ns, signature=name, error=error)
-    if (sig.get("status") or {}).get("alertError") == error:
+    if sig_status(sig).get("alertError") == error:
         return
     await rt.api.patch(path(API_VERSION, "bugsignatures", ns, name, "status"),
                        {"status": {"alertError": error}})
@@ -115,8 +124,8 @@ async def webhook_invalid(rt: Runtime, c: desired.Campaign, sig: dict[str, Any],
                    f"{error}; alerts for {name} wait until it is fixed")
 
 
-async def retry(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
-                status: dict[str, Any], campaigns: CampaignIndex) -> None:
+async def retry(rt: Runtime, namespace: str, name: str, spec: BugSignatureSpec,
+                status: BugSignatureStatus, campaigns: CampaignIndex) -> None:
     """The alert retry of one BugSignature (periodic.py): send an alert still owed (failed, throttled, or
     waiting on a fixed webhook Secret), routed by a campaign that still exists."""
     if signatures.due_alert(spec, status) is None and signatures.due_resolve(spec, status) is None:
@@ -125,7 +134,7 @@ async def retry(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
     if c is None:
         return
     async with rt.lock(namespace, name.removeprefix("sig-")):
-        sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name))
+        sig = await rt.api.get(path(API_VERSION, "bugsignatures", namespace, name), BugSignature)
         if sig is not None:
             await maybe_alert(rt, c, sig)
 
@@ -133,12 +142,12 @@ async def retry(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
 async def webhook_url(rt: Runtime, namespace: str, secret_name: str, key: str) -> str | None:
     """The usable webhook URL in a Secret's key, or None (no Secret, or one that holds
     none: maybe_alert reports that; a re-send only skips it)."""
-    secret = await rt.api.get(path("v1", "secrets", namespace, secret_name))
+    secret = await rt.api.get(path("v1", "secrets", namespace, secret_name), Secret)
     url = alerting.secret_value(secret, key) if secret else None
     return url if alerting.url_problem(url) is None else None
 
 
-async def resend(rt: Runtime, sigs: Iterable[dict[str, Any]], campaigns: CampaignIndex) -> int:
+async def resend(rt: Runtime, sigs: Iterable[BugSignature], campaigns: CampaignIndex) -> int:
     """Send the firing alert of every open signature (signatures.resend_key) again, one
     POST per receiver: Alertmanager keeps an alert only until its endsAt, and loses them all
     in a restart; a re-sent alert has the labels of the first, so Alertmanager merges it and
@@ -148,10 +157,11 @@ async def resend(rt: Runtime, sigs: Iterable[dict[str, Any]], campaigns: Campaig
     that a fix just resolved. Returns the alerts delivered."""
     cfg = rt.config.alerting
     now = datetime.now(UTC)
-    batches: dict[tuple[str, str], list[tuple[str, str, dict[str, Any]]]] = {}
+    batches: dict[tuple[str, str], list[tuple[str, str, Alert]]] = {}
     urls: dict[tuple[str, str, str], str | None] = {}
     for sig in sigs:
-        spec, status = sig.get("spec") or {}, sig.get("status") or {}
+        spec, status = sig_spec(sig), sig_status(sig)
+
         key = signatures.resend_key(spec, status)
         if key is None:
             continue

@@ -13,20 +13,30 @@ simply no longer there, and no object carries a finalizer of this operator.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from typing import Any, TypeVar
 
 import kopf
-from xla_sentinel.cluster.report import label_value
+from xla_sentinel.cluster.report import WorkerReport, label_value
 
 from . import campaigns as campaign_flows
 from . import ingest, notify
+from .bodies import BugSignature, FuzzCampaign, Job, KubeObject, Result, sig_spec, sig_status
+from .notify import CampaignIndex
 from .runtime import Runtime, log
 
 # Roll-ups of different campaigns at once (each is a few API calls at most).
 CONCURRENCY = 8
 
-Index = Mapping[Any, Any]
+# kopf's indexes (handlers.py) as their handlers see them: a key -> the values indexed.
+# By (namespace, campaign label value): a campaign's worker Jobs, its reports (name,
+# report) and results (name, key, result); by namespace: its signatures.
+CampaignKey = tuple[str, str]
+WorkerJobIndex = Mapping[CampaignKey, Collection[Job]]
+ReportIndex = Mapping[CampaignKey, Collection[tuple[str, WorkerReport]]]
+ResultIndex = Mapping[CampaignKey, Collection[tuple[str, str, Result]]]
+SignatureIndex = Mapping[str, Collection[BugSignature]]
+Item = TypeVar("Item", FuzzCampaign, BugSignature)
 
 
 async def every(rt: Runtime, what: str, interval: float, work: Callable[[], Awaitable[Any]],
@@ -45,51 +55,53 @@ async def every(rt: Runtime, what: str, interval: float, work: Callable[[], Awai
         await asyncio.sleep(interval)
 
 
-def campaign_bodies(rt: Runtime, campaigns: Index) -> list[dict[str, Any]]:
+def campaign_bodies(rt: Runtime, campaigns: CampaignIndex) -> list[FuzzCampaign]:
     """The campaigns (index values) this operator has reconciled since it started."""
     return [body for key in list(campaigns) for body in list(campaigns.get(key, []))
             if body["metadata"].get("uid") in rt.reconciled]
 
 
-async def _each(what: str, items: list[Any], work: Callable[[Any], Awaitable[Any]]) -> None:
+async def _each(what: str, items: list[Item], work: Callable[[Item], Awaitable[None]]) -> None:
     gate = asyncio.Semaphore(CONCURRENCY)
 
-    async def one(item: Any) -> None:
+    async def one(item: Item) -> None:
         async with gate:
             await work(item)
 
     for item, outcome in zip(items, await asyncio.gather(*(one(i) for i in items),
                                                         return_exceptions=True), strict=True):
         if isinstance(outcome, BaseException) and not isinstance(outcome, kopf.PermanentError):
-            meta = item["metadata"]
+            obj: KubeObject = item
+            meta = obj["metadata"]
             log.error("periodic.failed", work=what, namespace=meta.get("namespace"),
                       name=meta.get("name"), error=f"{type(outcome).__name__}: {outcome}")
 
 
-def start(rt: Runtime, *, worker_jobs: Index, reports: Index, results: Index,
-          campaigns: Index, signatures: Index) -> None:
+def start(rt: Runtime, *, worker_jobs: WorkerJobIndex, reports: ReportIndex,
+          results: ResultIndex, campaigns: CampaignIndex, signatures: SignatureIndex) -> None:
     """Start the loops over kopf's live indexes (as kopf hands them to the startup handler)."""
     cfg = rt.config
 
-    def key(body: dict[str, Any]) -> tuple[str, str]:
+    def key(body: FuzzCampaign) -> CampaignKey:
         return body["metadata"]["namespace"], label_value(body["metadata"]["name"])
 
-    async def roll_up(body: dict[str, Any]) -> None:
+    async def roll_up(body: FuzzCampaign) -> None:
         await campaign_flows.roll_up_and_write(
             rt, body, list(worker_jobs.get(key(body), [])),
             [r for _, r in reports.get(key(body), [])])
 
-    async def reingest(body: dict[str, Any]) -> None:
+    async def reingest(body: FuzzCampaign) -> None:
         await ingest.catch_up(rt, rt.campaign(body), list(reports.get(key(body), [])),
                               list(results.get(key(body), [])))
 
-    def sigs() -> list[dict[str, Any]]:
+    def sigs() -> list[BugSignature]:
         return [s for k in list(signatures) for s in list(signatures.get(k, []))]
 
-    async def retry(sig: dict[str, Any]) -> None:
+    async def retry(sig: BugSignature) -> None:
         meta = sig["metadata"]
-        await notify.retry(rt, meta["namespace"], meta["name"], sig.get("spec") or {},
-                           sig.get("status") or {}, campaigns)
+        await notify.retry(rt, meta["namespace"], meta["name"], sig_spec(sig), sig_status(sig),
+                           campaigns)
+
 
     loops = {
         "roll_up": (cfg.rollup_interval, 0.0,

@@ -6,15 +6,29 @@ campaigns whose workers mirror to an artifact store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from xla_sentinel.cluster.report import REVISION_LABEL, WorkerReport
 from xla_sentinel.spec.campaign import CampaignSpec
 
 from . import jobsets
+from .bodies import (
+    CampaignStatus,
+    Condition,
+    Counters,
+    Failures,
+    Job,
+    ReportError,
+    RetryRecord,
+    StorageError,
+    WorkerStats,
+    WorkerSummary,
+    job_spec,
+    job_status,
+    labels_of,
+)
 from .desired import GROUP_LABEL, job_count, pod_count
 from .timestamps import parse_time
 
@@ -30,11 +44,8 @@ class Health:
     message: str
 
 
-def _job_condition(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind and cond.get("status") == "True":
-            return cond
-    return None
+def _job_condition(job: Job, kind: str) -> Condition | None:
+    return jobsets.true_condition(job_status(job).get("conditions"), kind)
 
 
 def failure_limit(completions: int) -> int:
@@ -57,16 +68,20 @@ def _text(when: datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _uid(job: dict[str, Any]) -> str:
+def _uid(job: Job) -> str:
     return str(job["metadata"].get("uid") or job["metadata"]["name"])
 
 
-def recent_failures(previous: dict[str, Any], jobs: list[dict[str, Any]],
-                    now: datetime) -> dict[str, Any]:
+def _current(jobs: list[Job], rev: str) -> list[Job]:
+    """The worker Jobs of revision `rev`."""
+    return [j for j in jobs if labels_of(j).get(REVISION_LABEL) == rev]
+
+
+def recent_failures(previous: Failures, jobs: list[Job], now: datetime) -> Failures:
     """Pod failures per worker Job as events in time: `seen` is the failed count last read
     per Job uid, `recent` the increases ({uid, time, failed}) within FAILURE_WINDOW of Jobs
     that still exist. Kept in status, so an operator restart loses no history."""
-    uids = {_uid(j): int((j.get("status") or {}).get("failed") or 0) for j in jobs}
+    uids = {_uid(j): int(job_status(j).get("failed") or 0) for j in jobs}
     seen = dict(previous.get("seen") or {})
     recent = [e for e in previous.get("recent") or []
               if e.get("uid") in uids and (t := parse_time(e.get("time"))) is not None
@@ -78,14 +93,14 @@ def recent_failures(previous: dict[str, Any], jobs: list[dict[str, Any]],
     return {"seen": uids, "recent": recent}
 
 
-def failures_in_window(failures: dict[str, Any], job: dict[str, Any]) -> int:
+def failures_in_window(failures: Failures, job: Job) -> int:
     return sum(int(e.get("failed") or 0) for e in failures.get("recent") or []
                if e.get("uid") == _uid(job))
 
 
 def retry_delay(attempts: int) -> timedelta:
     """How long to wait before recreating a worker Job that failed `attempts` times."""
-    return min(RETRY_BASE * 2 ** max(0, attempts - 1), RETRY_MAX)
+    return min(RETRY_BASE * (1 << max(0, attempts - 1)), RETRY_MAX)
 
 
 @dataclass(frozen=True)
@@ -99,23 +114,23 @@ class Retry:
     now: bool
 
 
-def retries(previous: dict[str, Any], jobs: list[dict[str, Any]], rev: str,
-            now: datetime) -> tuple[dict[str, Any], list[Retry]]:
+def retries(previous: dict[str, RetryRecord], jobs: list[Job], rev: str,
+            now: datetime) -> tuple[dict[str, RetryRecord], list[Retry]]:
     """The retry record of failed worker Jobs (status.retries: per group the attempts, the
     uid of the failed Job counted last and the next retry time), and the Jobs due now.
     A group whose Job runs again without a failure in the window starts over at 0.
     A slice JobSet (jobsets.as_worker_job) is never retried here: JobSet restarts its own
     slice, and one that failed has spent its restarts."""
-    present = {(j["metadata"].get("labels") or {}).get(GROUP_LABEL) for j in jobs}
+    present = {labels_of(j).get(GROUP_LABEL) for j in jobs}
     # A group between the deletion of its failed Job and the new one keeps its count.
-    record: dict[str, Any] = {g: e for g, e in previous.items() if g not in present}
+    record = {g: e for g, e in previous.items() if g not in present}
     due: list[Retry] = []
     for job in jobs:
-        labels = job["metadata"].get("labels") or {}
+        labels = labels_of(job)
         if labels.get(REVISION_LABEL) != rev or job.get("kind") == jobsets.KIND:
             continue
         group = str(labels.get(GROUP_LABEL) or job["metadata"]["name"])
-        before = dict(previous.get(group) or {})
+        before: RetryRecord = previous.get(group) or {}
         if _job_condition(job, "Failed") is None:
             if before and before.get("failedUid") != _uid(job):
                 record[group] = before  # recreated: keep counting until it proves healthy
@@ -128,27 +143,28 @@ def retries(previous: dict[str, Any], jobs: list[dict[str, Any]], rev: str,
                      "nextRetry": _text(now + retry_delay(attempts))}
         record[group] = entry
         at = parse_time(entry.get("nextRetry")) or now
-        due.append(Retry(job["metadata"]["name"], group, int(entry["attempts"]), at, now >= at))
+        due.append(Retry(job["metadata"]["name"], group, int(entry.get("attempts") or 0), at,
+                         now >= at))
     return record, due
 
 
-def healthy_again(record: dict[str, Any], jobs: list[dict[str, Any]], rev: str,
-                  failures: dict[str, Any]) -> dict[str, Any]:
+def healthy_again(record: dict[str, RetryRecord], jobs: list[Job], rev: str,
+                  failures: Failures) -> dict[str, RetryRecord]:
     """Drop the retry record of groups whose current Job has active pods and no failure in
     the window: the next failure starts the backoff from its base again."""
     out = dict(record)
     for job in jobs:
-        labels = job["metadata"].get("labels") or {}
+        labels = labels_of(job)
         group = labels.get(GROUP_LABEL)
-        if (labels.get(REVISION_LABEL) == rev and group in out
+        if (group is not None and labels.get(REVISION_LABEL) == rev and group in out
                 and out[group].get("failedUid") != _uid(job)
-                and int((job.get("status") or {}).get("active") or 0) > 0
+                and int(job_status(job).get("active") or 0) > 0
                 and failures_in_window(failures, job) == 0):
             del out[group]
     return out
 
 
-def counters(reports: list[WorkerReport]) -> dict[str, Any]:
+def counters(reports: list[WorkerReport]) -> Counters:
     findings: dict[str, int] = {}
     signatures: set[str] = set()
     for r in reports:
@@ -181,73 +197,126 @@ def _fresh(report: WorkerReport, now: datetime) -> bool:
     return updated is not None and now - updated < REPORT_FRESH
 
 
-def running_workers(jobs: list[dict[str, Any]], reports: list[WorkerReport],
-                    now: datetime) -> bool:
+def running_workers(jobs: list[Job], reports: list[WorkerReport], now: datetime) -> bool:
     """Some worker runs: a pod is ready, or a worker reported recently. Not `active`: a
     Job counts its Pending pods (unscheduled, pulling the image) as active, and a Pending
     pod has done nothing."""
-    return (any(int((j.get("status") or {}).get("ready") or 0) > 0 for j in jobs)
+    return (any(int(job_status(j).get("ready") or 0) > 0 for j in jobs)
+
             or any(_fresh(r, now) for r in reports))
 
 
-def health(spec: CampaignSpec, jobs: list[dict[str, Any]], reports: list[WorkerReport],
-           rev: str, programs: int, start: datetime | None, now: datetime,
-           failures: dict[str, Any] | None = None, due: Sequence[Retry] = ()) -> Health:
-    """The phase and why. `jobs` are the campaign's worker Jobs of every revision;
-    `failures` is recent_failures() (default: every failed pod counts as recent)."""
-    current = [j for j in jobs if j["metadata"].get("labels", {}).get(REVISION_LABEL) == rev]
-    if failures is None:
-        failures = recent_failures({}, current, now)
-    retry_at = {r.job: r for r in due}
-    for job in current:
+@dataclass(frozen=True)
+class Observed:
+    """What health() reads, once: the campaign's spec and children at one roll-up."""
+
+    spec: CampaignSpec
+    jobs: list[Job]  # every revision's
+    current: list[Job]  # the current revision's
+    reports: list[WorkerReport]
+    programs: int
+    now: datetime
+    failures: Failures
+    retry_at: dict[str, Retry]
+    spent: bool  # budget_spent()
+    all_done: bool  # every worker Job of the current revision is Complete
+
+    def ready_pods(self) -> int:
+        return sum(int(job_status(j).get("ready") or 0) for j in self.current)
+
+
+def _kind(job: Job) -> str:
+    return job.get("kind") or "Job"
+
+
+def _stalled(o: Observed) -> Health | None:
+    """A worker Job failed for good, or its pods keep failing."""
+    for job in o.current:
+        name = job["metadata"]["name"]
         failed = _job_condition(job, "Failed")
         if failed:
-            name = job["metadata"]["name"]
             why = failed.get("message") or failed.get("reason") or "failed"
-            r = retry_at.get(name)
+            r = o.retry_at.get(name)
             when = f"; recreating it (attempt {r.attempts}) at {_text(r.at)}" if r else ""
-            return Health("Stalled", "WorkerJobFailed", f"{job.get('kind') or 'Job'} {name}: "
-                                                        f"{why}{when}")
-        n_failed = failures_in_window(failures, job)
-        limit = failure_limit(int(job.get("spec", {}).get("completions") or 1))
+            return Health("Stalled", "WorkerJobFailed", f"{_kind(job)} {name}: {why}{when}")
+        n_failed = failures_in_window(o.failures, job)
+        limit = failure_limit(int(job_spec(job).get("completions") or 1))
         if n_failed >= limit:
             what = ("restarts of its slice" if job.get("kind") == jobsets.KIND
                     else "worker pods failed")
             return Health("Stalled", "WorkersFailing",
-                          f"{job.get('kind') or 'Job'} {job['metadata']['name']}: {n_failed} "
-                          f"{what} in the last {int(FAILURE_WINDOW.total_seconds() // 60)} "
-                          f"minutes (limit {limit})")
-    n_groups = job_count(spec)
-    all_done = (len(current) == n_groups
-                and all(_job_condition(j, "Complete") for j in current))
-    if budget_spent(spec, programs, start, now) and not all_done:
-        # Workers whose pods are up are finishing their shards (the last programs, the
-        # summary, the report): stopping them now would cut that short, so Completed (which
-        # suspends the Jobs) waits for them. Pending pods have done nothing and are stopped.
-        finishing = sum(int((j.get("status") or {}).get("ready") or 0) for j in current)
-        if finishing:
-            return Health("Running", "Finishing", f"budget spent ({programs} programs); "
-                                                  f"{finishing} workers finishing their shards")
-    if budget_spent(spec, programs, start, now) or all_done:
-        return Health("Completed", "BudgetSpent" if not all_done else "WorkersFinished",
-                      f"{programs} programs run")
-    if spec.suspend:
+                          f"{_kind(job)} {name}: {n_failed} {what} in the last "
+                          f"{int(FAILURE_WINDOW.total_seconds() // 60)} minutes (limit {limit})")
+    return None
+
+
+def _done(o: Observed) -> Health | None:
+    """The budget is spent or every worker finished. Workers whose pods are up are finishing
+    their shards (the last programs, the summary, the report): stopping them now would cut
+    that short, so Completed (which suspends the Jobs) waits for them. Pending pods have
+    done nothing and are stopped."""
+    if o.spent and not o.all_done and (finishing := o.ready_pods()):
+        return Health("Running", "Finishing", f"budget spent ({o.programs} programs); "
+                                              f"{finishing} workers finishing their shards")
+    if o.spent or o.all_done:
+        return Health("Completed", "WorkersFinished" if o.all_done else "BudgetSpent",
+                      f"{o.programs} programs run")
+    return None
+
+
+def _suspended(o: Observed) -> Health | None:
+    if o.spec.suspend:
         return Health("Suspended", "Suspended", "spec.suspend is true; results are kept")
-    if len(current) < n_groups:
-        return Health("Pending", "CreatingWorkers", f"{len(current)}/{n_groups} worker Jobs exist")
-    if len(current) < len(jobs):
+    return None
+
+
+def _converging(o: Observed) -> Health | None:
+    """Worker Jobs of the current revision are still to be made, or older ones to go."""
+    n_groups = job_count(o.spec)
+    if len(o.current) < n_groups:
+        return Health("Pending", "CreatingWorkers", f"{len(o.current)}/{n_groups} worker Jobs exist")
+    if len(o.current) < len(o.jobs):
         return Health("Running", "RollingWorkers", "replacing worker Jobs of an older revision")
-    active = sum(int((j.get("status") or {}).get("active") or 0) for j in current)
-    if not running_workers(current, reports, now):
-        if spec.queueName and any((j.get("spec") or {}).get("suspend") for j in current):
-            return Health("Pending", QUEUED, f"waiting for Kueue to admit the workers "
-                                               f"(queue {spec.queueName})")
-        return Health("Pending", "WaitingForWorkers", "no worker pod is running")
+    return None
+
+
+def _waiting(o: Observed) -> Health | None:
+    """No worker runs yet: Kueue has not admitted them, or their pods are not up."""
+    if running_workers(o.current, o.reports, o.now):
+        return None
+    queue = o.spec.queueName
+    if queue and any(job_spec(j).get("suspend") for j in o.current):
+        return Health("Pending", QUEUED, f"waiting for Kueue to admit the workers (queue {queue})")
+    return Health("Pending", "WaitingForWorkers", "no worker pod is running")
+
+
+# The questions health() asks in order; the first that answers gives the phase.
+HEALTH_CHECKS: tuple[Callable[[Observed], Health | None], ...] = (
+    _stalled, _done, _suspended, _converging, _waiting)
+
+
+def health(spec: CampaignSpec, jobs: list[Job], reports: list[WorkerReport],
+           rev: str, programs: int, start: datetime | None, now: datetime,
+           failures: Failures | None = None, due: Sequence[Retry] = ()) -> Health:
+    """The phase and why. `jobs` are the campaign's worker Jobs of every revision;
+    `failures` is recent_failures() (default: every failed pod counts as recent)."""
+    current = _current(jobs, rev)
+    o = Observed(spec=spec, jobs=jobs, current=current, reports=reports, programs=programs,
+                 now=now, failures=recent_failures({}, current, now) if failures is None
+                 else failures, retry_at={r.job: r for r in due},
+                 spent=budget_spent(spec, programs, start, now),
+                 all_done=(len(current) == job_count(spec)
+                           and all(_job_condition(j, "Complete") for j in current)))
+    for check in HEALTH_CHECKS:
+        if (h := check(o)) is not None:
+            return h
+    active = sum(int(job_status(j).get("active") or 0) for j in current)
     return Health("Running", "Running", f"{active} worker pods active")
 
 
-def conditions(h: Health, generation: int, previous: list[dict[str, Any]],
-               now_text: str) -> list[dict[str, Any]]:
+def conditions(h: Health, generation: int, previous: list[Condition],
+               now_text: str) -> list[Condition]:
+
     """kstatus conditions: Ready while running or done, Reconciling while converging,
     Stalled when it cannot make progress. Waiting for Kueue to admit the workers (reason
     Queued) is none of them: a steady state that may last as long as the quota is taken,
@@ -262,15 +331,16 @@ def conditions(h: Health, generation: int, previous: list[dict[str, Any]],
         "Stalled": h.phase == "Stalled",
     }
     old = {c.get("type"): c for c in previous}
-    out = []
+    out: list[Condition] = []
     for kind in _CONDITION_TYPES:
         status = "True" if truth[kind] else "False"
-        before = old.get(kind) or {}
-        changed = before.get("status") != status
+        before = old.get(kind)
+        changed = before is None or before.get("status") != status
         out.append({
             "type": kind, "status": status, "reason": h.reason, "message": h.message,
             "observedGeneration": generation,
-            "lastTransitionTime": now_text if changed else before.get("lastTransitionTime", now_text),
+            "lastTransitionTime": (now_text if before is None or changed
+                                   else before.get("lastTransitionTime", now_text)),
         })
     return out
 
@@ -290,11 +360,11 @@ def _by_worker(r: WorkerReport) -> tuple[tuple[str, int], str]:
 
 
 def worker_summary(reports: list[WorkerReport], rev: str = "",
-                   limit: int = WORKER_SUMMARY_MAX) -> list[dict[str, Any]]:
+                   limit: int = WORKER_SUMMARY_MAX) -> list[WorkerSummary]:
     """Per worker and revision: programs, findings, attempts, last report; listed by worker.
     With more than `limit` reports, the ones most worth a look: the current revision's
     first, then the most restarted, then those whose last report is oldest."""
-    def notable(r: WorkerReport) -> tuple[Any, ...]:
+    def notable(r: WorkerReport) -> tuple[bool, int, str, int, tuple[str, int], str]:
         return (r.revision not in (rev, ""), -r.attempts, r.updated or "~", r.programs,
                 *_by_worker(r))
 
@@ -306,34 +376,35 @@ def worker_summary(reports: list[WorkerReport], rev: str = "",
 
 
 def worker_stats(reports: list[WorkerReport], rev: str,
-                 limit: int = WORKER_SUMMARY_MAX) -> dict[str, Any]:
+                 limit: int = WORKER_SUMMARY_MAX) -> WorkerStats:
     """What workerSummary leaves out, counted: reports of every revision (`reports`, of
     which `listed` are in workerSummary) and over the current revision's workers the
     least and most programs, the most attempts, how many restarted (attempts > 1), and the
     oldest and newest last report."""
     current = [r for r in reports if r.revision in (rev, "")]
-    out: dict[str, Any] = {"reports": len(reports), "listed": min(len(reports), limit),
-                           "revisions": len({r.revision for r in reports}),
-                           "workers": len(current)}
+    out: WorkerStats = {"reports": len(reports), "listed": min(len(reports), limit),
+                        "revisions": len({r.revision for r in reports}),
+                        "workers": len(current)}
     if current:
-        out.update(programsMin=min(r.programs for r in current),
-                   programsMax=max(r.programs for r in current),
-                   attemptsMax=max(r.attempts for r in current),
-                   restarted=sum(1 for r in current if r.attempts > 1))
+        out.update({"programsMin": min(r.programs for r in current),
+                    "programsMax": max(r.programs for r in current),
+                    "attemptsMax": max(r.attempts for r in current),
+                    "restarted": sum(1 for r in current if r.attempts > 1)})
         updated = [r.updated for r in current if r.updated]
         if updated:
-            out.update(oldestReport=min(updated), newestReport=max(updated))
+            out.update({"oldestReport": min(updated), "newestReport": max(updated)})
+
     return out
 
 
-def report_errors(reports: list[WorkerReport]) -> list[dict[str, str]]:
+def report_errors(reports: list[WorkerReport]) -> list[ReportError]:
     """Workers whose last report write the API server refused (their spec.error), by
     worker; status.reportErrors holds the first ERRORS_MAX."""
     return [{"worker": r.worker, "revision": r.revision, "error": r.error[:ERROR_CHARS]}
             for r in sorted(reports, key=_by_worker) if r.error]
 
 
-def storage_errors(reports: list[WorkerReport], rev: str) -> list[dict[str, Any]]:
+def storage_errors(reports: list[WorkerReport], rev: str) -> list[StorageError]:
     """Workers of the current revision whose artifact store does not answer (their report's
     `storage`): they keep fuzzing and keep the findings on the pod's disk until it does.
     Older revisions' pods are retired, and their last word would otherwise stay forever.
@@ -350,9 +421,9 @@ def storage_errors(reports: list[WorkerReport], rev: str) -> list[dict[str, Any]
 STORAGE_CONDITION = "StorageAvailable"
 
 
-def storage_condition(errors: list[dict[str, Any]], reports: list[WorkerReport], rev: str,
-                      generation: int, previous: list[dict[str, Any]],
-                      now_text: str) -> dict[str, Any] | None:
+def storage_condition(errors: list[StorageError], reports: list[WorkerReport], rev: str,
+                      generation: int, previous: list[Condition],
+                      now_text: str) -> Condition | None:
     """StorageAvailable: False while a worker of this revision cannot reach the artifact
     store (the first one's reason, and how many findings wait on pods' disks), True once
     every worker that mirrors says it answers; None while no worker has said either."""
@@ -367,23 +438,24 @@ def storage_condition(errors: list[dict[str, Any]], reports: list[WorkerReport],
                    f"{first['reason']}")[:1000]
     else:
         reason, status, message = "StorageAvailable", "True", "every worker's artifact store answers"
-    before = next((c for c in previous if c.get("type") == STORAGE_CONDITION), {})
+    before = next((c for c in previous if c.get("type") == STORAGE_CONDITION), None)
     return {"type": STORAGE_CONDITION, "status": status, "reason": reason, "message": message,
             "observedGeneration": generation,
             "lastTransitionTime": (before.get("lastTransitionTime", now_text)
-                                   if before.get("status") == status else now_text)}
+                                   if before is not None and before.get("status") == status
+                                   else now_text)}
 
 
-def storage_outage(previous: list[dict[str, Any]], new: list[dict[str, Any]]) -> str | None:
+def storage_outage(previous: list[Condition], new: list[Condition]) -> str | None:
     """The message of a StorageUnavailable Event when this roll-up starts an outage (the
     condition turns False), else None: one Event per outage, kept across operator restarts
     because the condition lives in the campaign's status."""
-    def false(conds: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def false(conds: list[Condition]) -> Condition | None:
         return next((c for c in conds if c.get("type") == STORAGE_CONDITION
                      and c.get("status") == "False"), None)
 
     started = false(new)
-    return str(started["message"]) if started is not None and false(previous) is None else None
+    return str(started.get("message")) if started is not None and false(previous) is None else None
 
 
 def _worker_key(worker: str) -> tuple[str, int]:
@@ -391,13 +463,13 @@ def _worker_key(worker: str) -> tuple[str, int]:
     return (group, int(index)) if index.isdigit() else (worker, -1)
 
 
-def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
-           reports: list[WorkerReport], rev: str, previous: dict[str, Any],
-           now: datetime) -> dict[str, Any]:
+def status(spec: CampaignSpec, generation: int, jobs: list[Job],
+           reports: list[WorkerReport], rev: str, previous: CampaignStatus,
+           now: datetime) -> CampaignStatus:
     """The whole status block of a campaign from its children and its previous status."""
     now_text = _text(now)
     totals = counters(reports)
-    current = [j for j in jobs if j["metadata"].get("labels", {}).get(REVISION_LABEL) == rev]
+    current = _current(jobs, rev)
     failures = recent_failures(previous.get("failures") or {}, current, now)
     record, due = retries(previous.get("retries") or {}, jobs, rev, now)
     record = healthy_again(record, jobs, rev, failures)
@@ -407,7 +479,7 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
         now_text if running_workers(current, reports, now) or reports else None)
     h = health(spec, jobs, reports, rev, totals["programs"], parse_time(start_text), now,
                failures, due)
-    job_status = [j.get("status") or {} for j in current]
+    statuses = [job_status(j) for j in current]
     previous_conditions = previous.get("conditions") or []
     conds = conditions(h, generation, previous_conditions, now_text)
     stored = storage_errors(reports, rev)
@@ -415,16 +487,22 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
     storage = storage_condition(stored, reports, rev, generation, previous_conditions, now_text)
     if storage is not None:
         conds.append(storage)
-    out: dict[str, Any] = {
+    out: CampaignStatus = {
         "phase": h.phase,
         "observedGeneration": generation,
         "revision": rev,
-        **totals,
+        "programs": totals["programs"],
+        "executions": totals["executions"],
+        "elapsedSeconds": totals["elapsedSeconds"],
+        "findings": totals["findings"],
+        "findingsTotal": totals["findingsTotal"],
+        "signatures": totals["signatures"],
         "workers": {
+
             "desired": pod_count(spec),
-            "active": sum(int(s.get("active") or 0) for s in job_status),
-            "succeeded": sum(int(s.get("succeeded") or 0) for s in job_status),
-            "failed": sum(int(s.get("failed") or 0) for s in job_status),
+            "active": sum(int(s.get("active") or 0) for s in statuses),
+            "succeeded": sum(int(s.get("succeeded") or 0) for s in statuses),
+            "failed": sum(int(s.get("failed") or 0) for s in statuses),
             "reporting": sum(1 for r in reports if r.revision in (rev, "")),
         },
         "workerSummary": worker_summary(reports, rev),
@@ -441,6 +519,7 @@ def status(spec: CampaignSpec, generation: int, jobs: list[dict[str, Any]],
         out["startTime"] = start_text
     if h.phase == "Completed":
         out["completionTime"] = previous.get("completionTime") or now_text
-    if previous.get("lastAlertTime"):
-        out["lastAlertTime"] = previous["lastAlertTime"]
+    if last_alert := previous.get("lastAlertTime"):
+        out["lastAlertTime"] = last_alert
+
     return out

@@ -20,6 +20,14 @@ import structlog
 from xla_sentinel.spec.campaign import API_VERSION, SpecError, parse_spec
 
 from . import alerting, dashboard, desired, leadership, tpu
+from .bodies import (
+    BugSignature,
+    FuzzCampaign,
+    KopfPeering,
+    ObjectRef,
+    PeerEntry,
+    annotations_of,
+)
 from .config import Config
 from .kube import ApiError, Kube, path
 from .metrics import Liveness, Metrics, serve
@@ -111,13 +119,13 @@ class Runtime:
     def healthy(self) -> tuple[bool, str]:
         return self.liveness.healthy(time.monotonic(), self.config.rollup_interval)
 
-    async def event(self, ref: dict[str, Any], type: str, reason: str, message: str) -> None:
+    async def event(self, ref: ObjectRef, type: str, reason: str, message: str) -> None:
         """Post a core/v1 Event about `ref` (object_ref, campaign_ref). Posted directly, not
         through kopf.event, which works only inside kopf's handlers; the periodic work
         (periodic.py) runs outside them. A refused Event is logged, never raised."""
         meta = ref["metadata"]
         when = now_text()
-        body = {"apiVersion": "v1", "kind": "Event",
+        body: dict[str, object] = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"generateName": f"{meta['name'][:200]}.",
                              "namespace": meta["namespace"]},
                 "involvedObject": {"apiVersion": ref["apiVersion"], "kind": ref["kind"],
@@ -134,12 +142,12 @@ class Runtime:
     def lock(self, namespace: str, signature: str) -> asyncio.Lock:
         return self.locks.setdefault((namespace, signature), asyncio.Lock())
 
-    def campaign(self, body: kopf.Body | dict[str, Any]) -> desired.Campaign:
+    def campaign(self, body: FuzzCampaign) -> desired.Campaign:
         meta = body["metadata"]
         uid = meta.get("uid", "")
         # The image-platform annotation changes no generation, so it keys the cache too.
         key = (int(meta.get("generation") or 0),
-               (meta.get("annotations") or {}).get(desired.IMAGE_PLATFORM_ANNOTATION))
+               annotations_of(body).get(desired.IMAGE_PLATFORM_ANNOTATION))
         hit = self.parsed.get(uid)
         if hit is None or hit[0] != key or not uid:
             hit = (key, campaign_of(body, self.config.jobs.images(), jobset=self.config.jobs.jobset))
@@ -163,7 +171,7 @@ class Refused(kopf.PermanentError):
         self.reason = reason
 
 
-def campaign_of(body: kopf.Body | dict[str, Any], images: dict[str, str] | None = None,
+def campaign_of(body: FuzzCampaign, images: dict[str, str] | None = None,
                 jobset: bool = True) -> desired.Campaign:
     """The parsed campaign; Refused (before any Job is made) for a spec the schema refuses,
     a TPU slice GKE cannot run, a multi-host slice on a cluster without JobSet (`jobset`
@@ -171,14 +179,14 @@ def campaign_of(body: kopf.Body | dict[str, Any], images: dict[str, str] | None 
     campaign's."""
     meta = body["metadata"]
     try:
-        spec = parse_spec(dict(body.get("spec") or {}))
+        spec = parse_spec(body.get("spec") or {})
         tpu_slice = desired.tpu_slice(spec)  # a TPU slice GKE cannot run is refused before any Job
     except (SpecError, tpu.TopologyError) as e:
         raise Refused(str(e)) from None
     if tpu_slice is not None and tpu_slice.multi_host and not jobset:
         raise Refused(desired.jobset_unavailable(spec, tpu_slice), "JobSetUnavailable")
     if images is not None:
-        declared = (meta.get("annotations") or {}).get(desired.IMAGE_PLATFORM_ANNOTATION)
+        declared = annotations_of(body).get(desired.IMAGE_PLATFORM_ANNOTATION)
         try:
             desired.runner_image(spec, images, declared)
         except desired.ImageError as e:
@@ -187,7 +195,7 @@ def campaign_of(body: kopf.Body | dict[str, Any], images: dict[str, str] | None 
                             uid=meta.get("uid", ""), spec=spec)
 
 
-def object_ref(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+def object_ref(obj: BugSignature, kind: str) -> ObjectRef:
     """What kopf.event needs of an object read from the API."""
     meta = obj["metadata"]
     return {"apiVersion": API_VERSION, "kind": kind,
@@ -195,13 +203,13 @@ def object_ref(obj: dict[str, Any], kind: str) -> dict[str, Any]:
                          "uid": meta.get("uid", "")}}
 
 
-def campaign_ref(c: desired.Campaign) -> dict[str, Any]:
+def campaign_ref(c: desired.Campaign) -> ObjectRef:
     """What kopf.event needs of a campaign, from its parsed form (no API read)."""
     return {"apiVersion": API_VERSION, "kind": "FuzzCampaign",
             "metadata": {"name": c.name, "namespace": c.namespace, "uid": c.uid}}
 
 
-async def peering_status(rt: Runtime) -> list[dict[str, Any]]:
+async def peering_status(rt: Runtime) -> list[dict[str, PeerEntry]]:
     """The status (identity -> entry) of every peering object this replica takes part in:
     the ClusterKopfPeering cluster-wide, else the KopfPeering of each watched namespace."""
     name = rt.config.peering.name
@@ -209,7 +217,8 @@ async def peering_status(rt: Runtime) -> list[dict[str, Any]]:
     out = []
     for namespace in wheres:
         plural = "kopfpeerings" if namespace else "clusterkopfpeerings"
-        obj = await rt.api.get(path("kopf.dev/v1", plural, namespace, name))
+        obj = await rt.api.get(path("kopf.dev/v1", plural, namespace, name), KopfPeering)
+
         out.append(dict((obj or {}).get("status") or {}))
     return out
 

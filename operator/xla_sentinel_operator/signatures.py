@@ -8,12 +8,27 @@ which is re-sent (same labels) while the bug is open and resolved when it is fix
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import cast
 
+from packaging.version import InvalidVersion, Version
 from xla_sentinel.cluster.report import SignatureEntry, label_value
 from xla_sentinel.spec.campaign import API_VERSION
 
+from .bodies import (
+    Alert,
+    Bisection,
+    BisectionResult,
+    BugSignature,
+    BugSignatureSpec,
+    BugSignatureStatus,
+    SeenOn,
+    SignaturePatch,
+    labels_of,
+    sig_spec,
+    sig_status,
+)
 from .config import AlertingConfig
 from .desired import SIGNATURE_LABEL, Campaign, artifact_path
 from .timestamps import parse_time, rfc3339
@@ -37,20 +52,24 @@ def hit_key(campaign: str, worker: str, revision: str = "") -> str:
 
 
 def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntry,
-                  versions: dict[str, str] | None = None) -> dict[str, Any]:
+                  versions: dict[str, str] | None = None) -> BugSignature:
     """The BugSignature to create when a signature is seen for the first time."""
     sample = entry.samples[0] if entry.samples else {}
-    spec: dict[str, Any] = {"signature": signature, "verdict": entry.verdict, "state": "new",
+    spec: BugSignatureSpec = {"signature": signature, "verdict": entry.verdict, "state": "new",
                             # Every configuration the bug shows in: the grouped signature's
                             # list, and the samples' targets (reports written before it).
                             "targets": sorted({*entry.configurations,
                                                *(str(s["target"]) for s in entry.samples
                                                  if s.get("target"))}),
                             "teams": list(c.spec.alerts.teams)}
-    for field, key in (("culpritOp", "culprit_op"), ("culpritPass", "culprit_pass"),
-                       ("fusionKind", "fusion_kind"), ("dtype", "dtype")):
-        if sample.get(key):
-            spec[field] = str(sample[key])
+    if sample.get("culprit_op"):
+        spec["culpritOp"] = str(sample["culprit_op"])
+    if sample.get("culprit_pass"):
+        spec["culpritPass"] = str(sample["culprit_pass"])
+    if sample.get("fusion_kind"):
+        spec["fusionKind"] = str(sample["fusion_kind"])
+    if sample.get("dtype"):
+        spec["dtype"] = str(sample["dtype"])
     if versions:
         spec["versions"] = dict(versions)
     if sample.get("dir"):
@@ -63,8 +82,8 @@ def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntr
             "spec": spec}
 
 
-def hits_update(status: dict[str, Any], campaign: str, worker: str,
-                entry: SignatureEntry, revision: str = "") -> dict[str, Any] | None:
+def hits_update(status: BugSignatureStatus, campaign: str, worker: str,
+                entry: SignatureEntry, revision: str = "") -> BugSignatureStatus | None:
     """The status fields to write after `worker` reported `entry`; None when nothing changed."""
     hits = dict(status.get("hits") or {})
     key = hit_key(campaign, worker, revision)
@@ -74,7 +93,8 @@ def hits_update(status: dict[str, Any], campaign: str, worker: str,
     campaigns = sorted(set(status.get("campaigns") or []) | {campaign})
     first = min(filter(None, [status.get("firstSeen"), entry.first_seen]), default=None)
     last = max(filter(None, [status.get("lastSeen"), entry.last_seen]), default=None)
-    update: dict[str, Any] = {"hits": hits, "count": sum(hits.values()), "campaigns": campaigns}
+    update: BugSignatureStatus = {"hits": hits, "count": sum(hits.values()),
+                                  "campaigns": campaigns}
     if first:
         update["firstSeen"] = first
     if last:
@@ -82,10 +102,8 @@ def hits_update(status: dict[str, Any], campaign: str, worker: str,
     return update
 
 
-def version_key(text: str | None) -> tuple[Any, ...] | None:
+def version_key(text: str | None) -> tuple[Version] | None:
     """An orderable form of a version ("0.10.2", "0.10.3.dev20261201"); None if unreadable."""
-    from packaging.version import InvalidVersion, Version
-
     try:
         return (Version(str(text)),)
     except InvalidVersion:
@@ -99,7 +117,8 @@ def at_or_after(version: str | None, fixed_in: str) -> bool:
     return seen is None or fixed is None or seen >= fixed
 
 
-def regressed(spec: dict[str, Any], status: dict[str, Any], versions: dict[str, str] | None) -> bool:
+def regressed(spec: BugSignatureSpec, status: BugSignatureStatus,
+              versions: Mapping[str, str] | None) -> bool:
     """A new hit, seen on `versions`, of a bug marked fixed: a regression when the runner's
     jaxlib is the fixing version (`spec.fixedIn`) or later, or when no version was given.
     A hit on an older jaxlib is the bug the fix is known not to have reached: counted only."""
@@ -115,35 +134,40 @@ def regressed(spec: dict[str, Any], status: dict[str, Any], versions: dict[str, 
 SEEN_ON_MAX = 20  # version combinations kept per signature (the most recently seen)
 
 
-def seen_on(previous: list[dict[str, Any]] | None, versions: dict[str, str] | None,
-            when: str) -> list[dict[str, Any]] | None:
+def _versions_key(e: Mapping[str, object]) -> dict[str, str]:
+    return {k: str(e[k]) for k in ("jax", "jaxlib", "image") if e.get(k)}
+
+
+def seen_on(previous: list[SeenOn] | None, versions: Mapping[str, str] | None,
+            when: str) -> list[SeenOn] | None:
     """status.seenOn after a hit on `versions` (jax, jaxlib, image) at `when`; None when
     nothing changes."""
     if not versions:
         return None
-    key = {k: str(versions[k]) for k in ("jax", "jaxlib", "image") if versions.get(k)}
-    out = [dict(e) for e in previous or []]
+    key = _versions_key(versions)
+    out: list[SeenOn] = [SeenOn(**e) for e in previous or []]
     for e in out:
-        if {k: e.get(k) for k in ("jax", "jaxlib", "image") if e.get(k)} == key:
+        if _versions_key(e) == key:
             if e.get("lastSeen", "") >= when:
                 return None
             e["lastSeen"] = when
             break
     else:
-        out.append({**key, "firstSeen": when, "lastSeen": when})
+        # The keys of _versions_key are SeenOn's jax, jaxlib and image.
+        out.append(cast(SeenOn, {**key, "firstSeen": when, "lastSeen": when}))
     out.sort(key=lambda e: e.get("lastSeen", ""))
     return out[-SEEN_ON_MAX:]
 
 
-def to_verify(items: list[dict[str, Any]], campaign: str) -> list[dict[str, Any]]:
+def to_verify(items: list[BugSignature], campaign: str) -> list[BugSignature]:
     """The signatures a campaign's new runner image should be checked against: the fixed
     ones it has hit that have a repro bundle."""
-    return [s for s in items if (s.get("spec") or {}).get("state") == "fixed"
-            and (s.get("spec") or {}).get("repro")
-            and campaign in ((s.get("status") or {}).get("campaigns") or [])]
+    return [s for s in items if sig_spec(s).get("state") == "fixed" and sig_spec(s).get("repro")
+            and campaign in (sig_status(s).get("campaigns") or [])]
 
 
-def verification_owed(spec: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> bool:
+def verification_owed(spec: BugSignatureSpec, before: BugSignatureStatus,
+                      after: BugSignatureStatus) -> bool:
     """Whether writing status `after` over `before` owes the fix verification that marking
     the signature fixed could not start: it is fixed, has a repro bundle, and lists its
     first campaign now (marked fixed while it listed none, followups.mark_fixed had no
@@ -153,54 +177,66 @@ def verification_owed(spec: dict[str, Any], before: dict[str, Any], after: dict[
             and not before.get("campaigns") and bool(after.get("campaigns")))
 
 
-def bisection_status(result: dict[str, Any], job: str) -> dict[str, Any]:
+# status.bisection's text fields from a bisector's result, by result key; version* are a
+# version bisection of the finding (spec.bisect.versions).
+_BISECTION_TEXT = (("culpritOp", "culprit_op"), ("fusionKind", "fusion_kind"),
+                   ("culpritPass", "culprit_pass"), ("repro", "repro"),
+                   ("refinedSignature", "signature"), ("error", "error"),
+                   ("introducedIn", "introducedIn"), ("lastGood", "lastGood"),
+                   ("versionRange", "versionRange"), ("versionStatus", "versionStatus"),
+                   ("versionError", "versionError"))
+_BISECTION_COUNTS = (("reducedOps", "reduced_ops"), ("originalOps", "original_ops"))
+# The spec fields a localized bisection fills in, by result key.
+_CULPRIT_FIELDS = (("culpritOp", "culprit_op"), ("fusionKind", "fusion_kind"),
+                   ("culpritPass", "culprit_pass"), ("repro", "repro"))
+
+
+def bisection_status(result: BisectionResult, job: str) -> Bisection:
     """What a bisector Job found, as BugSignature status.bisection."""
-    out = {"status": str(result.get("status") or "unknown"), "job": job,
-           "finding": str(result.get("finding") or ""), "time": str(result.get("time") or "")}
-    for field, key in (("culpritOp", "culprit_op"), ("fusionKind", "fusion_kind"),
-                       ("culpritPass", "culprit_pass"), ("repro", "repro"),
-                       ("refinedSignature", "signature"), ("error", "error"),
-                       # A version bisection of the finding (spec.bisect.versions).
-                       ("introducedIn", "introducedIn"), ("lastGood", "lastGood"),
-                       ("versionRange", "versionRange"), ("versionStatus", "versionStatus"),
-                       ("versionError", "versionError")):
-        if result.get(key):
-            out[field] = str(result[key])[:1000]
-    for field, key in (("reducedOps", "reduced_ops"), ("originalOps", "original_ops")):
-        if isinstance(result.get(key), int):
-            out[field] = result[key]
-    return out
+    raw: Mapping[str, object] = result
+    out: dict[str, object] = {
+        "status": str(raw.get("status") or "unknown"), "job": job,
+        "finding": str(raw.get("finding") or ""), "time": str(raw.get("time") or "")}
+    for field, key in _BISECTION_TEXT:
+        if raw.get(key):
+            out[field] = str(raw[key])[:1000]
+    for field, key in _BISECTION_COUNTS:
+        if isinstance(raw.get(key), int):
+            out[field] = raw[key]
+    # Keys and value types are _BISECTION_TEXT's and _BISECTION_COUNTS', Bisection's fields.
+    return cast(Bisection, out)
 
 
-def culprit_spec(result: dict[str, Any]) -> dict[str, Any]:
+def culprit_spec(result: BisectionResult) -> BugSignatureSpec:
     """The spec fields a localized bisection fills in (as local refinement does)."""
-    return {field: str(result[key]) for field, key in
-            (("culpritOp", "culprit_op"), ("fusionKind", "fusion_kind"),
-             ("culpritPass", "culprit_pass"), ("repro", "repro")) if result.get(key)}
+    raw: Mapping[str, object] = result
+    # Keys are _CULPRIT_FIELDS', all text fields of BugSignatureSpec.
+    return cast(BugSignatureSpec, {field: str(raw[key]) for field, key in _CULPRIT_FIELDS
+                                   if raw.get(key)})
 
 
-def refined_signature(candidate: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+def refined_signature(candidate: BugSignature, result: BisectionResult) -> BugSignature:
     """The BugSignature a bisection refines a candidate into, when none exists yet: the
     candidate's spec with the culprit filled in, a new id."""
-    meta, spec = candidate["metadata"], dict(candidate.get("spec") or {})
+    meta, spec = candidate["metadata"], BugSignatureSpec(**sig_spec(candidate))
     refined = str(result["signature"])
     spec.update({"signature": refined, "state": "new", **culprit_spec(result)})
     spec.pop("fixedIn", None)
-    labels = {**(meta.get("labels") or {}), SIGNATURE_LABEL: label_value(refined)}
+    labels = {**labels_of(candidate), SIGNATURE_LABEL: label_value(refined)}
     return {"apiVersion": API_VERSION, "kind": "BugSignature",
             "metadata": {"name": signature_name(refined), "namespace": meta["namespace"],
                          "labels": labels},
             "spec": spec}
 
 
-def guarded(obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+def guarded(obj: BugSignature, patch: SignaturePatch) -> SignaturePatch:
     """`patch` with the resourceVersion of `obj` it was computed from: the API server
     refuses it (409) if the object changed since, instead of losing that change."""
-    rv = (obj.get("metadata") or {}).get("resourceVersion")
-    return {**patch, "metadata": {"resourceVersion": rv}} if rv else dict(patch)
+    rv = obj["metadata"].get("resourceVersion")
+    return {**patch, "metadata": {"resourceVersion": rv}} if rv else SignaturePatch(**patch)
 
 
-def due_alert(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
+def due_alert(spec: BugSignatureSpec, status: BugSignatureStatus) -> str | None:
     """The alert key owed for this signature, or None when no alert is owed."""
     state = spec.get("state") or "new"
     if state == "new":
@@ -221,7 +257,7 @@ RESEND_HOLD = 4
 DEFAULT_HOLD = timedelta(seconds=AlertingConfig.resend_interval * RESEND_HOLD)
 
 
-def due_resolve(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
+def due_resolve(spec: BugSignatureSpec, status: BugSignatureStatus) -> str | None:
     """The alert key to resolve: the last one sent, once people marked the bug fixed."""
     key = status.get("alertKey")
     if spec.get("state") != "fixed" or not key or status.get("resolvedKey") == key:
@@ -229,7 +265,7 @@ def due_resolve(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
     return str(key)
 
 
-def resend_key(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
+def resend_key(spec: BugSignatureSpec, status: BugSignatureStatus) -> str | None:
     """The alert key to send again: the last one sent, while the bug is open (new, triaged
     or regressed: anything but fixed) and that key was not resolved."""
     key = status.get("alertKey")
@@ -239,12 +275,12 @@ def resend_key(spec: dict[str, Any], status: dict[str, Any]) -> str | None:
 
 
 
-def alert_labels(sig: dict[str, Any], key: str) -> dict[str, str]:
+def alert_labels(sig: BugSignature, key: str) -> dict[str, str]:
     """The labels of a signature's alert for `key`: what Alertmanager identifies it by. The
     ones first sent (status.alertLabels) are reused while the key is the same, so a culprit
     op a bisection fills in later, or an edited team list, does not make the re-sent or the
     resolving alert a different alert."""
-    spec, status, meta = sig.get("spec") or {}, sig.get("status") or {}, sig["metadata"]
+    spec, status, meta = sig_spec(sig), sig_status(sig), sig["metadata"]
     stored = status.get("alertLabels")
     if isinstance(stored, dict) and stored.get("alert_key") == key:
         return {str(k): str(v) for k, v in stored.items()}
@@ -265,13 +301,13 @@ def alert_labels(sig: dict[str, Any], key: str) -> dict[str, str]:
     return labels
 
 
-def alerts(sig: dict[str, Any], key: str, *, now: datetime, external_url: str = "",
-           resolved: bool = False, hold: timedelta = DEFAULT_HOLD) -> list[dict[str, Any]]:
+def alerts(sig: BugSignature, key: str, *, now: datetime, external_url: str = "",
+           resolved: bool = False, hold: timedelta = DEFAULT_HOLD) -> list[Alert]:
     """The Alertmanager v2 postable alerts (`POST /api/v2/alerts` takes this array) for one
     signature and alert key: firing until `now + hold` (sent again before then while the
     bug is open), or resolved (endsAt = now). The labels are alert_labels(), the same for
     every send of a key; annotations follow the signature as it is now."""
-    spec, status = sig.get("spec") or {}, sig.get("status") or {}
+    spec, status = sig_spec(sig), sig_status(sig)
     labels = alert_labels(sig, key)
     reason = labels.get("reason", "new")
     annotations = {
@@ -283,18 +319,19 @@ def alerts(sig: dict[str, Any], key: str, *, now: datetime, external_url: str = 
         "repro": spec.get("repro", ""),
     }
     # What the bisector found: the fields a person triages by, in the alert itself.
-    bisection = status.get("bisection") or {}
-    for name, value in (("culprit_pass", spec.get("culpritPass")),
-                        ("fusion_kind", spec.get("fusionKind")),
-                        ("reduced_ops", bisection.get("reducedOps")),
-                        ("fixed_in", spec.get("fixedIn")),
-                        ("seen_on", ",".join(sorted({str(e.get("jaxlib")) for e in
-                                                     status.get("seenOn") or [] if e.get("jaxlib")})))):
+    bisection: Mapping[str, object] = status.get("bisection") or {}
+    jaxlibs = sorted({str(e.get("jaxlib")) for e in status.get("seenOn") or [] if e.get("jaxlib")})
+    annotated: tuple[tuple[str, object], ...] = (
+        ("culprit_pass", spec.get("culpritPass")), ("fusion_kind", spec.get("fusionKind")),
+        ("reduced_ops", bisection.get("reducedOps")), ("fixed_in", spec.get("fixedIn")),
+        ("seen_on", ",".join(jaxlibs)))
+    for name, value in annotated:
         if value not in (None, ""):
             annotations[name] = str(value)
     seen = status.get("lastSeen") if reason == "regressed" else status.get("firstSeen")
     starts = min(parse_time(seen) or now, now)
-    alert: dict[str, Any] = {"labels": labels, "annotations": annotations,
+    alert: Alert = {"labels": labels, "annotations": annotations,
+
                              "startsAt": rfc3339(starts),
                              "endsAt": rfc3339(now if resolved else now + hold)}
     if external_url:

@@ -30,13 +30,15 @@ class FakeApi:
         self.conflicts = conflicts
         self.patches: list[dict[str, Any]] = []
 
-    async def get(self, url: str) -> dict[str, Any] | None:
+    # As Kube's: `shape` is the body type the caller reads the object as (bodies.py).
+    async def get(self, url: str, shape: object = None) -> dict[str, Any] | None:
         return copy.deepcopy(self.sig) if url.endswith(NAME) else None
 
     async def create(self, url: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         raise AssertionError("the signature exists")
 
-    async def patch(self, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def patch(self, url: str, body: dict[str, Any], shape: object = None) -> dict[str, Any]:
+
         self.patches.append(body)
         if "bugsignatures" not in url:
             return {}

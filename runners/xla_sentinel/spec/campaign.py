@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from xla_sentinel.core.errors import UserError
 from xla_sentinel.core.model import Reference, Verdict
 from xla_sentinel.core.names import DTYPES, FLOATS
 from xla_sentinel.core.versions import VERSION_PATTERN, parse_version
@@ -31,7 +32,7 @@ REFERENCES = tuple(r.value for r in Reference)
 DEFAULT_REFERENCES = tuple(r.value for r in Reference if r is not Reference.INTERPRETER)
 PLATFORMS = ("cpu", "gpu", "tpu")
 # Target presets: a target named by one of these needs no options (judge/targets.py
-# resolves them, xla/compile.py compiles with them). Here, in the schema, because the
+# resolves them, xla/compiler.py compiles with them). Here, in the schema, because the
 # operator validates names without jax.
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -106,7 +107,7 @@ PLUGIN_REF_PATTERN = re.compile(r"^[^:]+\.py(:[A-Za-z_][A-Za-z0-9_]*)?$")
 VERDICTS = tuple(v.value for v in Verdict)
 
 
-class SpecError(ValueError):
+class SpecError(UserError, ValueError):
     """A campaign spec is invalid; the message names the field and what was wrong."""
 
 
@@ -256,7 +257,7 @@ class GeneratorSpec:
         for name in ("ops", "excludeOps"):
             for i, op in enumerate(getattr(self, name)):
                 _require_known(op, OP_NAMES, f"{path}.{name}[{i}]", "op")
-        _require(not self.ops or set(self.ops) - set(self.excludeOps), f"{path}.excludeOps",
+        _require(not self.ops or bool(set(self.ops) - set(self.excludeOps)), f"{path}.excludeOps",
                  "excludes every op that ops allows")
 
 
@@ -648,7 +649,7 @@ class CampaignSpec:
             self.agents.check(f"{path}.agents")
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
+        return dict(_plain(self))
 
 
 def _plain(v: Any) -> Any:
@@ -686,7 +687,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if value is None:
             return None
         return _convert(args[0], value, path)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build(tp, value, path)
     if origin is list:
         if not isinstance(value, list):
@@ -756,7 +757,8 @@ def resolve_generator(spec: CampaignSpec) -> GeneratorSpec:
 
 def parse_spec(data: Any, path: str = "spec") -> CampaignSpec:
     """Validate a spec mapping and return the CampaignSpec with defaults filled in."""
-    spec = build(CampaignSpec, {} if data is None else data, path)
+    spec: CampaignSpec = build(CampaignSpec, {} if data is None else data, path)
+
     spec.check(path)
     return spec
 
