@@ -46,7 +46,8 @@ from controlplane.kit import (  # noqa: E402
 )
 from controlplane.node import RealNode, built_images, chart_image_values  # noqa: E402
 from k8s.workers import reports_api  # noqa: E402
-from xla_sentinel.cluster.report import K8sReporter, writer_name  # noqa: E402
+from xla_sentinel.cluster.report import writer_name  # noqa: E402
+from xla_sentinel.cluster.reporter import K8sReporter  # noqa: E402
 
 NS = "bench"
 WORKER_SA = "xs-xla-sentinel-worker"  # the chart's worker ServiceAccount of release xs

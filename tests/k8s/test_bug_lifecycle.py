@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from xla_sentinel.cluster.report import CAMPAIGN_LABEL, label_value, result_object, write_result
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL, label_value, result_object
+from xla_sentinel.cluster.reporter import write_result
 from xla_sentinel_operator.desired import ROLE_LABEL, SIGNATURE_LABEL
 from xla_sentinel_operator.followups import RESULT_WRITERS
 from xla_sentinel_operator.kube import path

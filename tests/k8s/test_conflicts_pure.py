@@ -9,7 +9,8 @@ from typing import Any
 
 import kopf
 from kopf._cogs.structs.references import Resource
-from xla_sentinel.cluster.report import K8sReporter, SignatureEntry
+from xla_sentinel.cluster.report import SignatureEntry
+from xla_sentinel.cluster.reporter import K8sReporter
 from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import desired, handlers, ingest, signatures
 from xla_sentinel_operator.config import Config, MetricsConfig

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from xla_sentinel.cluster.report import CAMPAIGN_LABEL, K8sReporter, label_value, report_name
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL, label_value, report_name
+from xla_sentinel.cluster.reporter import K8sReporter
 from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import desired, signatures
 

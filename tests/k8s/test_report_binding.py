@@ -21,10 +21,10 @@ from xla_sentinel.cluster.report import (
     GROUP,
     REPORT_PLURAL,
     VERSION,
-    K8sReporter,
     result_object,
     writer_name,
 )
+from xla_sentinel.cluster.reporter import K8sReporter
 from xla_sentinel_operator import desired
 
 from .conftest import API, REPORT_POLICY, WORKER_SA

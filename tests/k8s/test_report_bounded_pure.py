@@ -11,13 +11,13 @@ import random
 from kubernetes.client.exceptions import ApiException
 from xla_sentinel.cluster.report import (
     LIMITS,
-    K8sReporter,
     Limits,
     SignatureEntry,
     WorkerReport,
     merge,
     report_from_object,
 )
+from xla_sentinel.cluster.reporter import K8sReporter
 
 from .workers import finding
 

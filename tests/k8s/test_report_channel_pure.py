@@ -12,10 +12,10 @@ from tools import REPO_ROOT
 from xla_sentinel.cluster.report import (
     API_VERSION,
     REPORT_PLURAL,
-    K8sReporter,
     WorkerReport,
     report_from_object,
 )
+from xla_sentinel.cluster.reporter import K8sReporter
 
 
 class FakeCustomObjects:

@@ -13,7 +13,8 @@ import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 from xla_sentinel.cluster import pod as worker_main
-from xla_sentinel.cluster.report import K8sReporter, Limits, WorkerReport, report_from_object
+from xla_sentinel.cluster.report import Limits, WorkerReport, report_from_object
+from xla_sentinel.cluster.reporter import K8sReporter
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, campaign, create, eventually

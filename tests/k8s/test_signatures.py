@@ -10,7 +10,7 @@ import base64
 
 import aiohttp
 from controlplane.kit import RELEASE
-from xla_sentinel.cluster.report import K8sReporter
+from xla_sentinel.cluster.reporter import K8sReporter
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, Receiver, campaign, create, eventually

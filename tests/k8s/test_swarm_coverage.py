@@ -26,14 +26,13 @@ from xla_sentinel.campaign.coverage import FUSION_KINDS
 from xla_sentinel.campaign.recording import Counters
 from xla_sentinel.cluster.report import (
     LIMITS,
-    K8sReporter,
     WorkerReport,
     coverage_of,
     merge,
     report_from_object,
     result_object,
-    write_result,
 )
+from xla_sentinel.cluster.reporter import K8sReporter, write_result
 from xla_sentinel.spec.campaign import OP_NAMES, parse_spec
 
 from .conftest import API, as_service_account, campaign, create, eventually

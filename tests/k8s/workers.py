@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-from xla_sentinel.cluster.report import K8sReporter
+from xla_sentinel.cluster.reporter import K8sReporter
 
 
 def reports_api(kubeconfig: Path) -> kubernetes.client.CustomObjectsApi:

@@ -48,9 +48,9 @@ from xla_sentinel.cluster.report import (
     VERSION,
     WorkerReport,
     result_object,
-    write_result,
     writer_name,
 )
+from xla_sentinel.cluster.reporter import write_result
 
 FIX_DRAFT = "fixDraft"
 DRAFTS_KEPT = 4  # fix drafts one pod's result holds (the newest), within the result's size
@@ -91,7 +91,7 @@ def _bucket_of(env: dict[str, str]) -> str | None:
 def _custom_api() -> Any:
     import kubernetes
 
-    kubernetes.config.load_incluster_config()
+    kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]  # kubernetes has no hints
     return kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient())
 
 

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +168,9 @@ def _custom_api(args: argparse.Namespace) -> Any:
         config.host = args.api_server
         client = kubernetes.client.ApiClient(config)
     else:
-        kubernetes.config.load_incluster_config()
+        # kubernetes leaves this unannotated: its signature, so that the call is checked.
+        load_incluster_config: Callable[[], None] = kubernetes.config.load_incluster_config
+        load_incluster_config()
         client = kubernetes.client.ApiClient()
     return kubernetes.client.CustomObjectsApi(client)
 
@@ -237,7 +240,8 @@ def own_report_name() -> str | None:
 def run_bisect(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from xla_sentinel.cluster.report import result_object, write_result
+    from xla_sentinel.cluster.report import result_object
+    from xla_sentinel.cluster.reporter import write_result
 
     folder = Path(args.bisect)
     try:
@@ -304,7 +308,8 @@ def run_verify(args: argparse.Namespace) -> int:
     import subprocess
     from datetime import UTC, datetime
 
-    from xla_sentinel.cluster.report import result_object, write_result
+    from xla_sentinel.cluster.report import result_object
+    from xla_sentinel.cluster.reporter import write_result
     from xla_sentinel.core import versions
 
     bundle = Path(args.verify)
@@ -347,7 +352,7 @@ def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str,
     `local`: resumed_report() of the store this pod continues, if any."""
     if args.report == "none" or not reporting_host():
         return None
-    from xla_sentinel.cluster.report import K8sReporter
+    from xla_sentinel.cluster.reporter import K8sReporter
 
     reporter = K8sReporter(_custom_api(args), namespace=_namespace(args),
                            campaign=args.campaign, campaign_uid=args.campaign_uid,
