@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xla_sentinel.core.dtypes import FLOATS
 from xla_sentinel.core.graph import Graph, Node
+from xla_sentinel.core.names import FLOATS
 
 NARROW = ("bf16", "f16")
 # Sources a convert to bf16 or f16 represents exactly (integers up to 255).

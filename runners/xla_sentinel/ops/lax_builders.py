@@ -20,8 +20,11 @@ from xla_sentinel.ops.entries.loops import shift_indices
 from xla_sentinel.ops.entries.shape import pad_value
 from xla_sentinel.ops.entries.templates import LAYER_NORM_EPS
 from xla_sentinel.ops.numpy_forms import Elementwise
-from xla_sentinel.ops.spec import OpDef
+from xla_sentinel.ops.spec import Attrs, OpDef
 from xla_sentinel.ops.table import OPS
+
+# jax leaves lax.optimization_barrier unannotated: its signature, so that calls are checked.
+_optimization_barrier: Callable[[Any], Any] = lax.optimization_barrier
 
 # build(attrs, *operands) -> the entry's result, on jax arrays or tracers.
 Builder = Callable[..., Any]
@@ -38,7 +41,7 @@ def builds(*names: str) -> Callable[[Builder], Builder]:
     return register
 
 
-def build(op: OpDef, attrs: dict[str, Any], *args: Any) -> Any:
+def build(op: OpDef, attrs: Attrs, *args: Any) -> Any:
     """The entry `op` with attributes `attrs` on `args`, in jax.lax."""
     return BUILDERS[op.name](attrs, *args)
 
@@ -54,7 +57,10 @@ def guard(kind: str | None, x: Any) -> Any:
     (numpy_forms.np_guard says what each kind is)."""
     if kind is None or not jnp.issubdtype(x.dtype, jnp.floating):
         return x
-    one = lambda v: jnp.asarray(v, x.dtype)  # noqa: E731
+
+    def one(v: float) -> Any:
+        return jnp.asarray(v, x.dtype)
+
     if kind == "pos":
         return lax.add(lax.abs(x), one(0.5))
     if kind == "unit":
@@ -102,8 +108,8 @@ def _elementwise(op: OpDef, fn: Callable[..., Any]) -> Builder:
     form = op.numpy
     assert isinstance(form, Elementwise), op.name
 
-    def guarded(attrs: dict, *xs: Any) -> Any:
-        xs = list(xs)
+    def guarded(attrs: Attrs, *operands: Any) -> Any:
+        xs = list(operands)
         if form.int_rhs and not jnp.issubdtype(xs[1].dtype, jnp.floating):
             xs[1] = int_nonzero(xs[1])
         return fn(*(guard(g, x) for g, x in zip(form.guards, xs, strict=False)))
@@ -115,32 +121,32 @@ for _name, _fn in ELEMENTWISE_LAX.items():
 
 
 @builds("clamp")
-def _clamp(attrs: dict, x: Any) -> Any:
+def _clamp(attrs: Attrs, x: Any) -> Any:
     lo, hi = clamp_bounds(attrs, jnp.issubdtype(x.dtype, jnp.floating),
                           jnp.issubdtype(x.dtype, jnp.unsignedinteger))
     return lax.clamp(jnp.asarray(lo, x.dtype), x, jnp.asarray(hi, x.dtype))
 
 
 @builds("select")
-def _select(attrs: dict, p: Any, x: Any, y: Any) -> Any:
+def _select(attrs: Attrs, p: Any, x: Any, y: Any) -> Any:
     return lax.select(p, x, y)
 
 
 @builds("select_compare")
-def _select_compare(attrs: dict, x: Any, y: Any) -> Any:
+def _select_compare(attrs: Attrs, x: Any, y: Any) -> Any:
     pred = getattr(lax, attrs["dir"])(x, y)
     return lax.select(pred, y, x) if attrs["swap"] else lax.select(pred, x, y)
 
 
 @builds("select_extremum")
-def _select_extremum(attrs: dict, x: Any, y: Any, z: Any) -> Any:
+def _select_extremum(attrs: Attrs, x: Any, y: Any, z: Any) -> Any:
     axis = attrs["axis"]
     reduce, compare = (lax.reduce_max, lax.ge) if attrs["kind"] == "max" else (lax.reduce_min, lax.le)
     kept = tuple(d for d in range(x.ndim) if d != axis)
     # The barrier materializes x once, in its own dtype, for both the reduction and the
     # compare: without it XLA may recompute x in excess precision in one fusion and
     # round it in the other, which legally breaks the tie.
-    x = lax.optimization_barrier(x)
+    x = _optimization_barrier(x)
     extremum = lax.broadcast_in_dim(reduce(x, (axis,)), x.shape, kept)
     return lax.select(compare(x, extremum), y, z)
 
@@ -148,17 +154,17 @@ def _select_extremum(attrs: dict, x: Any, y: Any, z: Any) -> Any:
 # --- conversion (entries/conversion.py) --------------------------------------------------
 
 @builds("convert")
-def _convert(attrs: dict, x: Any) -> Any:
+def _convert(attrs: Attrs, x: Any) -> Any:
     return lax.convert_element_type(x, _jdt(attrs["dtype"]))
 
 
 @builds("bitcast_convert")
-def _bitcast(attrs: dict, x: Any) -> Any:
+def _bitcast(attrs: Attrs, x: Any) -> Any:
     return lax.bitcast_convert_type(x, _jdt(attrs["dtype"]))
 
 
 @builds("reduce_precision")
-def _reduce_precision(attrs: dict, x: Any) -> Any:
+def _reduce_precision(attrs: Attrs, x: Any) -> Any:
     return lax.reduce_precision(x, attrs["exponent_bits"], attrs["mantissa_bits"])
 
 
@@ -183,24 +189,24 @@ for _name, _fn in {"cumsum": lax.cumsum, "cumprod": lax.cumprod, "cummax": lax.c
 
 
 @builds("argmax")
-def _argmax(attrs: dict, x: Any) -> Any:
+def _argmax(attrs: Attrs, x: Any) -> Any:
     return lax.argmax(x, attrs["axis"], jnp.int32)
 
 
 @builds("argmin")
-def _argmin(attrs: dict, x: Any) -> Any:
+def _argmin(attrs: Attrs, x: Any) -> Any:
     return lax.argmin(x, attrs["axis"], jnp.int32)
 
 
 @builds("reduce_window")
-def _reduce_window(attrs: dict, x: Any) -> Any:
+def _reduce_window(attrs: Attrs, x: Any) -> Any:
     fn = {"add": lax.add, "max": lax.max, "min": lax.min}[attrs["kind"]]
     if attrs["kind"] == "add":
         init = jnp.asarray(0, x.dtype)
     elif jnp.issubdtype(x.dtype, jnp.floating):
         init = jnp.asarray(-jnp.inf if attrs["kind"] == "max" else jnp.inf, x.dtype)
     else:
-        info = jnp.iinfo(x.dtype)
+        info = np.iinfo(x.dtype)
         init = jnp.asarray(info.min if attrs["kind"] == "max" else info.max, x.dtype)
     return lax.reduce_window(x, init, fn, tuple(attrs["window"]), tuple(attrs["strides"]),
                              attrs["padding"])
@@ -214,13 +220,13 @@ def f32_acc(x: Any) -> Any:
     return jnp.float32 if jnp.dtype(x.dtype).itemsize < 4 else None
 
 
-def _dot(attrs: dict, x: Any, y: Any, acc: Any = None) -> Any:
+def _dot(attrs: Attrs, x: Any, y: Any, acc: Any = None) -> Any:
     dn = ((tuple(attrs["lhs_contract"]), tuple(attrs["rhs_contract"])),
           (tuple(attrs["lhs_batch"]), tuple(attrs["rhs_batch"])))
     return lax.dot_general(x, y, dn, preferred_element_type=acc)
 
 
-def _conv(attrs: dict, x: Any, w: Any, acc: Any = None) -> Any:
+def _conv(attrs: Attrs, x: Any, w: Any, acc: Any = None) -> Any:
     padding = attrs["padding"]
     if any(d > 1 for d in attrs["lhs_dilation"]):
         padding = [(0, 0)] * len(attrs["strides"])  # SAME is undefined with lhs dilation
@@ -230,27 +236,27 @@ def _conv(attrs: dict, x: Any, w: Any, acc: Any = None) -> Any:
 
 
 @builds("dot_general")
-def _dot_general(attrs: dict, x: Any, y: Any) -> Any:
+def _dot_general(attrs: Attrs, x: Any, y: Any) -> Any:
     return _dot(attrs, x, y)
 
 
 @builds("conv_general_dilated")
-def _conv_general_dilated(attrs: dict, x: Any, w: Any) -> Any:
+def _conv_general_dilated(attrs: Attrs, x: Any, w: Any) -> Any:
     return _conv(attrs, x, w)
 
 
 @builds("dot_general_acc")
-def _dot_acc(attrs: dict, x: Any, y: Any) -> Any:
+def _dot_acc(attrs: Attrs, x: Any, y: Any) -> Any:
     return _dot(attrs, x, y, f32_acc(x))
 
 
 @builds("conv_acc")
-def _conv_acc(attrs: dict, x: Any, w: Any) -> Any:
+def _conv_acc(attrs: Attrs, x: Any, w: Any) -> Any:
     return _conv(attrs, x, w, f32_acc(x))
 
 
 @builds("batched_matvec")
-def _batched_matvec(attrs: dict, m: Any, v: Any) -> Any:
+def _batched_matvec(attrs: Attrs, m: Any, v: Any) -> Any:
     """vmap(m_b @ v_b) over the batch, then a reduction of the products."""
     acc = f32_acc(m) if attrs["f32_acc"] else None
     y = jax.vmap(lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ())),
@@ -262,48 +268,48 @@ def _batched_matvec(attrs: dict, m: Any, v: Any) -> Any:
 # --- shape manipulation (entries/shape.py) -----------------------------------------------
 
 @builds("reshape")
-def _reshape(attrs: dict, x: Any) -> Any:
+def _reshape(attrs: Attrs, x: Any) -> Any:
     return lax.reshape(x, tuple(attrs["shape"]))
 
 
 @builds("transpose")
-def _transpose(attrs: dict, x: Any) -> Any:
+def _transpose(attrs: Attrs, x: Any) -> Any:
     return lax.transpose(x, tuple(attrs["perm"]))
 
 
 @builds("broadcast_in_dim")
-def _broadcast_in_dim(attrs: dict, x: Any) -> Any:
+def _broadcast_in_dim(attrs: Attrs, x: Any) -> Any:
     return lax.broadcast_in_dim(x, tuple(attrs["shape"]), tuple(attrs["dims"]))
 
 
 @builds("squeeze")
-def _squeeze(attrs: dict, x: Any) -> Any:
+def _squeeze(attrs: Attrs, x: Any) -> Any:
     return lax.squeeze(x, tuple(attrs["dims"]))
 
 
 @builds("expand_dims")
-def _expand_dims(attrs: dict, x: Any) -> Any:
+def _expand_dims(attrs: Attrs, x: Any) -> Any:
     return lax.expand_dims(x, tuple(attrs["dims"]))
 
 
 @builds("rev")
-def _rev(attrs: dict, x: Any) -> Any:
+def _rev(attrs: Attrs, x: Any) -> Any:
     return lax.rev(x, tuple(attrs["dims"]))
 
 
 @builds("pad")
-def _pad(attrs: dict, x: Any) -> Any:
+def _pad(attrs: Attrs, x: Any) -> Any:
     value = pad_value(attrs, x.dtype == jnp.bool_, jnp.issubdtype(x.dtype, jnp.floating))
     return lax.pad(x, jnp.asarray(value, x.dtype), [tuple(c) for c in attrs["config"]])
 
 
 @builds("concatenate")
-def _concatenate(attrs: dict, *xs: Any) -> Any:
+def _concatenate(attrs: Attrs, *xs: Any) -> Any:
     return lax.concatenate(xs, attrs["axis"])
 
 
 @builds("slice")
-def _slice(attrs: dict, x: Any) -> Any:
+def _slice(attrs: Attrs, x: Any) -> Any:
     return lax.slice(x, attrs["start"], attrs["limit"], attrs["stride"])
 
 
@@ -322,23 +328,23 @@ def _row_scatter_dnums(rank: int) -> lax.ScatterDimensionNumbers:
 
 
 @builds("dynamic_slice")
-def _dynamic_slice(attrs: dict, x: Any, *idx: Any) -> Any:
+def _dynamic_slice(attrs: Attrs, x: Any, *idx: Any) -> Any:
     return lax.dynamic_slice(x, idx, attrs["sizes"])
 
 
 @builds("dynamic_update_slice")
-def _dynamic_update_slice(attrs: dict, x: Any, u: Any, *idx: Any) -> Any:
+def _dynamic_update_slice(attrs: Attrs, x: Any, u: Any, *idx: Any) -> Any:
     return lax.dynamic_update_slice(x, u, idx)
 
 
 @builds("gather")
-def _gather(attrs: dict, x: Any, idx: Any) -> Any:
+def _gather(attrs: Attrs, x: Any, idx: Any) -> Any:
     mode = lax.GatherScatterMode.CLIP if attrs["mode"] == "clip" else lax.GatherScatterMode.FILL_OR_DROP
     return lax.gather(x, idx, _row_dnums(x.ndim), (1, *x.shape[1:]), mode=mode, fill_value=0)
 
 
 @builds("scatter")
-def _scatter(attrs: dict, x: Any, u: Any) -> Any:
+def _scatter(attrs: Attrs, x: Any, u: Any) -> Any:
     idx = jnp.asarray(attrs["rows"], jnp.int32).reshape(-1, 1)
     dn = _row_scatter_dnums(x.ndim)
     if attrs["kind"] == "add" and x.dtype != jnp.bool_:
@@ -347,38 +353,38 @@ def _scatter(attrs: dict, x: Any, u: Any) -> Any:
 
 
 @builds("iota")
-def _iota(attrs: dict, x: Any) -> Any:
+def _iota(attrs: Attrs, x: Any) -> Any:
     # iota of x's shape and dtype, combined with x so the op stays connected to the graph.
     it = lax.broadcasted_iota(x.dtype if x.dtype != jnp.bool_ else jnp.int32, x.shape, attrs["dim"])
     return lax.add(x, it) if x.dtype != jnp.bool_ else lax.ne(it, jnp.asarray(0, it.dtype))
 
 
-def _as_index(attrs: dict, i: Any) -> Any:
+def _as_index(attrs: Attrs, i: Any) -> Any:
     return lax.convert_element_type(i, jnp.dtype(NP_INDEX[attrs["index_dtype"]]))
 
 
 # No negative-index wrap (allow_negative_indices=False): the starts reach XLA as they are,
 # and every out-of-range one (negative, or past dim - size) must clamp.
 @builds("dynamic_slice_idx")
-def _dynamic_slice_idx(attrs: dict, x: Any, *idx: Any) -> Any:
+def _dynamic_slice_idx(attrs: Attrs, x: Any, *idx: Any) -> Any:
     return lax.dynamic_slice(x, [_as_index(attrs, i) for i in idx], attrs["sizes"],
                              allow_negative_indices=False)
 
 
 @builds("dynamic_update_slice_idx")
-def _dynamic_update_slice_idx(attrs: dict, x: Any, u: Any, *idx: Any) -> Any:
+def _dynamic_update_slice_idx(attrs: Attrs, x: Any, u: Any, *idx: Any) -> Any:
     return lax.dynamic_update_slice(x, u, [_as_index(attrs, i) for i in idx], allow_negative_indices=False)
 
 
 @builds("gather_idx")
-def _gather_idx(attrs: dict, x: Any, idx: Any) -> Any:
+def _gather_idx(attrs: Attrs, x: Any, idx: Any) -> Any:
     # PROMISE_IN_BOUNDS: jax adds no clamp of its own, so XLA's gather clamps each start.
     return lax.gather(x, _as_index(attrs, idx), _row_dnums(x.ndim), (1, *x.shape[1:]),
                       mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS)
 
 
 @builds("scatter_add_idx")
-def _scatter_add_idx(attrs: dict, x: Any, idx: Any, u: Any) -> Any:
+def _scatter_add_idx(attrs: Attrs, x: Any, idx: Any, u: Any) -> Any:
     # Rows may repeat (accumulated) or fall outside x (dropped: FILL_OR_DROP).
     return lax.scatter_add(x, _as_index(attrs, idx), u, _row_scatter_dnums(x.ndim),
                            mode=lax.GatherScatterMode.FILL_OR_DROP)
@@ -387,13 +393,13 @@ def _scatter_add_idx(attrs: dict, x: Any, idx: Any, u: Any) -> Any:
 # --- sorting (entries/sort.py) -----------------------------------------------------------
 
 @builds("sort")
-def _sort(attrs: dict, x: Any) -> Any:
+def _sort(attrs: Attrs, x: Any) -> Any:
     out = lax.sort(x, dimension=attrs["axis"], is_stable=True)
     return lax.rev(out, (attrs["axis"],)) if attrs["descending"] else out
 
 
 @builds("top_k")
-def _top_k(attrs: dict, x: Any) -> Any:
+def _top_k(attrs: Attrs, x: Any) -> Any:
     return lax.top_k(x, attrs["k"])[attrs["output"]]
 
 
@@ -420,24 +426,24 @@ def body(name: str, v: Any) -> Any:
 
 
 @builds("cond")
-def _cond(attrs: dict, p: Any, x: Any) -> Any:
+def _cond(attrs: Attrs, p: Any, x: Any) -> Any:
     return lax.cond(p, lambda v: body(attrs["branches"][0], v), lambda v: body(attrs["branches"][1], v), x)
 
 
 @builds("while_loop")
-def _while(attrs: dict, x: Any) -> Any:
+def _while(attrs: Attrs, x: Any) -> Any:
     def step(c: Any) -> Any:
         return c[0] + 1, body(attrs["body"], c[1])
     return lax.while_loop(lambda c: c[0] < attrs["trips"], step, (jnp.int32(0), x))[1]
 
 
 @builds("fori_loop")
-def _fori(attrs: dict, x: Any) -> Any:
+def _fori(attrs: Attrs, x: Any) -> Any:
     return lax.fori_loop(0, attrs["trips"], lambda i, v: body(attrs["body"], v), x)
 
 
 @builds("scan")
-def _scan(attrs: dict, x: Any) -> Any:
+def _scan(attrs: Attrs, x: Any) -> Any:
     def step(carry: Any, xt: Any) -> tuple[Any, Any]:
         new = body(attrs["body"], carry)
         new = lax.bitwise_xor(new, xt) if x.dtype == jnp.bool_ else lax.add(new, xt)
@@ -445,7 +451,7 @@ def _scan(attrs: dict, x: Any) -> Any:
     return lax.scan(step, x[0], x)[1]
 
 
-def _run_loop(attrs: dict, step: Callable[[Any, Any], Any], init: Any) -> Any:
+def _run_loop(attrs: Attrs, step: Callable[[Any, Any], Any], init: Any) -> Any:
     """`step(t, carry)` for t in range(trips), as a fori_loop or a scan."""
     if attrs["loop"] == "fori":
         return lax.fori_loop(0, attrs["trips"], step, init)
@@ -453,7 +459,7 @@ def _run_loop(attrs: dict, step: Callable[[Any, Any], Any], init: Any) -> Any:
 
 
 @builds("loop_dus")
-def _loop_dus(attrs: dict, x: Any) -> Any:
+def _loop_dus(attrs: Attrs, x: Any) -> Any:
     n = x.shape[0]
 
     def step(t: Any, acc: Any) -> Any:
@@ -465,7 +471,7 @@ def _loop_dus(attrs: dict, x: Any) -> Any:
 
 
 @builds("loop_scatter_add")
-def _loop_scatter_add(attrs: dict, x: Any, u: Any) -> Any:
+def _loop_scatter_add(attrs: Attrs, x: Any, u: Any) -> Any:
     n = x.shape[0]
     dn = _row_scatter_dnums(x.ndim)
 
@@ -477,7 +483,7 @@ def _loop_scatter_add(attrs: dict, x: Any, u: Any) -> Any:
 
 
 @builds("loop_shift")
-def _loop_shift(attrs: dict, x: Any) -> Any:
+def _loop_shift(attrs: Attrs, x: Any) -> Any:
     """Each trip: x.at[1:].set(x[:-1]) along the axis (a shift register), then a new head."""
     head, tail, rest = shift_indices(attrs["axis"])
 
@@ -567,27 +573,27 @@ def topk_routing(x: Any, k: int) -> Any:
 
 
 @builds("softmax")
-def _softmax(attrs: dict, x: Any) -> Any:
+def _softmax(attrs: Attrs, x: Any) -> Any:
     return softmax(x, attrs["axis"])
 
 
 @builds("layer_norm")
-def _layer_norm(attrs: dict, x: Any, g: Any, b: Any) -> Any:
+def _layer_norm(attrs: Attrs, x: Any, g: Any, b: Any) -> Any:
     return layer_norm(x, g, b)
 
 
 @builds("attention")
-def _attention(attrs: dict, q: Any, k: Any, v: Any, mask: Any) -> Any:
+def _attention(attrs: Attrs, q: Any, k: Any, v: Any, mask: Any) -> Any:
     return attention(q, k, v, mask, attrs["low"])
 
 
 @builds("mlp_block")
-def _mlp_block(attrs: dict, *xs: Any) -> Any:
-    return mlp_block(*xs, attrs["act"])
+def _mlp_block(attrs: Attrs, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> Any:
+    return mlp_block(x, w1, b1, w2, b2, attrs["act"])
 
 
 @builds("topk_routing")
-def _topk_routing(attrs: dict, x: Any) -> Any:
+def _topk_routing(attrs: Attrs, x: Any) -> Any:
     return topk_routing(x, attrs["k"])
 
 

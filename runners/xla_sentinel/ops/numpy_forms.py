@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import Any
 
 import ml_dtypes
@@ -15,6 +16,7 @@ import numpy as np
 import scipy.special
 
 from xla_sentinel.core.dtypes import NP_DTYPES
+from xla_sentinel.ops.spec import Attrs
 
 # `OpDef.numpy(attrs, *args)` computes what the entry's builder computes, in numpy: float
 # operands arrive as float64 (the float64 reference promotes them) except for `own_dtypes`
@@ -22,6 +24,8 @@ from xla_sentinel.core.dtypes import NP_DTYPES
 # lax's, the kernels below spell lax's out.
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+# np.finfo for every float here, bf16 included; ml_dtypes leaves its signature unannotated.
+float_info: Callable[[np.dtype[Any]], np.finfo[Any]] = ml_dtypes.finfo
 
 
 def np_is_float(x: Any) -> bool:
@@ -37,7 +41,7 @@ def flush_subnormals(x: np.ndarray) -> np.ndarray:
     # normal numbers. bf16 subnormals are f32 subnormals.
     if not np_is_float(x) or x.dtype == np.float16:
         return x
-    tiny = ml_dtypes.finfo(x.dtype).tiny
+    tiny = float_info(x.dtype).tiny
     return np.where(np.abs(x) < tiny, np.copysign(np.zeros((), x.dtype), x), x).astype(x.dtype)
 
 
@@ -54,28 +58,35 @@ def np_guard(kind: str | None, x: np.ndarray) -> np.ndarray:
     on random inputs (lax_builders.guard is the same map in lax ops)."""
     if kind is None or not np_is_float(x):
         return x
+    guarded: np.ndarray
     if kind == "pos":  # log, sqrt, lgamma: [0.5, inf)
-        return np.abs(x) + x.dtype.type(0.5)
-    if kind == "unit":  # erf_inv, tan: (-0.9, 0.9)
-        return np.tanh(x) * x.dtype.type(0.9)
-    if kind == "bounded":  # exp, expm1, pow exponent: [-8, 8]
-        return np_clamp(x.dtype.type(-8.0), x, x.dtype.type(8.0))
-    if kind == "near1":  # products: [0.8, 1.2]
-        return x.dtype.type(1.0) + np.tanh(x) * x.dtype.type(0.2)
-    raise ValueError(f"unknown guard {kind!r}")
+        guarded = np.abs(x) + x.dtype.type(0.5)
+    elif kind == "unit":  # erf_inv, tan: (-0.9, 0.9)
+        guarded = np.tanh(x) * x.dtype.type(0.9)
+    elif kind == "bounded":  # exp, expm1, pow exponent: [-8, 8]
+        guarded = np_clamp(x.dtype.type(-8.0), x, x.dtype.type(8.0))
+    elif kind == "near1":  # products: [0.8, 1.2]
+        guarded = x.dtype.type(1.0) + np.tanh(x) * x.dtype.type(0.2)
+    else:
+        raise ValueError(f"unknown guard {kind!r}")
+    return guarded
 
 
 def np_int_nonzero(x: np.ndarray) -> np.ndarray:
     """lax_builders.int_nonzero in numpy (abs wraps at INT_MIN, rem truncates, as in lax)."""
+    nonzero: np.ndarray
     if x.dtype.kind == "i":
-        return (np.fmod(np.abs(x), x.dtype.type(7)) + x.dtype.type(1)).astype(x.dtype)
-    return np.maximum(x, x.dtype.type(1))
+        nonzero = (np.fmod(np.abs(x), x.dtype.type(7)) + x.dtype.type(1)).astype(x.dtype)
+    else:
+        nonzero = np.maximum(x, x.dtype.type(1))
+    return nonzero
 
 
 def np_sign(x: np.ndarray) -> np.ndarray:
     # lax.sign keeps the zero's sign and NaN.
     if not np_is_float(x):
-        return np.sign(x)
+        sign: np.ndarray = np.sign(x)
+        return sign
     return np.where(x > 0, 1.0, np.where(x < 0, -1.0, x)).astype(x.dtype)
 
 
@@ -83,16 +94,19 @@ def np_round_away(x: np.ndarray) -> np.ndarray:
     # Half away from zero; x - trunc(x) is exact, unlike floor(x + 0.5).
     t = np.trunc(x)
     r = np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t)
-    return np.copysign(r, x).astype(x.dtype)
+    rounded: np.ndarray = np.copysign(r, x).astype(x.dtype)
+    return rounded
 
 
 def np_logistic(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    logistic: np.ndarray = 1.0 / (1.0 + np.exp(-x))
+    return logistic
 
 
 def np_popcount(x: np.ndarray) -> np.ndarray:
     # numpy counts the bits of |x| for signed types; lax counts the two's complement bits.
-    return np.bitwise_count(x.view(_unsigned(x.dtype))).astype(x.dtype)
+    count: np.ndarray = np.bitwise_count(x.view(_unsigned(x.dtype))).astype(x.dtype)
+    return count
 
 
 def np_clz(x: np.ndarray) -> np.ndarray:
@@ -102,13 +116,14 @@ def np_clz(x: np.ndarray) -> np.ndarray:
 
 
 def np_not(x: np.ndarray) -> np.ndarray:
-    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+    inverted: np.ndarray = np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+    return inverted
 
 
 def np_max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """lax.max: NaN-propagating (as np.maximum), and +0 above -0 in either order (numpy
     returns its first operand for equal zeros)."""
-    out = np.maximum(x, y)
+    out: np.ndarray = np.maximum(x, y)
     if np_is_float(out):
         out = np.where((x == 0) & (y == 0), x + y, out)  # -0 only if both are -0
     return out
@@ -116,7 +131,7 @@ def np_max(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def np_min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """lax.min: NaN-propagating, -0 below +0 in either order."""
-    out = np.minimum(x, y)
+    out: np.ndarray = np.minimum(x, y)
     if np_is_float(out):
         out = np.where((x == 0) & (y == 0), -(-x - y), out)  # +0 only if both are +0
     return out
@@ -124,7 +139,8 @@ def np_min(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def np_clamp(lo: Any, x: np.ndarray, hi: Any) -> np.ndarray:
     """lax.clamp: min(max(x, lo), hi), NaN-propagating."""
-    return np.minimum(np.maximum(x, lo), hi).astype(np.asarray(x).dtype)
+    clamped: np.ndarray = np.minimum(np.maximum(x, lo), hi).astype(np.asarray(x).dtype)
+    return clamped
 
 
 def _int_division(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -144,7 +160,8 @@ def np_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """lax.div: IEEE for floats; for integers truncated toward zero, x / 0 = -1 (all bits
     set) and INT_MIN / -1 = INT_MIN."""
     if np_is_float(x):
-        return (x / y).astype(x.dtype)
+        quotient: np.ndarray = (x / y).astype(x.dtype)
+        return quotient
     q, _, zero, overflow = _int_division(x, y)
     q = np.where(zero, -1, np.where(overflow, np.iinfo(x.dtype).min, q))
     return q.astype(x.dtype) if x.dtype.kind == "i" else q.astype(np.int64).astype(_signed(x.dtype)).view(x.dtype)
@@ -153,7 +170,8 @@ def np_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 def np_rem(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """lax.rem: the sign of the dividend (C fmod); x % 0 = x and INT_MIN % -1 = 0."""
     if np_is_float(x):
-        return np.fmod(x, y)
+        remainder: np.ndarray = np.fmod(x, y)
+        return remainder
     _, r, zero, overflow = _int_division(x, y)
     return np.where(zero, x, np.where(overflow, 0, r)).astype(x.dtype)
 
@@ -192,7 +210,8 @@ def np_digamma(x: np.ndarray) -> np.ndarray:
 
 
 def np_nextafter(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.nextafter(x, y)
+    after: np.ndarray = np.nextafter(x, y)
+    return after
 
 
 def np_convert(x: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
@@ -203,7 +222,8 @@ def np_convert(x: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
     dt = NP_DTYPES[dtype] if isinstance(dtype, str) else np.dtype(dtype)
     x = np.asarray(x)
     if dt == np.bool_:
-        return x != 0
+        truth: np.ndarray = x != 0
+        return truth
     if np_is_float(x) and dt.kind in "iu":
         info = np.iinfo(dt)
         v = np.trunc(x.astype(np.float64))
@@ -232,7 +252,7 @@ def np_reduce_precision(x: np.ndarray, exponent_bits: int, mantissa_bits: int) -
     own-precision one passes the program's type, where an f16 subnormal keeps its bits
     under exponent_bits 5 (measured against XLA:CPU)."""
     x = np.asarray(x)
-    info = ml_dtypes.finfo(x.dtype)
+    info = float_info(x.dtype)
     nexp, nmant, width = info.nexp, info.nmant, 8 * x.dtype.itemsize
     u = _unsigned(x.dtype).type
     bits = x.view(_unsigned(x.dtype)).copy()
@@ -328,8 +348,8 @@ COMPARES = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equ
             "gt": np.greater, "ge": np.greater_equal}
 
 
-REDUCERS: dict[str, Any] = {"add": np.add, "max": np.maximum, "min": np.minimum,
-                            "mul": np.multiply, "and": np.logical_and, "or": np.logical_or}
+REDUCERS: dict[str, np.ufunc] = {"add": np.add, "max": np.maximum, "min": np.minimum,
+                                 "mul": np.multiply, "and": np.logical_and, "or": np.logical_or}
 
 
 def lax_signed_zeros(out: np.ndarray, x: np.ndarray, kind: str,
@@ -369,10 +389,13 @@ def np_reduce_window(x: np.ndarray, init: Any, kind: str, window: Sequence[int],
         return np.full(shape, init, x.dtype)
     views = np.lib.stride_tricks.sliding_window_view(padded, span)
     views = views[tuple(slice(None, None, s) for s in strides)]
-    views = views[(Ellipsis, *(slice(None, None, d) for d in window_dilation))]
+    dilated: tuple[EllipsisType | slice, ...] = (
+        Ellipsis, *(slice(None, None, d) for d in window_dilation))
+    views = views[dilated]
     axes = tuple(range(x.ndim, 2 * x.ndim))
     out = np_reduce(np.ascontiguousarray(views), kind, axes)
-    return REDUCERS[kind](out, np.asarray(init, x.dtype)).astype(x.dtype)
+    with_init: np.ndarray = REDUCERS[kind](out, np.asarray(init, x.dtype)).astype(x.dtype)
+    return with_init
 
 
 def np_dot_general(x: np.ndarray, y: np.ndarray, lhs_contract: Sequence[int],
@@ -386,7 +409,7 @@ def np_dot_general(x: np.ndarray, y: np.ndarray, lhs_contract: Sequence[int],
         math.prod(bshape), math.prod(x.shape[d] for d in lf), -1)
     rhs = y.transpose([*rhs_batch, *rhs_contract, *rf]).reshape(
         math.prod(bshape), lhs.shape[2], -1)
-    out = np.matmul(lhs, rhs)
+    out: np.ndarray = np.matmul(lhs, rhs)
     return out.reshape(*bshape, *(x.shape[d] for d in lf), *(y.shape[d] for d in rf)).astype(x.dtype)
 
 
@@ -436,11 +459,11 @@ class Elementwise:
     the op alone, on operands already in its domain: what the StableHLO evaluator applies;
     calling the form applies the guards (and the nonzero integer divisor) first."""
 
-    kernel: Callable[..., Any]
+    kernel: Callable[..., np.ndarray]
     guards: tuple[str | None, ...] = (None, None)
     int_rhs: bool = False
 
-    def __call__(self, attrs: dict, *args: np.ndarray) -> np.ndarray:
+    def __call__(self, attrs: Attrs, *args: np.ndarray) -> np.ndarray:
         xs = [np_guard(g, x) for g, x in zip(self.guards, args, strict=False)]
         if self.int_rhs and not np_is_float(xs[1]):
             xs[1] = np_int_nonzero(xs[1])

@@ -11,7 +11,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS, INTS, NP_DTYPES
+from xla_sentinel.core.dtypes import NP_DTYPES
+from xla_sentinel.core.names import FLOATS, INTS
 from xla_sentinel.spec.campaign import SHAPE_FAMILIES
 
 ALL = FLOATS + INTS + ("bool",)
@@ -56,7 +57,9 @@ class Ctx(Protocol):
     def dim(self) -> int: ...
 
 
-Plan = tuple[list[Val], dict[str, Any]]
+# An op's attributes, as its planner draws them (JSON-serializable values).
+Attrs = dict[str, Any]
+Plan = tuple[list[Val], Attrs]
 Planner = Callable[[Ctx, Val], Plan | None]
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS, NAMES, subnormal
+from xla_sentinel.core.dtypes import NAMES, subnormal
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import ProgramError
 
 FLOAT_KEYS = ("min", "max", "mean", "std", "zero", "nan", "inf", "subnormal")

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from xla_sentinel.core.names import DTYPES
 from xla_sentinel.core.program import Program, ProgramError
 from xla_sentinel.programs.inputs import make_array
 from xla_sentinel.programs.units import SNIPPET_SUFFIX
-from xla_sentinel.spec.campaign import DTYPES
 
 EXAMPLE = 'INPUTS = [("f32", (4, 8))]'
 
@@ -73,6 +73,7 @@ def load_snippet(path: Path, seed: int = 0) -> Program:
     import jax
 
     from xla_sentinel.core.dtypes import NP_DTYPES
+    from xla_sentinel.programs.evaluate import shape_struct
 
     try:
         source = path.read_text()
@@ -94,7 +95,7 @@ def load_snippet(path: Path, seed: int = 0) -> Program:
         raise ProgramError(f"{path}: defines no INPUTS; add one (dtype, shape) pair per argument of f, "
                            f"e.g. {EXAMPLE}")
     specs = _input_specs(path, namespace["INPUTS"])
-    structs = [jax.ShapeDtypeStruct(shape, NP_DTYPES[d]) for d, shape in specs]
+    structs = [shape_struct(shape, NP_DTYPES[d]) for d, shape in specs]
     try:
         module = jax.jit(f).lower(*structs).as_text()
     except Exception as e:

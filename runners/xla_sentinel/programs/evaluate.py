@@ -18,22 +18,33 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
-import ml_dtypes
 import numpy as np
+import numpy.typing as npt
 
-from xla_sentinel.core.dtypes import NARROW_FLOATS, NP_DTYPES, UNIT_ROUNDOFF
+from xla_sentinel.core.dtypes import NP_DTYPES, UNIT_ROUNDOFF
 from xla_sentinel.core.graph import Graph, Node
+from xla_sentinel.core.names import NARROW_FLOATS
 from xla_sentinel.ops.entries.templates import INNER_TERMS, NOISY_FORMS
 from xla_sentinel.ops.lax_builders import build
+from xla_sentinel.ops.numpy_forms import float_info
 from xla_sentinel.ops.table import OPS
 from xla_sentinel.references import own_precision
 
 F64 = jnp.float64
+
+
+class _StructOf(Protocol):
+    def __call__(self, shape: Sequence[int], dtype: np.dtype[Any], *,
+                 sharding: Any = None) -> jax.ShapeDtypeStruct: ...
+
+
+# jax leaves ShapeDtypeStruct's constructor unannotated: its signature, so that calls are checked.
+shape_struct: _StructOf = jax.ShapeDtypeStruct
 
 
 def _is_float(x: Any) -> bool:
@@ -68,8 +79,12 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
             # Directed: one ulp (2u) for a transcendental function, which may be an ulp
             # off; half an ulp (u) for the correctly rounded ops (arithmetic, sqrt,
             # converts), or a one-ulp rounding bug in them would look legal.
-            step = (2.0 if "approx" in op.tags else 1.0) * sign if directed \
-                else sign * perturb.uniform(-1.0, 1.0, size=out.shape)
+            step: float | npt.NDArray[np.float64]
+            if directed:
+                step = (2.0 if "approx" in op.tags else 1.0) * sign
+            else:
+                assert perturb is not None  # not directed: the test above says perturbed
+                step = sign * perturb.uniform(-1.0, 1.0, size=out.shape)
             out = out + jnp.asarray(u * step, out.dtype) * _rounding_scale(op, node.attrs, xs, out)
         return out
 
@@ -135,7 +150,7 @@ def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
         prone[v] = any(prone[a] for a in node.args)
         if prone[v] or dtype not in UNIT_ROUNDOFF or not _is_float(out):
             return
-        top = float(ml_dtypes.finfo(NP_DTYPES[dtype]).max)
+        top = float(float_info(NP_DTYPES[dtype]).max)
         terms = _terms_magnitude(op, node.attrs, xs)
         magnitudes = [out] if terms is None else [out, terms]
         if node.op in INNER_TERMS:  # a template's own sums (s31-i125: q . k inside attention)
@@ -157,7 +172,7 @@ def input_structs(graph: Graph, promote: bool = False) -> list[jax.ShapeDtypeStr
         dt = NP_DTYPES[v.dtype]
         if promote and v.dtype in NARROW_FLOATS:
             dt = NP_DTYPES["f64"]
-        out.append(jax.ShapeDtypeStruct(v.shape, dt))
+        out.append(shape_struct(v.shape, dt))
     return out
 
 

@@ -15,12 +15,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES, name_of
+from xla_sentinel.core.dtypes import NP_DTYPES, name_of
 from xla_sentinel.core.graph import Graph, Node, Value
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.ops.exact import annotate
 from xla_sentinel.ops.lax_builders import build
 from xla_sentinel.ops.spec import OpDef, Val
 from xla_sentinel.ops.table import OPS, ops_for
+from xla_sentinel.programs.evaluate import shape_struct
 from xla_sentinel.spec.campaign import GeneratorSpec
 
 # Dimension sizes: 1 and primes catch edge handling, powers of two the vectorized paths.
@@ -112,7 +114,7 @@ class _Builder:
             self.rollback(mark)
             return False
         args, attrs = planned
-        structs = [jax.ShapeDtypeStruct(a.shape, NP_DTYPES[a.dtype]) for a in args]
+        structs = [shape_struct(a.shape, NP_DTYPES[a.dtype]) for a in args]
         try:
             out = jax.eval_shape(lambda *xs: build(op, attrs, *xs), *structs)
         except (TypeError, ValueError):
@@ -265,7 +267,7 @@ def _family_weights(candidates: Sequence[OpDef], spec: GeneratorSpec) -> list[fl
 def _large(b: _Builder, spec: GeneratorSpec, dtype_w: list[float] | None) -> None:
     """Open a large program: one input of a LARGE_SHAPES size (cut to maxRank by folding
     leading dimensions, so a maxRank 0 campaign stays scalar)."""
-    shape = LARGE_SHAPES[int(b.rng.integers(len(LARGE_SHAPES)))]
+    shape: tuple[int, ...] = LARGE_SHAPES[int(b.rng.integers(len(LARGE_SHAPES)))]
     while len(shape) > spec.maxRank:
         shape = shape[1:] if len(shape) == 1 else (shape[0] * shape[1], *shape[2:])
     b.max_elements = LARGE_MAX_ELEMENTS

@@ -11,16 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES
+from xla_sentinel.core.dtypes import NP_DTYPES
 from xla_sentinel.core.graph import Graph, Value
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.ops.entries.templates import INVARIANTS as TEMPLATE_INVARIANTS
+from xla_sentinel.ops.numpy_forms import float_info
 
 
 def _float_special(rng: np.random.Generator, dt: np.dtype, n: int) -> np.ndarray:
-    info = ml_dtypes.finfo(dt)
+    info = float_info(dt)
     pool = np.array([0.0, -0.0, 0.5, -0.5, 1.5, 2.5, 1.0, -1.0, float(info.tiny),
                      float(info.tiny) / 4, float(info.max) / 2, -float(info.max) / 2, 1e-30,
                      np.nan, np.inf, -np.inf, 3.0, 3.0], dtype=np.float64)
@@ -91,7 +92,7 @@ def stress_array(rng: np.random.Generator, shape: Sequence[int], dtype: str) -> 
     """Normal values of magnitude min(1e10, max/8) of `dtype`, a quarter of them ordinary."""
     dt = NP_DTYPES[dtype]
     n = int(np.prod(shape, dtype=np.int64))
-    scale = min(STRESS_LOGIT, float(ml_dtypes.finfo(dt).max) / 8)
+    scale = min(STRESS_LOGIT, float(float_info(dt).max) / 8)
     flat = rng.normal(size=n) * scale
     plain = rng.random(n) < 0.25
     flat[plain] = rng.normal(size=int(plain.sum()))
@@ -143,7 +144,7 @@ def _matching_floats(rng: np.random.Generator, dt: np.dtype, n: int, stats: dict
     flat = np.clip(rng.normal(mean, std, size=n), lo, hi)
     if n >= 2 and np.isfinite(lo) and np.isfinite(hi):
         flat[rng.choice(n, 2, replace=False)] = [lo, hi]
-    tiny = float(ml_dtypes.finfo(dt).tiny)
+    tiny = float(float_info(dt).tiny)
     order = rng.permutation(n)
     start = 0
     for key, value in (("zero", 0.0), ("nan", np.nan), ("inf", np.inf), ("subnormal", None)):

@@ -19,13 +19,14 @@ is only known by verifying it, and a refused size should let another be tried.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
 
-import ml_dtypes
 import numpy as np
 
-from xla_sentinel.core.dtypes import NARROW_FLOATS, NP_DTYPES
+from xla_sentinel.core.dtypes import NP_DTYPES
+from xla_sentinel.core.names import NARROW_FLOATS
 from xla_sentinel.core.program import MLIR_TYPES
+from xla_sentinel.ops.numpy_forms import float_info
 from xla_sentinel.spec.campaign import MUTATION_KINDS
 
 FLOAT_TYPES = NARROW_FLOATS
@@ -48,6 +49,10 @@ class Mutant:
         self.inputs = inputs
         self.input_dtypes = input_dtypes
         self.describe = describe
+
+
+# A mutation kind: (module, inputs, their dtypes, rng) -> its mutant, None without a site.
+Mutation = Callable[[str, list[np.ndarray], list[str], np.random.Generator], Mutant | None]
 
 
 def mutate(module: str, inputs: list[np.ndarray], dtypes: list[str], kind: str, seed: int) -> Mutant | None:
@@ -105,7 +110,7 @@ def _special_values(module: str, inputs: list[np.ndarray], dtypes: list[str], rn
         return None
     i = floats[int(rng.integers(len(floats)))]
     x = inputs[i].copy()
-    info = ml_dtypes.finfo(x.dtype)
+    info = float_info(x.dtype)
     pool = np.array([np.nan, np.inf, -np.inf, float(info.max), -float(info.max), float(info.tiny) / 4,
                      -float(info.tiny) / 2, -0.0, 0.0], dtype=np.float64)
     flat = x.reshape(-1)
@@ -325,6 +330,6 @@ def _sharding(module: str, inputs: list[np.ndarray], dtypes: list[str], rng: np.
     return None
 
 
-_KINDS: dict[str, Any] = {"dtype": _dtype, "special_values": _special_values, "swap_op": _swap_op,
+_KINDS: dict[str, Mutation] = {"dtype": _dtype, "special_values": _special_values, "swap_op": _swap_op,
                           "round_trip": _round_trip, "perturb_constant": _perturb_constant,
                           "batch": _batch, "donation": _donation, "sharding": _sharding}

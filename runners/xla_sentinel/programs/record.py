@@ -66,7 +66,7 @@ class TraceRecorder:
     # Compiled executables waiting for the ExecuteReplicated that will run them. An
     # executable is not weak-referenceable, so it is held here until that happens.
     _compiled: dict[int, tuple[Any, _Entry]] = field(default_factory=dict)
-    _executors: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
+    _executors: weakref.WeakKeyDictionary[Any, _Entry] = field(default_factory=weakref.WeakKeyDictionary)
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -221,9 +221,11 @@ def _install(rec: TraceRecorder) -> None:
             _guarded(rec, "outputs", rec.on_outputs, entry, out)
         return out
 
-    compiler.compile_or_get_cached = compile_hook
-    pxla.ExecuteReplicated.__init__ = init_hook
-    pxla.ExecuteReplicated.__call__ = call_hook
+    # Recording is patching jax._src: each hook passes the original's arguments through,
+    # which mypy cannot match to jax's signatures (and it refuses assigning to methods).
+    compiler.compile_or_get_cached = compile_hook  # type: ignore[assignment]
+    pxla.ExecuteReplicated.__init__ = init_hook  # type: ignore[method-assign]
+    pxla.ExecuteReplicated.__call__ = call_hook  # type: ignore[method-assign]
     rec.out.mkdir(parents=True, exist_ok=True)
     _active.append(rec)
 
@@ -235,8 +237,8 @@ def _uninstall(rec: TraceRecorder) -> None:
     from jax._src.interpreters import pxla
 
     compiler.compile_or_get_cached = _originals["compile"]
-    pxla.ExecuteReplicated.__init__ = _originals["init"]
-    pxla.ExecuteReplicated.__call__ = _originals["call"]
+    pxla.ExecuteReplicated.__init__ = _originals["init"]  # type: ignore[method-assign]
+    pxla.ExecuteReplicated.__call__ = _originals["call"]  # type: ignore[method-assign]
     _active.remove(rec)
     rec._compiled.clear()
 

@@ -15,12 +15,16 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from xla_sentinel.core.graph import Graph, Node, ShardingPlan, Spec, Value
 from xla_sentinel.spec.campaign import PARTITIONERS
+
+if TYPE_CHECKING:
+    from jax.sharding import PartitionSpec
+    from jax.stages import Wrapped
 
 AXES = ("x", "y")
 # The share of values (inputs and op results) a region is applied after.
@@ -112,27 +116,42 @@ def plan(graph: Graph, devices: int, rng: np.random.Generator,
                         inputs=inputs, outputs=outputs, regions=regions)
 
 
+def _partition(*entries: str | None) -> PartitionSpec:
+    """`PartitionSpec(*entries)`, through a typed view: jax leaves its constructor unannotated."""
+    from jax.sharding import PartitionSpec
+
+    make: Callable[..., PartitionSpec] = PartitionSpec
+    return make(*entries)
+
+
 def _identity_region(region: dict[str, Any], mesh: Any, rank: int) -> Callable[[Any], Any]:
     """The region as a function of its value; each returns its argument, value for value."""
     import jax
     import jax.numpy as jnp
     from jax import lax
     from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
+
+    # jax leaves these unannotated: their signatures here, so that calls are checked.
+    constrain: Callable[[Any, NamedSharding], Any] = lax.with_sharding_constraint
+    psum: Callable[[Any, str], Any] = lax.psum
+    pmax: Callable[[Any, str], Any] = lax.pmax
+    ppermute: Callable[[Any, str, list[tuple[int, int]]], Any] = lax.ppermute
+    psum_scatter: Callable[..., Any] = lax.psum_scatter
+    all_to_all: Callable[..., Any] = lax.all_to_all
 
     kind = region["kind"]
     if kind == "constraint":
-        sharding = NamedSharding(mesh, P(*region["spec"]))
-        return lambda x: lax.with_sharding_constraint(x, sharding)
+        sharding = NamedSharding(mesh, _partition(*region["spec"]))
+        return lambda x: constrain(x, sharding)
     axis = region["axis"]
     n = mesh.shape[axis]
 
     def on(dim: int) -> Any:
-        return P(*[axis if d == dim else None for d in range(rank)])
+        return _partition(*[axis if d == dim else None for d in range(rank)])
 
     def neutral(x: Any, biggest: bool) -> Any:
         if biggest:
-            low = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+            low = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else np.iinfo(x.dtype).min
             return jnp.full_like(x, low)
         return jnp.full_like(x, -0.0 if jnp.issubdtype(x.dtype, jnp.floating) else 0)
 
@@ -140,23 +159,23 @@ def _identity_region(region: dict[str, Any], mesh: Any, rank: int) -> Callable[[
         return jnp.where(lax.axis_index(axis) == region["source"], x, neutral(x, biggest))
 
     if kind == "all_gather":
-        body, ins, outs = (lambda x: lax.all_gather(x, axis, axis=region["dim"], tiled=True)), on(region["dim"]), P()
+        body, ins, outs = (lambda x: lax.all_gather(x, axis, axis=region["dim"], tiled=True)), on(region["dim"]), _partition()
     elif kind == "psum_scatter":
-        body = lambda x: lax.psum_scatter(only_source(x), axis,  # noqa: E731
-                                          scatter_dimension=region["dim"], tiled=True)
-        ins, outs = P(), on(region["dim"])
+        body = lambda x: psum_scatter(only_source(x), axis,  # noqa: E731
+                                      scatter_dimension=region["dim"], tiled=True)
+        ins, outs = _partition(), on(region["dim"])
     elif kind == "psum_broadcast":
-        body, ins, outs = (lambda x: lax.psum(only_source(x), axis)), P(), P()
+        body, ins, outs = (lambda x: psum(only_source(x), axis)), _partition(), _partition()
     elif kind == "pmax_broadcast":
-        body, ins, outs = (lambda x: lax.pmax(only_source(x, biggest=True), axis)), P(), P()
+        body, ins, outs = (lambda x: pmax(only_source(x, biggest=True), axis)), _partition(), _partition()
     elif kind == "ppermute":
         there = [(i, (i + region["shift"]) % n) for i in range(n)]
         back = [(j, i) for i, j in there]
-        body = lambda x: lax.ppermute(lax.ppermute(x, axis, there), axis, back)  # noqa: E731
+        body = lambda x: ppermute(ppermute(x, axis, there), axis, back)  # noqa: E731
         ins = outs = on(region["dim"])
     elif kind == "all_to_all":
-        body = lambda x: lax.all_to_all(x, axis, split_axis=region["to"],  # noqa: E731
-                                        concat_axis=region["dim"], tiled=True)
+        body = lambda x: all_to_all(x, axis, split_axis=region["to"],  # noqa: E731
+                                    concat_axis=region["dim"], tiled=True)
         ins, outs = on(region["dim"]), on(region["to"])
     else:
         raise ValueError(f"unknown SPMD region {kind!r}")
@@ -178,16 +197,15 @@ def make_mesh(sharding: ShardingPlan) -> Any:
     return Mesh(grid, sharding.axes, axis_types=(AxisType.Auto,) * len(sharding.axes))
 
 
-def sharded_fn(graph: Graph, sharding: ShardingPlan) -> tuple[Callable[..., Any], list[Any]]:
+def sharded_fn(graph: Graph, sharding: ShardingPlan) -> tuple[Wrapped, list[Any]]:
     """The program as a jitted function with its plan, and its inputs' abstract values."""
     import jax
     from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
 
     from xla_sentinel.core.dtypes import NP_DTYPES
     from xla_sentinel.ops.lax_builders import build
     from xla_sentinel.ops.table import OPS
-    from xla_sentinel.programs.evaluate import own_operands
+    from xla_sentinel.programs.evaluate import own_operands, shape_struct
 
     mesh = make_mesh(sharding)
     regions = {v: _identity_region(r, mesh, len(graph.values[v].shape))
@@ -204,9 +222,9 @@ def sharded_fn(graph: Graph, sharding: ShardingPlan) -> tuple[Callable[..., Any]
         return tuple(graph.run(args, apply, load=region))
 
     def named(spec: Spec) -> Any:
-        return NamedSharding(mesh, P(*spec))
+        return NamedSharding(mesh, _partition(*spec))
 
-    structs = [jax.ShapeDtypeStruct(v.shape, NP_DTYPES[v.dtype], sharding=named(s))
+    structs = [shape_struct(v.shape, NP_DTYPES[v.dtype], sharding=named(s))
                for v, s in zip(graph.inputs, sharding.inputs, strict=True)]
     fn = jax.jit(program, keep_unused=True,
                  out_shardings=tuple(named(s) for s in sharding.outputs))
@@ -228,7 +246,7 @@ def lower_text(graph: Graph) -> str:
 
 
 def per_device_values(info: dict[str, Any]) -> set[str]:
-    """The values of @main (module info: bisect/module.py) that exist only per device:
+    """The values of @main (module info: xla/cuts.py) that exist only per device:
     inside a GSPMD manual region, from SPMDFullToShardShape to SPMDShardToFullShape."""
     manual: set[str] = set()
     for op in info["ops"]:

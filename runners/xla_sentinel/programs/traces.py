@@ -38,8 +38,8 @@ def _bytecode_to_text(data: bytes) -> str:
 
 
 def _hlo_to_text(text: str) -> str:
-    from jax._src.lib import _jax
-    from jaxlib import _hlo
+    import jaxlib._hlo as _hlo
+    import jaxlib._jax as _jax
 
     proto = _hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
     return _bytecode_to_text(_jax.mlir.hlo_to_stablehlo(proto))
@@ -54,7 +54,8 @@ def module_text(path: Path) -> str:
     try:
         if path.suffix in (".jaxexport", ".bin"):
             from jax import export
-            return export.deserialize(bytearray(data)).mlir_module()
+            exported: str = export.deserialize(bytearray(data)).mlir_module()
+            return exported
         if path.suffix == ".mlirbc" or data[:4] == b"ML\xefR":
             return _bytecode_to_text(data)
         text = data.decode()
@@ -70,7 +71,7 @@ def module_text(path: Path) -> str:
 _MUTANT = re.compile(r"^(.*)@([a-z_]+)\.(\d+)$")
 
 
-def load(path: Path, seed: int = 0) -> Program:
+def load(path: str | Path, seed: int = 0) -> Program:
     """A Program from a trace folder or module file; inputs drawn when none are stored.
     A mutant unit `<unit>@<kind>.<n>` is the unit's n-th mutant of that kind, checked to
     parse and verify before any target sees it."""
@@ -98,7 +99,7 @@ def load(path: Path, seed: int = 0) -> Program:
         stats = check_stats(_json_object(folder / "stats.json"), specs, str(folder / "stats.json"))
     provenance = meta.get("provenance", meta)
     if not isinstance(provenance, dict):
-        raise ProgramError(f"{folder / 'meta.json'}: provenance must be an object, got {type(provenance).__name__}")
+        raise ProgramError(f"{path / 'meta.json'}: provenance must be an object, got {type(provenance).__name__}")
     dtypes = [s["dtype"] for s in specs]
     if folder is not None and (folder / "inputs.npz").exists():
         _check_stored_dtypes(folder / "inputs.npz", dtypes)

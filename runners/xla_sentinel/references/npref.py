@@ -26,8 +26,8 @@ from xla_sentinel.ops.table import OPS
 MLIR_DTYPES = {"f64": "f64", "f32": "f32", "bf16": "bf16", "f16": "f16", "i64": "s64", "i32": "s32",
                "i8": "s8", "ui8": "u8", "ui32": "u32", "i1": "bool", "i16": "s16", "ui16": "u16",
                "ui64": "u64"}
-EXTRA_DTYPES = {"s64": np.dtype(np.int64), "s16": np.dtype(np.int16), "u16": np.dtype(np.uint16),
-                "u64": np.dtype(np.uint64)}
+EXTRA_DTYPES: dict[str, np.dtype] = {"s64": np.dtype(np.int64), "s16": np.dtype(np.int16),
+                                     "u16": np.dtype(np.uint16), "u64": np.dtype(np.uint64)}
 
 # Ops evaluated by XLA (float64, alone) because they have no numpy form here: opaque
 # library calls, random numbers, and linear algebra or transforms nothing generates.
@@ -270,7 +270,7 @@ class _Evaluator:
 
     # --- NaNs whose signs rank them ---------------------------------------------------------
 
-    def _mark_open(self, o: Any, name: str, args: list, outs: list, inner: bool) -> None:
+    def _mark_open(self, o: Any, name: str, args: list[np.ndarray], outs: list[np.ndarray], inner: bool) -> None:
         """Set `open` for the results of `o`: rows a ranking op orders two NaNs in (their
         signs are open, so any of them may come first), and the elements that depend on
         marked operands. `inner`: a ranking op inside `o`'s regions made marks."""
@@ -284,6 +284,7 @@ class _Evaluator:
             return
         shapes = [np.shape(x) for x in outs]
         block = self._ran_block(o, name, args)
+        masks: list[np.ndarray | None]
         if block is not None and name != "func.call" and ins[0] is not None and ins[0].any():
             masks = [np.ones(sh, bool) for sh in shapes]  # which branch ran is open
         elif block is not None:
@@ -310,7 +311,7 @@ class _Evaluator:
             else:
                 self.open.pop(a, None)
 
-    def _ran_block(self, o: Any, name: str, args: list) -> Any:
+    def _ran_block(self, o: Any, name: str, args: list[np.ndarray]) -> Any:
         """The block a call or a conditional ran (its ops carried the marks), else None."""
         if name == "func.call":
             return self._callee(o)
@@ -321,7 +322,7 @@ class _Evaluator:
             return o.regions[0 if bool(args[0]) else 1].blocks[0]
         return None
 
-    def _ranked_nans(self, o: Any, name: str, args: list) -> np.ndarray | None:
+    def _ranked_nans(self, o: Any, name: str, args: list[np.ndarray]) -> np.ndarray | None:
         """Where this op ranks two or more NaNs against each other: the rows (kept along
         the ranking axis) of top_k and sort, the elements of a TOTALORDER compare. One
         NaN's rank the uniform signs of `evaluate_module` already cover."""
@@ -338,7 +339,8 @@ class _Evaluator:
     def _rank_axis(self, o: Any, name: str) -> int:
         return -1 if name == "chlo.top_k" else int(self.ir.IntegerAttr(o.attributes["dimension"]).value)
 
-    def _carried(self, o: Any, name: str, args: list, ins: list, shapes: list,
+    def _carried(self, o: Any, name: str, args: list[np.ndarray], ins: list[np.ndarray | None],
+                 shapes: list[tuple[int, ...]],
                  made: np.ndarray | None) -> list[np.ndarray | None]:
         def mark(i: int) -> np.ndarray:
             m = ins[i]
@@ -391,7 +393,9 @@ class _Evaluator:
 
     def _apply(self, o: Any, name: str, args: list[np.ndarray]) -> list[np.ndarray]:
         if name in ELEMENTWISE:
-            return [OPS[ELEMENTWISE[name]].numpy.kernel(*args)]
+            form = OPS[ELEMENTWISE[name]].numpy
+            assert isinstance(form, nf.Elementwise), name
+            return [form.kernel(*args)]
         if name in EXTRA_ELEMENTWISE:
             return [EXTRA_ELEMENTWISE[name](*args)]
         handler = getattr(self, "op_" + name.replace(".", "_"), None)
@@ -400,25 +404,26 @@ class _Evaluator:
         out = handler(o, args)
         return out if isinstance(out, list) else [out]
 
-    def op_stablehlo_constant(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_constant(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return self.held(_constant(self.ir, o.attributes["value"]))
 
-    def op_stablehlo_compare(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_compare(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         from jaxlib.mlir.dialects import stablehlo
 
         direction = stablehlo.ComparisonDirectionAttr(o.attributes["comparison_direction"]).value.lower()
         x, y = args
         if "compare_type" in o.attributes and "TOTALORDER" in str(o.attributes["compare_type"]):
             x, y = nf.total_order_key(x), nf.total_order_key(y)
-        return nf.COMPARES[direction](x, y)
+        compared: np.ndarray = nf.COMPARES[direction](x, y)
+        return compared
 
-    def op_stablehlo_select(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_select(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return np.where(*args)
 
-    def op_stablehlo_clamp(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_clamp(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return nf.np_clamp(args[0], args[1], args[2])
 
-    def op_stablehlo_convert(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_convert(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         source, target = self.dtype_of(o.operands[0]), self.dtype_of(o.results[0])
         if target not in NP_DTYPES and target not in EXTRA_DTYPES:
             raise Unsupported("convert to " + target)
@@ -429,21 +434,21 @@ class _Evaluator:
             return nf.np_convert(_flush_below_f32(args[0]), target)
         return nf.np_convert(args[0], _np_dtype(target))
 
-    def op_stablehlo_bitcast_convert(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_bitcast_convert(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         src = self.own(args[0], o.operands[0])
         dst = _np_dtype(self.dtype_of(o.results[0]))
         if src.dtype.itemsize != dst.itemsize:
             raise Unsupported("bitcast between widths")
         return src.view(dst)
 
-    def op_chlo_next_after(self, o: Any, args: list) -> np.ndarray:
-        return np.nextafter(self.own(args[0], o.operands[0]), self.own(args[1], o.operands[1]))
+    def op_chlo_next_after(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
+        return nf.np_nextafter(self.own(args[0], o.operands[0]), self.own(args[1], o.operands[1]))
 
-    def op_stablehlo_reduce_precision(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_reduce_precision(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return nf.np_reduce_precision(args[0], int(self.ir.IntegerAttr(o.attributes["exponent_bits"]).value),
                                      int(self.ir.IntegerAttr(o.attributes["mantissa_bits"]).value))
 
-    def op_stablehlo_iota(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_iota(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         shape = self.shape_of(o.results[0])
         dim = int(self.ir.IntegerAttr(o.attributes["iota_dimension"]).value)
         it = np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
@@ -451,41 +456,41 @@ class _Evaluator:
         # Exact in float64: iota's values are what the op means, as in f64_eager.
         return np.broadcast_to(it, shape).astype(np.float64 if dtype in ("f32", "bf16", "f16") else _np_dtype(dtype))
 
-    def op_stablehlo_broadcast_in_dim(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_broadcast_in_dim(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return nf.np_broadcast_in_dim(args[0], self.shape_of(o.results[0]),
                                      self._ints(o, "broadcast_dimensions"))
 
-    def op_stablehlo_reshape(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_reshape(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return np.reshape(args[0], self.shape_of(o.results[0]))
 
-    def op_stablehlo_transpose(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_transpose(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return np.transpose(args[0], self._ints(o, "permutation"))
 
-    def op_stablehlo_reverse(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_reverse(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return np.flip(args[0], tuple(self._ints(o, "dimensions")))
 
-    def op_stablehlo_concatenate(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_concatenate(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(args, int(self.ir.IntegerAttr(o.attributes["dimension"]).value))
 
-    def op_stablehlo_slice(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_slice(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         start, limit, stride = (self._ints(o, k) for k in ("start_indices", "limit_indices", "strides"))
         return args[0][tuple(slice(*t) for t in zip(start, limit, stride, strict=True))]
 
-    def op_stablehlo_pad(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_pad(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         config = zip(self._ints(o, "edge_padding_low"), self._ints(o, "edge_padding_high"),
                      self._ints(o, "interior_padding"), strict=True)
         return nf.np_pad(args[0], args[1], list(config))
 
-    def op_stablehlo_dynamic_slice(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_dynamic_slice(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return nf.np_dynamic_slice(args[0], args[1:], self._ints(o, "slice_sizes"))
 
-    def op_stablehlo_dynamic_update_slice(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_dynamic_update_slice(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         return nf.np_dynamic_update_slice(args[0], args[1], args[2:])
 
-    def op_stablehlo_optimization_barrier(self, o: Any, args: list) -> list:
+    def op_stablehlo_optimization_barrier(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         return list(args)
 
-    def op_stablehlo_dot_general(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_dot_general(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         from jaxlib.mlir.dialects import stablehlo
 
         d = stablehlo.DotDimensionNumbers(o.attributes["dot_dimension_numbers"])
@@ -493,7 +498,7 @@ class _Evaluator:
                                 list(d.rhs_contracting_dimensions), list(d.lhs_batching_dimensions),
                                 list(d.rhs_batching_dimensions))
 
-    def op_stablehlo_convolution(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_convolution(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         from jaxlib.mlir.dialects import stablehlo
 
         d = stablehlo.ConvDimensionNumbers(o.attributes["dimension_numbers"])
@@ -528,7 +533,7 @@ class _Evaluator:
             return None
         return BODY_KINDS[body[0].operation.name]
 
-    def op_stablehlo_reduce(self, o: Any, args: list) -> list:
+    def op_stablehlo_reduce(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         axes = self._ints(o, "dimensions")
         n = len(args) // 2
         xs, inits = args[:n], args[n:]
@@ -538,7 +543,7 @@ class _Evaluator:
             return [nf.REDUCERS[kind](np.asarray(inits[0]), out).astype(out.dtype)]
         return self._tree_reduce(o.regions[0].blocks[0], xs, inits, axes)
 
-    def _tree_reduce(self, block: Any, xs: list, inits: list, axes: list[int]) -> list:
+    def _tree_reduce(self, block: Any, xs: list[np.ndarray], inits: list[np.ndarray], axes: list[int]) -> list[np.ndarray]:
         """Any reduction body, applied pairwise over the reduced elements in order (the
         schedule is XLA's to choose; the body is meant to be associative), then to init."""
         kept = [d for d in range(xs[0].ndim) if d not in axes]
@@ -553,7 +558,7 @@ class _Evaluator:
         tops = [x[..., 0] for x in flat]
         return self.run_block(block, [np.broadcast_to(i, t.shape) for i, t in zip(inits, tops, strict=True)] + tops)
 
-    def op_stablehlo_reduce_window(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_reduce_window(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         kind = self._body_kind(o.regions[0])
         if len(args) != 2 or kind in (None, "replace"):
             raise Unsupported("reduce_window with a body other than one binary op")
@@ -567,7 +572,7 @@ class _Evaluator:
         return nf.np_reduce_window(x, init, kind, window, strides, list(zip(flat[::2], flat[1::2], strict=True)),
                                   base, wdil)
 
-    def op_stablehlo_gather(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_gather(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         from jaxlib.mlir.dialects import stablehlo
 
         d = stablehlo.GatherDimensionNumbers(o.attributes["dimension_numbers"])
@@ -576,7 +581,7 @@ class _Evaluator:
         return np_gather(args[0], args[1], list(d.offset_dims), list(d.collapsed_slice_dims),
                          list(d.start_index_map), d.index_vector_dim, self._ints(o, "slice_sizes"))
 
-    def op_stablehlo_scatter(self, o: Any, args: list) -> np.ndarray:
+    def op_stablehlo_scatter(self, o: Any, args: list[np.ndarray]) -> np.ndarray:
         from jaxlib.mlir.dialects import stablehlo
 
         d = stablehlo.ScatterDimensionNumbers(o.attributes["scatter_dimension_numbers"])
@@ -586,13 +591,13 @@ class _Evaluator:
         return np_scatter(args[0], args[1], args[2], list(d.update_window_dims), list(d.inserted_window_dims),
                           list(d.scattered_dims_to_operand_dims), d.index_vector_dim, kind)
 
-    def op_stablehlo_sort(self, o: Any, args: list) -> list:
+    def op_stablehlo_sort(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         dim = int(self.ir.IntegerAttr(o.attributes["dimension"]).value)
         key = self._sort_key(o.regions[0].blocks[0], args)
         order = np.argsort(key, axis=dim, kind="stable")
         return [np.take_along_axis(x, order, dim) for x in args]
 
-    def _sort_key(self, block: Any, args: list) -> np.ndarray:
+    def _sort_key(self, block: Any, args: list[np.ndarray]) -> np.ndarray:
         """A comparator `compare(LT or GT, f(a0), f(b0))` over the first operand only (what
         lax.sort emits: f canonicalizes -0 and NaN) becomes an int64 key of f(a0)."""
         ops = list(block.operations)
@@ -621,34 +626,34 @@ class _Evaluator:
         key = nf.total_order_key(lhs)
         return key if direction == "LT" else -key
 
-    def op_chlo_top_k(self, o: Any, args: list) -> list:
+    def op_chlo_top_k(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         values, idx = nf.np_top_k(args[0], int(self.ir.IntegerAttr(o.attributes["k"]).value))
         return [values, idx.astype(_np_dtype(self.dtype_of(o.results[1])))]
 
-    def op_stablehlo_while(self, o: Any, args: list) -> list:
+    def op_stablehlo_while(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         cond, body = o.regions[0].blocks[0], o.regions[1].blocks[0]
         state = list(args)
         while bool(self.run_block(cond, state)[0]):
             state = self.run_block(body, state)
         return state
 
-    def op_stablehlo_case(self, o: Any, args: list) -> list:
+    def op_stablehlo_case(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         index = int(args[0])
         n = len(o.regions)
         # Out of range runs the last branch (StableHLO's rule).
         branch = o.regions[index if 0 <= index < n else n - 1]
         return self.run_block(branch.blocks[0], [])
 
-    def op_stablehlo_if(self, o: Any, args: list) -> list:
+    def op_stablehlo_if(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         return self.run_block(o.regions[0 if bool(args[0]) else 1].blocks[0], [])
 
-    def op_func_call(self, o: Any, args: list) -> list:
+    def op_func_call(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         callee = str(o.attributes["callee"]).lstrip("@").strip('"')
         return self.run_block(self.functions[callee].regions[0].blocks[0], args)
 
     # --- fallback ------------------------------------------------------------------------
 
-    def _fallback(self, o: Any, args: list) -> list[np.ndarray]:
+    def _fallback(self, o: Any, args: list[np.ndarray]) -> list[np.ndarray]:
         """The op alone, with its floats in float64, evaluated by the fallback."""
         from jaxlib.mlir.dialects import func
 
@@ -664,7 +669,9 @@ class _Evaluator:
                 f = func.FuncOp("main", ir.FunctionType.get([v.type for v in o.operands],
                                                              [r.type for r in o.results]))
                 f.attributes["sym_visibility"] = ir.StringAttr.get("public")
-                block = f.add_entry_block()
+                # jaxlib's func.py subclasses the generated FuncOp under the same name to add
+                # add_entry_block; mypy keeps the first definition, which lacks it.
+                block = f.add_entry_block()  # type: ignore[attr-defined]
                 with ir.InsertionPoint(block):
                     clone = o.clone()
                     for i, a in enumerate(block.arguments):
@@ -691,7 +698,8 @@ def _constant(ir: Any, attr: Any) -> np.ndarray:
     body = text[text.index("<") + 1:text.rindex("> :")]
     if body.startswith('"0x'):
         raw = bytes.fromhex(body[3:-1])
-        return np.frombuffer(raw, np.uint16).view(nf.BF16).reshape(shape)
+        bits: np.ndarray = np.frombuffer(raw, np.uint16).view(nf.BF16)
+        return bits.reshape(shape)
     tokens = [t for t in body.replace("[", " ").replace("]", " ").replace(",", " ").split() if t]
     vals = [np.uint16(int(t, 16)).view(nf.BF16) if t.startswith("0x") else nf.BF16.type(float(t)) for t in tokens]
     return np.broadcast_to(np.array(vals, nf.BF16).reshape(-1 if len(vals) > 1 else ()), shape)

@@ -42,21 +42,20 @@ flush decision is not reproduced here. Both are rare (special inputs; 1e-38 resu
 
 from __future__ import annotations
 
-from typing import Any
-
-import ml_dtypes
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES
+from xla_sentinel.core.dtypes import NP_DTYPES
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.ops.numpy_forms import (
     Elementwise,
+    float_info,
     flush_subnormals,
     np_convert,
     np_guard,
     np_int_nonzero,
     np_is_float,
 )
-from xla_sentinel.ops.spec import OpDef
+from xla_sentinel.ops.spec import Attrs, OpDef
 from xla_sentinel.ops.table import OPS
 
 # One correctly rounded result (sqrt, div) or an exact one (rem: fmod is exact in IEEE 754),
@@ -93,7 +92,7 @@ def _guards(op: OpDef) -> tuple[str | None, ...]:
     return (op.guard,)
 
 
-def reproduces(op: OpDef, attrs: dict[str, Any], arg_dtypes: list[str], dtype: str) -> bool:
+def reproduces(op: OpDef, attrs: Attrs, arg_dtypes: list[str], dtype: str) -> bool:
     """Does numpy compute this op's result at its own precision bit for bit as XLA:CPU
     (on operands without subnormals: `apply` checks those)?"""
     if op.numpy is None or op.family in WHOLE_COMPUTATIONS:
@@ -115,7 +114,7 @@ def reproduces(op: OpDef, attrs: dict[str, Any], arg_dtypes: list[str], dtype: s
 def _flushable_subnormal(x: np.ndarray) -> bool:
     if not np_is_float(x) or x.dtype == np.float16:
         return False
-    tiny = ml_dtypes.finfo(x.dtype).tiny
+    tiny = float_info(x.dtype).tiny
     return bool(((x != 0) & (np.abs(x) < tiny)).any())
 
 
@@ -124,7 +123,7 @@ def _near_flush(r: np.ndarray, dtype: str) -> bool:
     flushes it in (f32 for bf16, computed in f32)."""
     if dtype not in FLUSHED:
         return False
-    tiny = float(ml_dtypes.finfo(NP_DTYPES["f64" if dtype == "f64" else "f32"]).tiny)
+    tiny = float(float_info(NP_DTYPES["f64" if dtype == "f64" else "f32"]).tiny)
     mag = np.abs(np.asarray(r, np.float64))
     return bool(((mag > 0) & (mag < 2 * tiny)).any())
 
@@ -149,31 +148,31 @@ def _promote(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64) if np_is_float(x) else x
 
 
-def apply(op: OpDef, attrs: dict[str, Any], xs: list[np.ndarray], dtype: str) -> np.ndarray | None:
+def apply(op: OpDef, attrs: Attrs, xs: list[np.ndarray], dtype: str) -> np.ndarray | None:
     """The op on operands in their own dtypes, as XLA:CPU computes it (`reproduces`
     holds), or None where numpy does not reproduce it on these operands."""
-    if op.name not in ON_BITS and any(_flushable_subnormal(x) for x in xs):
+    form = op.numpy
+    if form is None or (op.name not in ON_BITS and any(_flushable_subnormal(x) for x in xs)):
         return None
     dt = NP_DTYPES[dtype]
     if op.name in ON_BITS or op.own_dtypes:
         # Bits, at the operands' own dtypes (bitcasts and nextafter make subnormals there).
-        return np.asarray(op.numpy(attrs, *xs)).astype(dt)
+        return np.asarray(form(attrs, *xs)).astype(dt)
     with np.errstate(all="ignore"):
         if op.name in OWN_DTYPE_COLUMNS:
-            out = np.asarray(op.numpy(attrs, *xs))
+            out = np.asarray(form(attrs, *xs))
             return _xla_round(out, dtype) if np_is_float(out) else out.astype(dt)
         if op.name == "convert":
             # To a float: the exact value (every operand type fits float64 exactly), then
             # XLA:CPU's path to the dtype; to an integer or bool: the column's rule.
             (x,) = xs
             return _xla_round(np_convert(x, "f64"), dtype) if dtype in FLOATS else np_convert(x, dtype)
-        if isinstance(op.numpy, Elementwise):
-            col = op.numpy
+        if isinstance(form, Elementwise):
             # The guard at the operands' own precision (its add rounds there), then the op alone.
-            xs = [np_guard(g, x) for g, x in zip(col.guards, xs, strict=False)]
-            if col.int_rhs and not np_is_float(xs[1]):
+            xs = [np_guard(g, x) for g, x in zip(form.guards, xs, strict=False)]
+            if form.int_rhs and not np_is_float(xs[1]):
                 xs[1] = np_int_nonzero(xs[1])
-            out = col.kernel(*map(_promote, xs))
+            out = form.kernel(*map(_promote, xs))
         else:
-            out = op.numpy(attrs, *map(_promote, xs))
+            out = form(attrs, *map(_promote, xs))
     return _xla_round(np.asarray(out), dtype)

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES
+from xla_sentinel.core.dtypes import NP_DTYPES
 from xla_sentinel.core.elements import NUMPY
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import promote_floats
 from xla_sentinel.ops.rules import annotate_ops
 from xla_sentinel.programs import spmd
@@ -62,7 +63,7 @@ def _compiled(text: str, options: dict[str, Any]) -> Any:
 
 def run_hlo_text(text: str, inputs: list[np.ndarray], options: dict[str, Any]) -> list[np.ndarray]:
     """Compile HLO text (defused, see hlo.defuse) under XLA options and run it."""
-    from jax._src.lib import _jax
+    import jaxlib._jax as _jax
 
     from xla_sentinel.xla import hlo_proto
 

@@ -21,6 +21,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
@@ -90,6 +91,7 @@ class _Zygote:
         this one, spawned when not."""
         with self.lock:
             env = dict(os.environ)
+            proc: BaseProcess
             if not self.enabled or env != self.env:
                 if not self.enabled or self.env is not None and self._live():
                     proc = _CTX.Process(**kwargs)
@@ -105,7 +107,8 @@ class _Zygote:
     def _stop(self) -> None:
         from multiprocessing import forkserver
 
-        forkserver._forkserver._stop()
+        # A private method typeshed does not list; the public API has no way to stop it.
+        forkserver._forkserver._stop()  # type: ignore[attr-defined]
         self.env = None
 
     def release(self) -> None:
@@ -186,7 +189,8 @@ def _start_foreign(python: str, plugins: Sequence[str], log: str | None,
     with ours, theirs:
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)  # this environment's packages must not leak in
-        stderr = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
+        log_file = open(log, "ab") if log else None  # noqa: SIM115
+        stderr = subprocess.DEVNULL if log_file is None else log_file
         try:
             popen = subprocess.Popen(
                 [python, "-c", _BOOTSTRAP, str(PACKAGE_DIR), str(theirs.fileno()),
@@ -194,8 +198,8 @@ def _start_foreign(python: str, plugins: Sequence[str], log: str | None,
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=stderr, stderr=stderr, env=env)
         finally:
-            if log:
-                stderr.close()
+            if log_file is not None:
+                log_file.close()
         return _Foreign(popen), Connection(ours.detach())
 
 

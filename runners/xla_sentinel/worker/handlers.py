@@ -119,7 +119,8 @@ def interpret(module: str, inputs: list[np.ndarray]) -> Outputs:
         parsed = ir.Module.parse(module)
         # StableHLO integers are signless except the unsigned ones (ui8, ui32): an
         # unsigned array given as signless is refused as a type mismatch.
-        args = [ir.DenseElementsAttr.get(np.ascontiguousarray(x),
+        # An ndarray is a buffer; numpy's stubs declare `__buffer__` only for Python 3.12 on.
+        args = [ir.DenseElementsAttr.get(np.ascontiguousarray(x),  # type: ignore[call-overload]
                                          signless=np.asarray(x).dtype.kind != "u")
                 for x in inputs]
         return Outputs([np.array(o) for o in stablehlo.eval_module(parsed, args)])
@@ -178,6 +179,7 @@ def numpy_reference(req: NumpyReference) -> Outputs:
     from xla_sentinel.references import npref
 
     inputs = _promote_inputs(req.inputs)
+    text: str | None
     if req.graph is not None:
         text = evaluate.lower_f64_text(req.graph)
     else:

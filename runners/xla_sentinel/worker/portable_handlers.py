@@ -29,7 +29,7 @@ def which_versions(req: WhichVersions) -> VersionInfo:
     from jaxlib.mlir.dialects import stablehlo
     minimum = stablehlo.get_minimum_version() if hasattr(stablehlo, "get_minimum_version") else ""
     return VersionInfo(jax=jax.__version__, jaxlib=getattr(jaxlib, "__version__", "") or
-                       jaxlib.version.__version__,  # type: ignore[attr-defined]
+                       jaxlib.version.__version__,
                        stablehlo_current=stablehlo.get_current_version(),
                        stablehlo_minimum=minimum)
 

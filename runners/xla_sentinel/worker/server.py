@@ -121,14 +121,16 @@ def serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool
     os.environ["XLA_FLAGS"] = _host_device_flags(os.environ.get("XLA_FLAGS", ""))
     import jax
 
-    jax.config.update("jax_enable_x64", True)
+    # jax leaves Config.update unannotated: its signature, so that calls are checked.
+    set_option: Callable[[str, object], None] = jax.config.update
+    set_option("jax_enable_x64", True)
     # A target on an accelerator: this process alone sees the devices (every backend this
     # machine has; engine.validate leaves the target out where its own is missing). Every
     # other worker, the references' included, stays on the CPU, even in a pod whose
-    # JAX_PLATFORMS names the accelerator (operator/desired.py).
-    jax.config.update("jax_platforms", "" if platform not in (None, "cpu") else "cpu")
+    # JAX_PLATFORMS names the accelerator (xla_sentinel_operator/desired.py).
+    set_option("jax_platforms", "" if platform not in (None, "cpu") else "cpu")
     # Injected transformations are not part of the persistent cache key (docs/architecture.md, "Workers").
-    jax.config.update("jax_enable_compilation_cache", False)
+    set_option("jax_enable_compilation_cache", False)
 
     # A worker under another jaxlib serves the few requests that need no more of jax than
     # compiling and running a module (portable_handlers.py); the full table imports all of it.

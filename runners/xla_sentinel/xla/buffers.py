@@ -297,7 +297,7 @@ def execute_checked(exe: Any, inputs: list[np.ndarray], module: str | bytes,
 
 def _check_inputs(inputs: list[np.ndarray], bufs: list[Any], donated: set[int],
                   known: bool = True) -> list[dict[str, Any]]:
-    problems = []
+    problems: list[dict[str, Any]] = []
     for i, (x, b) in enumerate(zip(inputs, bufs, strict=True)):
         if i in donated:
             if not b.is_deleted():
@@ -318,7 +318,7 @@ def _check_inputs(inputs: list[np.ndarray], bufs: list[Any], donated: set[int],
 
 
 def _check_live(name: str) -> list[dict[str, Any]]:
-    problems = []
+    problems: list[dict[str, Any]] = []
     for live in list(_state.live):
         if live.array.is_deleted():
             problems.append({"verdict": "result_clobbered", "buffer": f"live result {live.made_by}",

@@ -58,18 +58,18 @@ def partitions(module: str | bytes) -> int:
 
 
 def _devices(backend: Any, n: int) -> list[Any]:
-    devices = backend.local_devices()
+    devices: list[Any] = backend.local_devices()
     if len(devices) < n:
         raise RuntimeError(f"the module is partitioned over {n} devices, this process has "
                            f"{len(devices)} (XLA_FLAGS=--xla_force_host_platform_device_count={n})")
     return devices[:n]
 
 
-def compile_module(module: str, options: dict[str, Any], platform: str = "cpu") -> Any:
+def compile_module(module: str | bytes, options: dict[str, Any], platform: str = "cpu") -> Any:
     """Compile StableHLO text (or MLIR bytecode) with per-compile XLA options, over as
     many devices as the module is partitioned over."""
     from jax._src import compiler
-    from jax._src.lib import xla_client as xc
+    from jaxlib import xla_client as xc
     client = backend(platform)
     n = partitions(module)
     opts = compiler.get_compile_options(num_replicas=1, num_partitions=n,

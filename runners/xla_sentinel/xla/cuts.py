@@ -14,10 +14,13 @@ metadata, so an op can be found again inside the optimized HLO. Runs in worker p
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from xla_sentinel.core.elements import MLIR_ELEMENTS
 from xla_sentinel.core.stablehlo import LOCATION_PREFIX
+
+if TYPE_CHECKING:
+    from jaxlib.mlir import ir
 
 _TENSOR = re.compile(r"^tensor<(?:([\d?]+(?:x[\d?]+)*)x)?([a-z]+\d*)>$")
 # Argument and result attributes that say how an SPMD module shards a value (Shardy, GSPMD).
@@ -56,6 +59,12 @@ def _context() -> Any:
     return mlir.make_ir_context()
 
 
+def _asm(module: ir.Module, debug_info: bool) -> str:
+    """The module as MLIR text. jaxlib's stub types `get_asm` as `object` because
+    `binary=True` gives bytes; without it the result is a str."""
+    return cast(str, module.operation.get_asm(enable_debug_info=debug_info))
+
+
 class Parsed:
     """A parsed module with @main's ops and the names of their values."""
 
@@ -85,7 +94,8 @@ class Parsed:
         raise CutError("module has no @main function")
 
     def name(self, value: Any) -> str:
-        return value.get_name(self.state)
+        name: str = value.get_name(self.state)
+        return name
 
     def info(self) -> dict[str, Any]:
         """@main's arguments, ops and returned values. An op's "operands" are every value of
@@ -172,7 +182,9 @@ class Parsed:
                     op.operation.clone(ip=body)
             with body:
                 fn = func.FuncOp("main", ir.FunctionType.get(in_types, out_types))
-            entry = fn.add_entry_block()
+            # jaxlib's func.py subclass adds add_entry_block; its stub types FuncOp as the
+            # generated base class, which lacks it.
+            entry = fn.add_entry_block()  # type: ignore[attr-defined]
             mapped = dict(zip(params, entry.arguments, strict=True))
             at_end = ir.InsertionPoint(entry)
             for i in keep:
@@ -191,7 +203,7 @@ class Parsed:
             self._carry_value_attrs(fn, params, outputs)
             if not module.operation.verify():
                 raise CutError("the cut module does not verify")
-            return module.operation.get_asm(enable_debug_info=debug_info)
+            return _asm(module, debug_info)
 
     def _remap_captures(self, old: Any, new: Any, mapped: dict[str, Any]) -> None:
         """Point what `new` (a clone of @main's op `old`) captures in its regions at the new
@@ -294,7 +306,7 @@ def one_device(text: str) -> str | None:
             ir.IntegerType.get_signless(32), 1)
         if not module.operation.verify():
             return None
-        out = module.operation.get_asm(enable_debug_info=False)
+        out = _asm(module, debug_info=False)
     return None if _SDY.search(out) else out
 
 
@@ -318,7 +330,7 @@ def strip_locations(text: str) -> str:
     from jaxlib.mlir import ir
 
     with _context():
-        return ir.Module.parse(text).operation.get_asm(enable_debug_info=False)
+        return _asm(ir.Module.parse(text), debug_info=False)
 
 
 # Inside regions (issue 28): a culprit that is a region op (a loop, a conditional, a
@@ -354,7 +366,7 @@ def inline_calls(text: str) -> str:
             _inline(call, funcs[ir.FlatSymbolRefAttr(call.attributes["callee"]).value])
         else:
             raise CutError(f"more than {_MAX_INLINES} calls to inline (recursion?)")
-        return module.operation.get_asm(enable_debug_info=True)
+        return _asm(module, debug_info=True)
 
 
 _MAX_INLINES = 1000
@@ -481,7 +493,7 @@ def expose(text: str, path: list[list[int]], ops: list[int]) -> str:
             del main.attributes["res_attrs"]  # they describe @main's own results
         if not module.operation.verify():
             raise CutError(f"exposing ops {ops} at {path} does not verify")
-        return module.operation.get_asm(enable_debug_info=True)
+        return _asm(module, debug_info=True)
 
 
 def _condition_values(chain: list[tuple[Any, int, int]], cond: Any, ops: list[int]

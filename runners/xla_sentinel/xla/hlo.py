@@ -36,6 +36,9 @@ _CALLEE_ROLES = {
 }
 CONTROL_FLOW_ROLES = frozenset({"while_body", "while_condition", "branch"})
 
+# An instruction attribute as written: `key=value`, or a bare `key` (value None).
+Attr = tuple[str, str | None]
+
 
 class HloParseError(ValueError):
     """The text is not HLO this parser understands; the message names the line."""
@@ -83,13 +86,21 @@ class Instruction:
     shape_text: str
     opcode: str
     operand_text: str
-    attrs: list[tuple[str, str]] = field(default_factory=list)
+    attrs: list[Attr] = field(default_factory=list)
     is_root: bool = False
     indent: str = "  "
 
     @property
     def shape(self) -> Shape | None:
         return parse_shape(self.shape_text)
+
+    @property
+    def array_shape(self) -> Shape:
+        """The shape of an instruction that must make an array (HloParseError if not)."""
+        shape = self.shape
+        if shape is None:
+            raise HloParseError(f"%{self.name} makes {self.shape_text}, not an array")
+        return shape
 
     @property
     def dtype(self) -> str | None:
@@ -109,6 +120,13 @@ class Instruction:
                 return value
         return None
 
+    def required_attr(self, key: str) -> str:
+        """The value of an attribute the opcode always has (`to_apply` of a reduce)."""
+        value = self.attr(key)
+        if value is None:
+            raise HloParseError(f"%{self.name} ({self.opcode}) has no {key}=")
+        return value
+
     def set_attr(self, key: str, value: str) -> None:
         for i, (name, _) in enumerate(self.attrs):
             if name == key:
@@ -121,10 +139,11 @@ class Instruction:
 
     def callees(self) -> list[tuple[str, str]]:
         """(attribute, computation name) for each computation this instruction calls."""
-        found = []
+        found: list[tuple[str, str]] = []
         for key, value in self.attrs:
-            if key in ("calls", "body", "condition", "to_apply", "branch_computations",
-                       "true_computation", "false_computation", "called_computations"):
+            if value is not None and key in (
+                    "calls", "body", "condition", "to_apply", "branch_computations",
+                    "true_computation", "false_computation", "called_computations"):
                 found.extend((key, name) for name in _OPERAND_NAME.findall(value))
         return found
 
@@ -160,7 +179,7 @@ class Instruction:
 
 
 def make_instruction(name: str, shape: Shape | str, opcode: str, operands: Iterable[str] = (),
-                     attrs: Iterable[tuple[str, str]] = (), literal: str | None = None) -> Instruction:
+                     attrs: Iterable[Attr] = (), literal: str | None = None) -> Instruction:
     """A new instruction reading `operands` (names without `%`), or holding `literal`."""
     operand_text = literal if literal is not None else ", ".join(f"%{o}" for o in operands)
     return Instruction(name, str(shape), opcode, operand_text, list(attrs))
@@ -377,7 +396,7 @@ def _scan_balanced(text: str, start: int, open_char: str, close_char: str) -> in
     raise HloParseError(f"unbalanced {open_char!r} in: {text}")
 
 
-def _split_attrs(text: str) -> list[tuple[str, str]]:
+def _split_attrs(text: str) -> list[Attr]:
     """Split `, a=1, b={x, y}, c="s, t"` at top-level commas into (key, value) pairs."""
     parts: list[str] = []
     depth = 0
@@ -410,7 +429,7 @@ def _split_attrs(text: str) -> list[tuple[str, str]]:
             current.append(ch)
         i += 1
     parts.append("".join(current))
-    pairs = []
+    pairs: list[Attr] = []
     for part in parts:
         key, sep, value = part.partition("=")
         pairs.append((key, value) if sep else (key, None))

@@ -21,31 +21,34 @@ def full_text(module: Any) -> str:
     indices from an s32[11,1] constant). That, not the injected faults, was behind the
     `nondeterministic` findings of the first detection bench.
     """
-    from jaxlib import _hlo
+    import jaxlib._hlo as _hlo
 
     options = _hlo.HloPrintOptions()
     options.print_large_constants = True
-    return module.to_string(options)
+    text: str = module.to_string(options)
+    return text
 
 
 def text_from_proto(proto: bytes) -> str:
-    from jaxlib import _hlo
+    import jaxlib._hlo as _hlo
 
     return full_text(_hlo.HloModule.from_serialized_hlo_module_proto(proto))
 
 
 def proto_from_text(text: str) -> bytes:
-    from jaxlib import _hlo
+    import jaxlib._hlo as _hlo
 
-    return _hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+    proto: bytes = _hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+    return proto
 
 
 def run_hlo(text: str, args: Sequence[Any]) -> list[np.ndarray]:
     """Compile HLO text on the CPU backend (through StableHLO, as replay does) and run it.
     Optimized HLO must go through `defuse` first."""
     import jax
+    import jaxlib._jax as _jax
     from jax._src import compiler, xla_bridge
-    from jax._src.lib import _jax, xla_client
+    from jaxlib import xla_client
 
     device = jax.devices("cpu")[0]
     stablehlo = _jax.mlir.hlo_to_stablehlo(proto_from_text(text))

@@ -18,6 +18,7 @@ import importlib.util
 import threading
 from collections.abc import Callable, Sequence
 
+from xla_sentinel.core.errors import UserError
 from xla_sentinel.spec.campaign import SpecError
 from xla_sentinel.spec.plugins import check_ref, split_ref
 
@@ -26,7 +27,7 @@ Transform = Callable[[bytes], bytes | None]
 PROBE_SECONDS = 30.0
 
 
-class PluginError(RuntimeError):
+class PluginError(UserError, RuntimeError):
     """An injected plugin raised or returned no module: its fault, not the compiler's."""
 
 
@@ -41,7 +42,8 @@ def load(ref: str) -> Transform:
         spec.loader.exec_module(module)
     except BaseException as e:  # a plugin's own import error (or sys.exit) must name the plugin
         raise SpecError(f"injectPasses: importing {path} failed: {type(e).__name__}: {e}") from None
-    fn = getattr(module, func, None)
+    # Its signature is the plugin's promise; guarded() checks what it returns.
+    fn: Transform | None = getattr(module, func, None)
     if not callable(fn):
         raise SpecError(f"injectPasses: {path} has no function {func!r}")
     return fn
@@ -53,7 +55,7 @@ def result_problem(result: object) -> str | None:
         return None
     if not isinstance(result, bytes | bytearray):
         return f"returned {type(result).__name__}, not bytes or None"
-    from jaxlib import _hlo
+    import jaxlib._hlo as _hlo
 
     try:
         _hlo.HloModule.from_serialized_hlo_module_proto(bytes(result))
@@ -110,8 +112,11 @@ def sample_module() -> bytes:
         return jnp.tanh(a @ a) * 2 + a
 
     x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
-    compiled = jax.jit(xla_sentinel_probe).lower(x).compile()
-    return compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
+    executable = jax.jit(xla_sentinel_probe).lower(x).compile().runtime_executable()
+    if executable is None:  # a compile always makes one; jax's type allows None
+        raise RuntimeError("jax compiled the probe module into no executable")
+    proto: bytes = executable.hlo_modules()[0].as_serialized_hlo_module_proto()
+    return proto
 
 
 def probe(ref: str, timeout: float = PROBE_SECONDS) -> None:
@@ -156,5 +161,7 @@ def register(refs: Sequence[str], platform: str = "cpu") -> list[str]:
         jex.xla.register_hlo_module_transformation(
             fn, name=name, platforms=platform, stage=jex.xla.PipelineStage.PRE_SCHEDULER)
         names.append(name)
-    jax.clear_caches()
+    # jax leaves clear_caches unannotated: its signature, so that the call is checked.
+    clear_caches: Callable[[], None] = jax.clear_caches
+    clear_caches()
     return names

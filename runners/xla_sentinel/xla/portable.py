@@ -17,9 +17,10 @@ class NotPortable(ValueError):
 def _xla_mlir() -> Any:
     """XLA's MLIR helpers of this jaxlib (`_jax.mlir`; `xla_extension.mlir` before 0.7)."""
     try:
-        from jax._src.lib import _jax as ext  # type: ignore[attr-defined]
+        import jaxlib._jax as ext
     except ImportError:
-        from jax._src.lib import xla_extension as ext  # type: ignore[attr-defined,no-redef]
+        # jaxlib before 0.7, which the installed jax (the one mypy reads) no longer has.
+        from jax._src.lib import xla_extension as ext  # type: ignore[attr-defined]
     return ext.mlir
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from xla_sentinel.ops.numpy_forms import np_is_float, np_logistic
-from xla_sentinel.ops.spec import ALL, Ctx, OpDef, Plan, Val, needs_rank
+from xla_sentinel.ops.spec import ALL, Attrs, Ctx, OpDef, Plan, Val, needs_rank
 
 # Bodies of control flow are small, bounded elementwise maps, so loops cannot blow up.
 # Planners draw from this order; lax_builders.BODIES holds each in lax.
@@ -26,7 +26,8 @@ def np_body(name: str, v: np.ndarray) -> np.ndarray:
     """The body `name` applied to `v` in numpy (lax_builders.body in lax): a bool value is
     negated; an integer one gets an integer body."""
     if v.dtype == np.bool_:
-        return np.logical_not(v)
+        negated: np.ndarray = np.logical_not(v)
+        return negated
     if not np_is_float(v) and name not in INT_BODIES:
         name = "neg" if v.dtype.kind == "i" else "square"
     if name == "neg" and v.dtype.kind == "u":
@@ -48,13 +49,13 @@ def _plan_loop(ctx: Ctx, x: Val) -> Plan:
     return [x], {"body": plan_bodies(ctx, 1)[0], "trips": int(ctx.rng.integers(1, 5))}
 
 
-def _loop_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _loop_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     for _ in range(attrs["trips"]):
         x = np_body(attrs["body"], x)
     return x
 
 
-def _scan_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _scan_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     carry, out = x[0], []
     for xt in x:
         new = np_body(attrs["body"], carry)

@@ -3,7 +3,7 @@ all bitwise-exact (their numpy forms spell out lax's rounding and saturation).""
 
 from __future__ import annotations
 
-from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.ops.numpy_forms import np_bitcast, np_convert, np_reduce_precision
 from xla_sentinel.ops.spec import ALL, EXACT, Ctx, OpDef, Plan, Val
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import scipy.special
 
-from xla_sentinel.core.dtypes import FLOATS, INTS
+from xla_sentinel.core.names import FLOATS, INTS
 from xla_sentinel.ops.numpy_forms import (
     COMPARES,
     Elementwise,
@@ -41,6 +40,7 @@ from xla_sentinel.ops.spec import (
     ROUNDED,
     SELECTS,
     SIGNED,
+    Attrs,
     Ctx,
     OpDef,
     Plan,
@@ -79,7 +79,7 @@ def _plan_clamp(ctx: Ctx, x: Val) -> Plan:
     return [x], {"lo": lo, "hi": hi}
 
 
-def clamp_bounds(attrs: dict[str, Any], floating: bool, unsigned: bool) -> tuple[float, float]:
+def clamp_bounds(attrs: Attrs, floating: bool, unsigned: bool) -> tuple[float, float]:
     """clamp's bounds for an operand of a float, signed or unsigned type: as drawn for a
     float; floor(4 lo) and ceil(4 hi) for an integer; |lo| and |lo| + |hi| of those for
     an unsigned one."""
@@ -91,7 +91,7 @@ def clamp_bounds(attrs: dict[str, Any], floating: bool, unsigned: bool) -> tuple
     return lo, hi
 
 
-def _clamp_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _clamp_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     lo, hi = clamp_bounds(attrs, np_is_float(x), x.dtype.kind == "u")
     return np_clamp(np.asarray(lo, x.dtype), x, np.asarray(hi, x.dtype))
 
@@ -111,7 +111,7 @@ def _plan_select_compare(ctx: Ctx, x: Val) -> Plan:
                                                 "swap": bool(ctx.rng.integers(2))}
 
 
-def _select_compare_numpy(attrs: dict, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _select_compare_numpy(attrs: Attrs, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     pred = COMPARES[attrs["dir"]](x, y)
     return np.where(pred, y, x) if attrs["swap"] else np.where(pred, x, y)
 
@@ -126,7 +126,7 @@ def _plan_select_extremum(ctx: Ctx, x: Val) -> Plan:
         "axis": int(ctx.rng.integers(x.rank)), "kind": str(ctx.rng.choice(["max", "min"]))}
 
 
-def _select_extremum_numpy(attrs: dict, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+def _select_extremum_numpy(attrs: Attrs, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
     axis = attrs["axis"]
     kind, compare = ("max", np.greater_equal) if attrs["kind"] == "max" else ("min", np.less_equal)
     extremum = np.expand_dims(np_reduce(x, kind, (axis,)), axis)

@@ -14,6 +14,7 @@ from xla_sentinel.ops.spec import (
     INDEX,
     ROUNDED,
     SELECTS,
+    Attrs,
     Ctx,
     OpDef,
     Plan,
@@ -49,7 +50,7 @@ def _plan_gather(ctx: Ctx, x: Val) -> Plan:
     return [x, ctx.operand((n, 1), "s32")], {"mode": str(ctx.rng.choice(["clip", "fill"]))}
 
 
-def _gather_numpy(attrs: dict, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+def _gather_numpy(attrs: Attrs, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     # Rows of x: `clip` clamps each index into range, `fill` gives 0 for an index out of it.
     rows = idx[:, 0].astype(np.int64)
     out = x[np.clip(rows, 0, x.shape[0] - 1)]
@@ -68,7 +69,7 @@ def _plan_scatter(ctx: Ctx, x: Val) -> Plan:
     return [x, updates], {"rows": rows, "kind": str(ctx.rng.choice(["add", "replace"]))}
 
 
-def _scatter_numpy(attrs: dict, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+def _scatter_numpy(attrs: Attrs, x: np.ndarray, u: np.ndarray) -> np.ndarray:
     out = x.copy()
     if attrs["kind"] == "add" and x.dtype != np.bool_:
         with np.errstate(over="ignore"):
@@ -82,7 +83,7 @@ def _plan_iota(ctx: Ctx, x: Val) -> Plan:
     return [x], {"dim": axis(ctx, x)}
 
 
-def _iota_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _iota_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     dt = x.dtype if x.dtype != np.bool_ else np.dtype(np.int32)
     it = np.broadcast_to(np.expand_dims(np.arange(x.shape[attrs["dim"]]),
                                         [d for d in range(x.ndim) if d != attrs["dim"]]), x.shape).astype(dt)

@@ -9,7 +9,7 @@ import numpy as np
 
 from xla_sentinel.ops.entries.indexing import index_operands
 from xla_sentinel.ops.numpy_forms import np_dynamic_slice, np_dynamic_update_slice
-from xla_sentinel.ops.spec import ALL, INDEX, NUMERIC, SELECTS, SUMS, Ctx, OpDef, Plan, Val
+from xla_sentinel.ops.spec import ALL, INDEX, NUMERIC, SELECTS, SUMS, Attrs, Ctx, OpDef, Plan, Val
 
 # Index operands of every integer width: drawn as s32 inputs (so special values reach
 # them: INT_MIN, 1000, negatives) and converted in the program, which wraps them into the
@@ -25,7 +25,7 @@ def _index_dtype(ctx: Ctx) -> str:
     return str(ctx.rng.choice(INDEX_DTYPES))
 
 
-def _as_index(attrs: dict, i: Any) -> np.ndarray:
+def _as_index(attrs: Attrs, i: Any) -> np.ndarray:
     # C-style wrap, as XLA's integer convert.
     return np.asarray(i).astype(NP_INDEX[attrs["index_dtype"]]).astype(np.int64)
 
@@ -62,7 +62,7 @@ def _plan_scatter_add_idx(ctx: Ctx, x: Val) -> Plan | None:
         "index_dtype": _index_dtype(ctx)}
 
 
-def _scatter_add_idx_numpy(attrs: dict, x: np.ndarray, idx: np.ndarray, u: np.ndarray) -> np.ndarray:
+def _scatter_add_idx_numpy(attrs: Attrs, x: np.ndarray, idx: np.ndarray, u: np.ndarray) -> np.ndarray:
     # Rows may repeat (accumulated) or fall outside x (dropped).
     rows = _as_index(attrs, idx)[:, 0]
     keep = (rows >= 0) & (rows < x.shape[0])

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.ops.numpy_forms import np_conv, np_dot_general, same_pads
-from xla_sentinel.ops.spec import SUMS, Ctx, OpDef, Plan, Val, needs_rank
+from xla_sentinel.ops.spec import SUMS, Attrs, Ctx, OpDef, Plan, Val, needs_rank
 
 
 def plan_dot(ctx: Ctx, x: Val) -> Plan | None:
@@ -26,7 +26,7 @@ def plan_dot(ctx: Ctx, x: Val) -> Plan | None:
                     "rhs_batch": list(range(nb))}
 
 
-def dot_numpy(attrs: dict, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def dot_numpy(attrs: Attrs, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """dot_general's numpy form."""
     return np_dot_general(x, y, attrs["lhs_contract"], attrs["rhs_contract"], attrs["lhs_batch"],
                           attrs["rhs_batch"])
@@ -36,8 +36,8 @@ def plan_conv(ctx: Ctx, x: Val) -> Plan | None:
     """NC(spatial...) input, OI(spatial...) kernel, 1 or 2 spatial dims."""
     if x.rank not in (3, 4):
         # Few values have rank 3 or 4: start a fresh image so convolutions are drawn.
-        spatial = [ctx.dim() for _ in range(int(ctx.rng.integers(1, 3)))]
-        x = ctx.operand((int(ctx.rng.integers(1, 3)), int(ctx.rng.integers(1, 4)), *spatial), x.dtype)
+        sizes = [ctx.dim() for _ in range(int(ctx.rng.integers(1, 3)))]
+        x = ctx.operand((int(ctx.rng.integers(1, 3)), int(ctx.rng.integers(1, 4)), *sizes), x.dtype)
     spatial = x.rank - 2
     ksize = [int(ctx.rng.integers(1, min(3, d) + 1)) for d in x.shape[2:]]
     out_ch = int(ctx.rng.choice([1, 2, 3, 4]))
@@ -50,7 +50,7 @@ def plan_conv(ctx: Ctx, x: Val) -> Plan | None:
     }
 
 
-def conv_numpy(attrs: dict, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def conv_numpy(attrs: Attrs, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """conv_general_dilated's numpy form (no padding with lhs dilation, as the builder)."""
     strides, lhs_d, rhs_d = attrs["strides"], attrs["lhs_dilation"], attrs["rhs_dilation"]
     if any(d > 1 for d in lhs_d):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from xla_sentinel.ops.entries.control import np_body, plan_bodies
-from xla_sentinel.ops.spec import ALL, NUMERIC, SUMS, Ctx, OpDef, Plan, Val
+from xla_sentinel.ops.spec import ALL, NUMERIC, SUMS, Attrs, Ctx, OpDef, Plan, Val
 
 
 def _plan_carried(ctx: Ctx, x: Val) -> Plan | None:
@@ -20,13 +20,13 @@ def _plan_carried(ctx: Ctx, x: Val) -> Plan | None:
                  "offset": int(ctx.rng.integers(0, 2))}
 
 
-def _rows(attrs: dict, n: int) -> list[tuple[int, int]]:
+def _rows(attrs: Attrs, n: int) -> list[tuple[int, int]]:
     """(read row, write row) per trip: the step-th row each trip, written `offset` later."""
     return [((t * attrs["step"]) % n, (t * attrs["step"] + attrs["offset"]) % n)
             for t in range(attrs["trips"])]
 
 
-def _loop_dus_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _loop_dus_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     acc = x.copy()
     for read, write in _rows(attrs, x.shape[0]):
         acc[write] = np_body(attrs["body"], acc[read])
@@ -38,7 +38,7 @@ def _plan_loop_scatter_add(ctx: Ctx, x: Val) -> Plan | None:
     return None if planned is None else ([x, ctx.operand(x.shape, x.dtype)], planned[1])
 
 
-def _loop_scatter_add_numpy(attrs: dict, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+def _loop_scatter_add_numpy(attrs: Attrs, x: np.ndarray, u: np.ndarray) -> np.ndarray:
     acc = x.copy()
     for t, (_, write) in enumerate(_rows(attrs, x.shape[0])):
         with np.errstate(over="ignore"):
@@ -60,7 +60,7 @@ def shift_indices(axis: int) -> tuple[tuple[Any, ...], ...]:
     return tuple((slice(None),) * axis + (s,) for s in (slice(0, 1), slice(1, None), slice(None, -1)))
 
 
-def _loop_shift_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _loop_shift_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     head, tail, rest = shift_indices(attrs["axis"])
     v = x.copy()
     for _ in range(attrs["trips"]):

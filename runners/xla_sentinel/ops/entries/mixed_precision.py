@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.ops.entries.linalg import conv_numpy, dot_numpy, plan_conv, plan_dot
 from xla_sentinel.ops.numpy_forms import np_reduce
-from xla_sentinel.ops.spec import SUMS, Ctx, OpDef, Plan, Val, needs_rank
+from xla_sentinel.ops.spec import SUMS, Attrs, Ctx, OpDef, Plan, Val, needs_rank
 
 LOW_PRECISION = ("bf16", "f16")
 
@@ -27,7 +27,7 @@ def _plan_batched_matvec(ctx: Ctx, x: Val) -> Plan:
         "f32_acc": x.dtype in LOW_PRECISION and bool(ctx.rng.integers(2))}
 
 
-def _batched_matvec_numpy(attrs: dict, m: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _batched_matvec_numpy(attrs: Attrs, m: np.ndarray, v: np.ndarray) -> np.ndarray:
     y = np.einsum("bnk,bk->bn", m, v)
     out = np_reduce(y, "add" if attrs["reduce"] == "sum" else "max", (attrs["axis"],))
     return _f32_acc(out, m) if attrs["f32_acc"] else out

@@ -22,6 +22,7 @@ from xla_sentinel.ops.spec import (
     PRODUCTS,
     SELECTS,
     SUMS,
+    Attrs,
     Ctx,
     OpDef,
     Plan,
@@ -54,9 +55,14 @@ def _plan_cumulative(ctx: Ctx, x: Val) -> Plan:
 
 
 def _cumulative_numpy(kind: str, guard_kind: str | None) -> Callable[..., np.ndarray]:
-    def column(attrs: dict, x: np.ndarray) -> np.ndarray:
+    def column(attrs: Attrs, x: np.ndarray) -> np.ndarray:
         x, axis = np_guard(guard_kind, x), attrs["axis"]
-        flip = (lambda v: np.flip(v, axis)) if attrs["reverse"] else (lambda v: v)
+        reverse = attrs["reverse"]
+
+        def flip(v: np.ndarray) -> np.ndarray:
+            return np.flip(v, axis) if reverse else v
+
+        out: np.ndarray
         with np.errstate(over="ignore"):
             out = REDUCERS[kind].accumulate(flip(x), axis=axis, dtype=x.dtype)
         out = lax_signed_zeros(out, flip(x), kind, lambda m: np.logical_or.accumulate(m, axis=axis))
@@ -77,8 +83,9 @@ def _plan_reduce_window(ctx: Ctx, x: Val) -> Plan:
                  "strides": strides, "padding": str(ctx.rng.choice(["VALID", "SAME"]))}
 
 
-def _reduce_window_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _reduce_window_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     kind = attrs["kind"]
+    init: float
     if kind == "add":
         init = 0
     elif np_is_float(x):

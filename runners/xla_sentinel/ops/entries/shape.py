@@ -3,12 +3,10 @@ pad, concatenate and slice; all move elements without computing on them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from xla_sentinel.ops.numpy_forms import np_broadcast_in_dim, np_is_float, np_pad
-from xla_sentinel.ops.spec import ALL, SELECTS, Ctx, OpDef, Plan, Val, axis, needs_rank
+from xla_sentinel.ops.spec import ALL, SELECTS, Attrs, Ctx, OpDef, Plan, Val, axis, needs_rank
 
 
 def _plan_reshape(ctx: Ctx, x: Val) -> Plan | None:
@@ -78,7 +76,7 @@ def _plan_pad(ctx: Ctx, x: Val) -> Plan:
     return [x], {"config": config, "value": float(ctx.rng.choice([0.0, 1.0, -2.5]))}
 
 
-def pad_value(attrs: dict[str, Any], boolean: bool, floating: bool) -> bool | int | float:
+def pad_value(attrs: Attrs, boolean: bool, floating: bool) -> bool | int | float:
     """pad's fill for an operand of a bool, float or integer type: the drawn value, made a
     bool, or an integer of its magnitude."""
     value = attrs["value"]
@@ -87,7 +85,7 @@ def pad_value(attrs: dict[str, Any], boolean: bool, floating: bool) -> bool | in
     return value if floating else int(abs(value))
 
 
-def _pad_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _pad_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     value = pad_value(attrs, x.dtype == np.bool_, np_is_float(x))
     return np_pad(x, np.asarray(value, x.dtype), attrs["config"])
 

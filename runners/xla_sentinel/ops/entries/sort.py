@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from xla_sentinel.ops.numpy_forms import np_sort, np_top_k
-from xla_sentinel.ops.spec import NUMERIC, SELECTS, Ctx, OpDef, Plan, Val, axis, needs_rank
+from xla_sentinel.ops.spec import NUMERIC, SELECTS, Attrs, Ctx, OpDef, Plan, Val, axis, needs_rank
 
 
 def _plan_sort(ctx: Ctx, x: Val) -> Plan:
     return [x], {"axis": axis(ctx, x), "descending": bool(ctx.rng.integers(2))}
 
 
-def _sort_numpy(attrs: dict, x: np.ndarray) -> np.ndarray:
+def _sort_numpy(attrs: Attrs, x: np.ndarray) -> np.ndarray:
     out = np_sort(x, attrs["axis"])
     return np.flip(out, attrs["axis"]) if attrs["descending"] else out
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES
-from xla_sentinel.ops.numpy_forms import total_order_key
-from xla_sentinel.ops.spec import APPROX, SUMS, Ctx, OpDef, Plan, Val, axis, needs_rank
+from xla_sentinel.core.dtypes import NP_DTYPES
+from xla_sentinel.core.names import FLOATS
+from xla_sentinel.ops.numpy_forms import float_info, total_order_key
+from xla_sentinel.ops.spec import APPROX, SUMS, Attrs, Ctx, OpDef, Plan, Val, axis, needs_rank
 
 # Each template holds transcendental functions and sums, so it is tagged as both: the
 # noise model scales its rounding by its terms.
@@ -24,7 +24,8 @@ ACTIVATIONS = ("relu", "tanh", "silu")
 def np_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     with np.errstate(all="ignore"):
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-        return e / np.sum(e, axis=axis, keepdims=True)
+        probs: np.ndarray = e / np.sum(e, axis=axis, keepdims=True)
+    return probs
 
 
 def np_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
@@ -33,7 +34,8 @@ def np_layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndar
         mean = np.sum(x, axis=-1, keepdims=True) / x.shape[-1]
         centred = x - mean
         var = np.sum(centred * centred, axis=-1, keepdims=True) / x.shape[-1]
-        return centred * (1.0 / np.sqrt(var + LAYER_NORM_EPS)) * gamma + beta
+        normed: np.ndarray = centred * (1.0 / np.sqrt(var + LAYER_NORM_EPS)) * gamma + beta
+    return normed
 
 
 def np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, low: float) -> np.ndarray:
@@ -41,22 +43,27 @@ def np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, 
     with np.errstate(all="ignore"):
         scores = np.matmul(q, np.swapaxes(k, -1, -2)) * (1.0 / np.sqrt(q.shape[-1]))
         p = np_softmax(np.where(mask, scores, low), -1)
-        return np.matmul(p, v)
+        attended: np.ndarray = np.matmul(p, v)
+    return attended
 
 
 def _np_activation(kind: str, h: np.ndarray) -> np.ndarray:
+    activated: np.ndarray
     if kind == "relu":
-        return np.maximum(h, 0.0)
-    if kind == "tanh":
-        return np.tanh(h)
-    return h * (1.0 / (1.0 + np.exp(-h)))
+        activated = np.maximum(h, 0.0)
+    elif kind == "tanh":
+        activated = np.tanh(h)
+    else:
+        activated = h * (1.0 / (1.0 + np.exp(-h)))
+    return activated
 
 
 def np_mlp_block(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray, b2: np.ndarray,
                  act: str) -> np.ndarray:
     """x + act(x @ w1 + b1) @ w2 + b2 over the last axis of x."""
     with np.errstate(all="ignore"):
-        return x + (_np_activation(act, x @ w1 + b1) @ w2 + b2)
+        out: np.ndarray = x + (_np_activation(act, x @ w1 + b1) @ w2 + b2)
+    return out
 
 
 def _ranked(probs: np.ndarray) -> np.ndarray:
@@ -114,7 +121,8 @@ def _within_rounding(p_a: np.ndarray, b_a: np.ndarray, p_b: np.ndarray, b_b: np.
     `rank_bound`). Strictly apart: an exact tie (equal logits) goes to the lower index in
     every configuration, so it is no near-tie."""
     with np.errstate(all="ignore"):
-        return (p_a > p_b) & (p_a - p_b <= u * (b_a * p_a + b_b * p_b))
+        within: np.ndarray = (p_a > p_b) & (p_a - p_b <= u * (b_a * p_a + b_b * p_b))
+    return within
 
 
 def near_tie_rows(x: np.ndarray, k: int, u: float) -> np.ndarray:
@@ -133,7 +141,8 @@ def near_tie_rows(x: np.ndarray, k: int, u: float) -> np.ndarray:
     p, b = np.take_along_axis(probs, order, -1), np.take_along_axis(bound, order, -1)
     # Every chosen probability (axis -2) against every one left out (axis -1).
     near = _within_rounding(p[..., :k, None], b[..., :k, None], p[..., None, k:], b[..., None, k:], u)
-    return near.any(axis=(-2, -1))
+    # An array for one row too (numpy's any gives a scalar there), as the k >= n branch.
+    return np.asarray(near.any(axis=(-2, -1)))
 
 
 def near_tie_ranks(x: np.ndarray, k: int, u: float) -> np.ndarray:
@@ -150,10 +159,10 @@ def near_tie_ranks(x: np.ndarray, k: int, u: float) -> np.ndarray:
     a, b = ranked[..., :-1], ranked[..., 1:]
     with np.errstate(all="ignore"):
         near = (a > b) & (a - b <= 2.0 * u * (np.abs(a) + np.abs(b)))
-    return near.any(axis=-1)
+    return np.asarray(near.any(axis=-1))
 
 
-def _top_k_near_ties(attrs: dict[str, Any], xs: list[np.ndarray], u: float, exact: bool) -> np.ndarray:
+def _top_k_near_ties(attrs: Attrs, xs: list[np.ndarray], u: float, exact: bool) -> np.ndarray:
     """top_k's near-tie rows: of its indices output only, and only where its operand may
     move (an exact operand ranks alike in every configuration)."""
     if attrs["output"] != 1 or exact:
@@ -199,20 +208,20 @@ def _finite_abs(a: Any) -> np.ndarray:
     return np.where(np.isfinite(a), np.abs(a), 0.0)
 
 
-def _attention_terms(attrs: dict[str, Any], q: Any, k: Any, v: Any, mask: Any) -> list[np.ndarray]:
+def _attention_terms(attrs: Attrs, q: Any, k: Any, v: Any, mask: Any) -> list[np.ndarray]:
     # The scores' dot, before its scaling: q . k adds products that may leave the range
     # although the scaled score, or the softmax after it, does not (s31-i125).
     return [_finite_abs(q) @ np.swapaxes(_finite_abs(k), -1, -2)]
 
 
-def _layer_norm_terms(attrs: dict[str, Any], x: Any, gamma: Any, beta: Any) -> list[np.ndarray]:
+def _layer_norm_terms(attrs: Attrs, x: Any, gamma: Any, beta: Any) -> list[np.ndarray]:
     x = np.asarray(x, np.float64)
     with np.errstate(all="ignore"):
         centred = x - np.sum(x, axis=-1, keepdims=True) / x.shape[-1]
         return [np.sum(_finite_abs(x), axis=-1), np.sum(_finite_abs(centred * centred), axis=-1)]
 
 
-def _mlp_block_terms(attrs: dict[str, Any], x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> list[np.ndarray]:
+def _mlp_block_terms(attrs: Attrs, x: Any, w1: Any, b1: Any, w2: Any, b2: Any) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
         h = _np_activation(attrs["act"], np.asarray(x, np.float64) @ np.asarray(w1, np.float64)
                            + np.asarray(b1, np.float64))
@@ -236,7 +245,7 @@ def _plan_attention(ctx: Ctx, q: Val) -> Plan:
     k = ctx.operand((*batch, t, d), q.dtype)
     v = ctx.operand((*batch, t, ctx.dim()), q.dtype)
     return [q, k, v, ctx.operand((s, t), "bool")], {
-        "low": float(ml_dtypes.finfo(NP_DTYPES[q.dtype]).min)}
+        "low": float(float_info(NP_DTYPES[q.dtype]).min)}
 
 
 def _plan_mlp_block(ctx: Ctx, x: Val) -> Plan:
@@ -257,7 +266,8 @@ ENTRIES: list[OpDef] = [
     OpDef(name="attention", category="composite", dtypes=FLOATS, plan=_plan_attention, tags=COMPOSITE,
           family="templates", numpy=lambda a, q, k, v, mask: np_attention(q, k, v, mask, a["low"])),
     OpDef(name="mlp_block", category="composite", dtypes=FLOATS, plan=needs_rank(1, _plan_mlp_block),
-          tags=COMPOSITE, family="templates", numpy=lambda a, *xs: np_mlp_block(*xs, a["act"])),
+          tags=COMPOSITE, family="templates",
+          numpy=lambda a, x, w1, b1, w2, b2: np_mlp_block(x, w1, b1, w2, b2, a["act"])),
     # Discrete: top-k picks experts by comparing probabilities, which legal rounding can flip.
     OpDef(name="topk_routing", category="composite", dtypes=FLOATS, plan=needs_rank(1, _plan_topk_routing),
           discrete=True, tags=COMPOSITE, family="templates", numpy=lambda a, x: np_topk_routing(x, a["k"])),

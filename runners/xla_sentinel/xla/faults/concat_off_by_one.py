@@ -19,7 +19,7 @@ FIRES_ON = "concatenate whose second operand is >= 2 long along the concatenated
 
 def _slice(module: hlo.HloModule, source: hlo.Instruction, dim: int, start: int,
            stop: int) -> hlo.Instruction:
-    shape = source.shape
+    shape = source.array_shape
     bounds = [f"[{start}:{stop}]" if d == dim else f"[0:{n}]" for d, n in enumerate(shape.dims)]
     dims = [stop - start if d == dim else n for d, n in enumerate(shape.dims)]
     return hlo.make_instruction(module.fresh_name("fault_slice"), shape.with_dims(dims),
@@ -32,13 +32,13 @@ def _edit(module: hlo.HloModule) -> bool:
         for instr in list(comp):
             if instr.opcode != "concatenate" or len(instr.operands) < 2:
                 continue
-            dim = int(instr.attr("dimensions").strip("{}"))
+            dim = int(instr.required_attr("dimensions").strip("{}"))
             first, second = (comp.get(name) for name in instr.operands[:2])
-            if first.shape.dims[dim] < 1 or second.shape.dims[dim] < 2:
+            if first.array_shape.dims[dim] < 1 or second.array_shape.dims[dim] < 2:
                 continue
-            last = first.shape.dims[dim]
+            last = first.array_shape.dims[dim]
             repeated = _slice(module, first, dim, last - 1, last)
-            rest = _slice(module, second, dim, 1, second.shape.dims[dim])
+            rest = _slice(module, second, dim, 1, second.array_shape.dims[dim])
             comp.insert_before(instr, [repeated, rest])
             operands = [first.name, repeated.name, rest.name, *instr.operands[2:]]
             instr.set_operands(operands)

@@ -21,7 +21,7 @@ def _updates_in_place(module: hlo.HloModule, instr: hlo.Instruction) -> bool:
         return True
     if instr.opcode != "fusion":
         return False
-    body = module.computation(instr.attr("calls").lstrip("%"))
+    body = module.computation(instr.required_attr("calls").lstrip("%"))
     root = body.root
     if root.opcode != "dynamic-update-slice":
         return False

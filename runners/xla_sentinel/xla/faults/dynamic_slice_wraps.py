@@ -22,16 +22,16 @@ def _edit(module: hlo.HloModule) -> bool:
         for instr in list(comp):
             if instr.opcode != "dynamic-slice":
                 continue
-            operand = comp.get(instr.operands[0]).shape
-            sizes = [int(s) for s in instr.attr("dynamic_slice_sizes").strip("{}").split(",") if s]
+            operand = comp.get(instr.operands[0]).array_shape
+            sizes = [int(s) for s in instr.required_attr("dynamic_slice_sizes").strip("{}").split(",") if s]
             indices = instr.operands[1:]
             for dim, (extent, size) in enumerate(zip(operand.dims, sizes, strict=True)):
                 if extent <= size:
                     continue
                 index = comp.get(indices[dim])
-                starts = hlo.constant(module.fresh_name("fault_starts"), index.dtype,
+                starts = hlo.constant(module.fresh_name("fault_starts"), index.array_shape.dtype,
                                       str(extent - size + 1))
-                wrapped = hlo.make_instruction(module.fresh_name("fault_wrapped"), index.shape,
+                wrapped = hlo.make_instruction(module.fresh_name("fault_wrapped"), index.array_shape,
                                                "remainder", [index.name, starts.name])
                 comp.insert_before(instr, [starts, wrapped])
                 indices[dim] = wrapped.name

@@ -25,9 +25,9 @@ def _edit(module: hlo.HloModule) -> bool:
         for instr in comp:
             if instr.opcode != "transpose":
                 continue
-            permutation = [int(d) for d in instr.attr("dimensions").strip("{}").split(",")]
-            source = comp.get(instr.operands[0]).shape
-            if permutation != sorted(permutation) and source.dims == instr.shape.dims:
+            permutation = [int(d) for d in instr.required_attr("dimensions").strip("{}").split(",")]
+            source = comp.get(instr.operands[0]).array_shape
+            if permutation != sorted(permutation) and source.dims == instr.array_shape.dims:
                 instr.opcode = "copy"
                 instr.drop_attr("dimensions")
                 changed = True

@@ -26,7 +26,7 @@ def _edit(module: hlo.HloModule) -> bool:
             continue
         for instr in list(comp):
             if instr.opcode in _OPCODES and instr.dtype == "f32":
-                shape = instr.shape
+                shape = instr.array_shape
                 narrow = hlo.make_instruction(module.fresh_name("fault_bf16"),
                                               shape.with_dtype("bf16"), "convert", [instr.name])
                 wide = hlo.make_instruction(module.fresh_name("fault_f32"), shape, "convert",

@@ -19,9 +19,10 @@ FIRES_ON = "f32 loop-carried value of a while body, or f32 result of a condition
 
 
 def _round_trip(module: hlo.HloModule, value: hlo.Instruction) -> list[hlo.Instruction]:
+    shape = value.array_shape
     narrow = hlo.make_instruction(module.fresh_name("fault_bf16"),
-                                  value.shape.with_dtype("bf16"), "convert", [value.name])
-    wide = hlo.make_instruction(module.fresh_name("fault_f32"), value.shape, "convert",
+                                  shape.with_dtype("bf16"), "convert", [value.name])
+    wide = hlo.make_instruction(module.fresh_name("fault_f32"), shape, "convert",
                                 [narrow.name])
     return [narrow, wide]
 

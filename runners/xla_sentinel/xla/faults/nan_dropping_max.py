@@ -29,7 +29,7 @@ def _edit(module: hlo.HloModule) -> bool:
                 continue
             first, second = instr.operands
             compare = hlo.make_instruction(
-                module.fresh_name("fault_pick"), instr.shape.with_dtype("pred"), "compare",
+                module.fresh_name("fault_pick"), instr.array_shape.with_dtype("pred"), "compare",
                 [first, second], [("direction", _DIRECTION[instr.opcode])])
             comp.insert_before(instr, [compare])
             instr.opcode = "select"

@@ -23,7 +23,7 @@ def _edit(module: hlo.HloModule) -> bool:
             continue
         for instr in list(comp):
             shape = instr.shape
-            if instr.opcode != "multiply" or instr.dtype != "f32" or not shape.dims:
+            if instr.opcode != "multiply" or shape is None or shape.dtype != "f32" or not shape.dims:
                 continue
             minor = shape.layout[0] if shape.layout else len(shape.dims) - 1
             extent = shape.dims[minor]

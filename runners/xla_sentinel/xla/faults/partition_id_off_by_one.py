@@ -22,8 +22,8 @@ def _edit(module: hlo.HloModule) -> bool:
         for instr in list(comp):
             if instr.opcode != "partition-id":
                 continue
-            one = hlo.constant(module.fresh_name("fault_one"), instr.dtype, "1")
-            shifted = hlo.make_instruction(module.fresh_name("fault_partition_id"), instr.shape,
+            one = hlo.constant(module.fresh_name("fault_one"), instr.array_shape.dtype, "1")
+            shifted = hlo.make_instruction(module.fresh_name("fault_partition_id"), instr.array_shape,
                                            "add", [instr.name, one.name])
             comp.insert_after(instr, [one, shifted])
             comp.replace_uses(instr.name, shifted.name, skip=[shifted.name])

@@ -23,7 +23,7 @@ def _edit(module: hlo.HloModule) -> bool:
         for reduce in list(comp):
             if reduce.opcode != "reduce" or reduce.dtype not in hlo.FLOAT_TYPES:
                 continue
-            if module.computation(reduce.attr("to_apply").lstrip("%")).root.opcode != "maximum":
+            if module.computation(reduce.required_attr("to_apply").lstrip("%")).root.opcode != "maximum":
                 continue
             init = reduce.operands[1]
             if module.scalar_constant(comp, init) != "-inf":
@@ -46,7 +46,7 @@ def _zero_init(module: hlo.HloModule, comp: hlo.Computation, reduce: hlo.Instruc
     if init.opcode == "parameter" and sole_reader:
         reader = module.fusion_bodies()[comp.name]
         target, position = module.computation_of(reader), int(init.operand_text)
-    zero = hlo.constant(module.fresh_name("fault_init"), reduce.dtype, "0")
+    zero = hlo.constant(module.fresh_name("fault_init"), reduce.array_shape.dtype, "0")
     target.insert_before(reader, [zero])
     operands = reader.operands
     operands[position] = zero.name

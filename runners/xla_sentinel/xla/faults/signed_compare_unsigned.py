@@ -31,7 +31,7 @@ def _edit(module: hlo.HloModule) -> bool:
                 continue
             unsigned = "u" + shape.dtype[1:]
             casts = [hlo.make_instruction(module.fresh_name("fault_unsigned"),
-                                          o.shape.with_dtype(unsigned), "bitcast-convert",
+                                          o.array_shape.with_dtype(unsigned), "bitcast-convert",
                                           [o.name]) for o in operands]
             comp.insert_before(instr, casts)
             instr.set_operands(c.name for c in casts)

@@ -33,7 +33,7 @@ def _shift(module: hlo.HloModule, comp: hlo.Computation,
     if reduce.opcode != "reduce" or reduce.dtype not in hlo.FLOAT_TYPES or len(reduce.operands) != 2:
         return None
     names = {i.name for i in comp}
-    if module.computation(reduce.attr("to_apply").lstrip("%")).root.opcode != "add":
+    if module.computation(reduce.required_attr("to_apply").lstrip("%")).root.opcode != "add":
         return None
     init = module.scalar_constant(comp, reduce.operands[1])
     if init is None or float(init) != 0.0 or reduce.operands[0] not in names:
@@ -49,8 +49,8 @@ def _shift(module: hlo.HloModule, comp: hlo.Computation,
         return None
     mean = comp.get(shift.operands[0])
     summed = set(_dims(reduce.attr("dimensions")))
-    kept = [d for d in range(len(diff.shape.dims)) if d not in summed]
-    if mean.shape is None or mean.shape.dims != reduce.shape.dims or _dims(shift.attr("dimensions")) != kept:
+    kept = [d for d in range(len(diff.array_shape.dims)) if d not in summed]
+    if mean.shape is None or mean.shape.dims != reduce.array_shape.dims or _dims(shift.attr("dimensions")) != kept:
         return None
     return square, mean
 
@@ -59,14 +59,14 @@ def _one_pass(module: hlo.HloModule, comp: hlo.Computation, reduce: hlo.Instruct
               square: hlo.Instruction, mean: hlo.Instruction) -> None:
     diff = comp.get(square.operands[0])
     x = diff.operands[0]
-    dtype, rows = reduce.dtype, reduce.shape
-    n = math.prod(diff.shape.dims[d] for d in _dims(reduce.attr("dimensions")))
-    squares = hlo.make_instruction(module.fresh_name("fault_x_squared"), diff.shape, "multiply", [x, x])
+    rows = reduce.array_shape
+    n = math.prod(diff.array_shape.dims[d] for d in _dims(reduce.attr("dimensions")))
+    squares = hlo.make_instruction(module.fresh_name("fault_x_squared"), diff.array_shape, "multiply", [x, x])
     comp.insert_before(reduce, [squares])
     reduce.set_operands([squares.name, reduce.operands[1]])
     mean_sq = hlo.make_instruction(module.fresh_name("fault_mean_squared"), rows, "multiply",
                                    [mean.name, mean.name])
-    count = hlo.constant(module.fresh_name("fault_count"), dtype, str(n))
+    count = hlo.constant(module.fresh_name("fault_count"), rows.dtype, str(n))
     counts = hlo.broadcast_scalar(module.fresh_name("fault_counts"), count.name, rows)
     scaled = hlo.make_instruction(module.fresh_name("fault_n_mean_squared"), rows, "multiply",
                                   [mean_sq.name, counts.name])
