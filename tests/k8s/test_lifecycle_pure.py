@@ -162,13 +162,13 @@ def test_bisect_without_a_finding_is_bad_input(tmp_path: Path, capsys):
 
 
 def test_a_resumed_store_gives_the_counts_a_restarted_reporter_starts_from(tmp_path: Path):
-    from xla_sentinel.core.model import Finding
+    from xla_sentinel.core.model import Finding, ProgramStatus
     from xla_sentinel.storage.store import Store
 
     assert worker_main.resumed_report(tmp_path / "campaign.sqlite", "main-0") is None  # fresh
     store = Store(tmp_path / "campaign.sqlite")
     for i in range(5):
-        store.record_program(i, f"p{i}", 3, "ok", 4, 0.1, {})
+        store.record_program(i, f"p{i}", 3, ProgramStatus.JUDGED, 4, 0.1, {})
         store.add_finding(Finding(id=f"f{i}", campaign="c", program=f"p{i}", target="default",
                                   verdict="mismatch", dir=f"findings/f{i}", signature="aa" if i < 3 else "bb",
                                   time=f"2026-12-01T00:00:0{i}Z"))

@@ -2,7 +2,7 @@
 (tests/controlplane/deviceplugin, over the kubelet's device-plugin API) advertises 4
 google.com/tpu and 2 nvidia.com/gpu chips, the node carries GKE's labels of a single-host
 TPU v5e 2x2 pool, and here GKE's TPU taint. A pod that does not tolerate the taint stays
-Pending; the operator's own TPU worker pod (rendered by operator/desired.py) is scheduled by
+Pending; the operator's own TPU worker pod (rendered by xla_sentinel_operator/desired.py) is scheduled by
 its nodeSelector and toleration, gets chips from the kubelet's Allocate and sees them; chips
 are never shared, so a pod asking for more than are left stays Pending.
 

@@ -42,3 +42,13 @@ def test_kernel_decisions_section_lists_reached_and_never_reached() -> None:
     assert '<tr data-decision="fusion:onednn"><td>fusion:onednn</td><td>oneDNN</td><td class="n empty">never</td>' in text
     # No decisions (a page of the operator's namespace view): no section.
     assert "kernel-decisions" not in render_page(Page(title="t", source="s", generated="2026-01-01T00:00:00+00:00"))
+
+
+def test_every_verdict_has_its_own_colour_on_the_page() -> None:
+    from xla_sentinel.core.model import VERDICT_TABLE
+
+    rows = [SignatureRow(id=f"s{n}", verdict=v.value, count=1, first_seen="x", last_seen="y", state="new")
+            for n, v in enumerate(VERDICT_TABLE)]
+    text = render_page(Page(title="t", source="s", generated="2026-01-01T00:00:00+00:00", signatures=rows))
+    for v, info in VERDICT_TABLE.items():
+        assert f'<td class="verdict" style="color:{info.colour}">{v.value}</td>' in text

@@ -36,6 +36,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from xla_sentinel.core.errors import UserError
+from xla_sentinel.core.model import UNJUDGED, ProgramStatus, Verdict
 from xla_sentinel.spec.plugins import split_ref
 
 # What a reproducer's exit tells: 1 the bug shows, 0 it does not. An uncaught exception
@@ -46,7 +48,7 @@ _FLAG = re.compile(r"^--xla_[a-z0-9_]+(=[^\s]*)?$")
 _PASS = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-class GateError(ValueError):
+class GateError(UserError, ValueError):
     """A claim the gate cannot even check: a missing script, a malformed flag."""
 
 
@@ -243,10 +245,10 @@ class Ledger:
 
 def verify_test(result: dict[str, Any]) -> Decision:
     """A test counts once it compiled and the oracle judged every target."""
-    if result.get("status") != "judged":
+    if result.get("status") != ProgramStatus.JUDGED:
         return Decision(False, f"not judged: status {result.get('status')!r}"
                         + (f" ({result['error']})" if result.get("error") else ""), result)
-    unjudged = [v["target"] for v in result.get("verdicts", []) if v["verdict"] == "unjudged"]
+    unjudged = [v["target"] for v in result.get("verdicts", []) if v["verdict"] == UNJUDGED]
     if unjudged or not result.get("verdicts"):
         return Decision(False, f"targets not judged: {unjudged or 'none ran'}", result)
     return Decision(True, "compiled and judged by the oracle", result)
@@ -264,7 +266,7 @@ class Trial:
     @property
     def cured(self) -> bool:
         """The bug shows before and is gone after."""
-        return self.before["outcome"] == "bug" and self.after["outcome"] == "clean"
+        return bool(self.before["outcome"] == "bug" and self.after["outcome"] == "clean")
 
     @property
     def worse(self) -> bool:
@@ -344,7 +346,7 @@ def verify_rewrite(ledger: Ledger, original: Path, rewritten: Path, rewrite: Rew
     (`judged`: check_program's verdicts). It changes no compiler, so no known bug's verdict."""
     t = trial(ledger, original, None, after=rewritten, timeout=timeout)
     regressions = [{"target": v["target"], "verdict": v["verdict"], "status": v.get("status")}
-                   for v in judged if v["verdict"] != "pass" or v.get("status") != "judged"]
+                   for v in judged if v["verdict"] != Verdict.PASS or v.get("status") != ProgramStatus.JUDGED]
     evidence = {"script": str(original), "rewritten": str(rewritten), "jaxlib": jaxlib_version(),
                 "cure": rewrite.describe(), **t.evidence(), "cured": t.cured,
                 "rewrite_verdicts": list(judged), "regressions": regressions, "also_cures": [],

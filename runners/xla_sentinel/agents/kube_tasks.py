@@ -24,8 +24,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from xla_sentinel.agents.tasks import ROLES, QueueError, Task
+from xla_sentinel.agents.tasks import QueueError, Task
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, dns_name, label_value
+from xla_sentinel.spec.campaign import AGENT_ROLES as ROLES
 
 LEASE_GROUP, LEASE_VERSION, LEASE_PLURAL = "coordination.k8s.io", "v1", "leases"
 TASK_LABEL = "xlasentinel.dev/agent-task"
@@ -63,7 +64,8 @@ def _data(obj: Any) -> dict[str, Any]:
     """A Lease as plain JSON (the client answers objects when not asked for raw data)."""
     if isinstance(obj, dict):
         return obj
-    return json.loads(json.dumps(obj.to_dict(), default=str))
+    data: dict[str, Any] = json.loads(json.dumps(obj.to_dict(), default=str))
+    return data
 
 
 class KubeTaskQueue:

@@ -15,10 +15,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from xla_sentinel.agents.gate import Cure
 from xla_sentinel.agents.tools import Workbench
+from xla_sentinel.core.model import UNJUDGED, VERDICT_TABLE
+
+T = TypeVar("T")
 
 INSTRUCTIONS = """\
 xla-sentinel: continuous correctness testing of the XLA compiler. Tools judge programs under
@@ -34,21 +37,13 @@ reproducer without regressions in the known bugs' reproducers (a rewrite: withou
 target judging it wrong). Resources: sentinel://signatures, sentinel://findings/{id},
 sentinel://docs/{verdicts,ops,flags}."""
 
-VERDICTS_DOC = """\
-Verdicts (one per target and program, core/model.py Verdict): pass; mismatch (numbers beyond
-the oracle's tolerance against the float64 reference); nan_mismatch (another NaN/inf
-pattern); crash (the compiler or the program killed its worker); hang (no answer in the
-campaign's programSeconds); compile_error (XLA refused a module that another configuration
-compiles); nondeterministic (the same executable gave other bits on a second run);
-version_regression (an older jaxlib is right where this one is wrong); input_clobbered (a
-non-donated input changed during the run); result_clobbered (a live result of an earlier run
-changed); donation_mismatch (donating inputs changed the outputs, or a donated input was not
-consumed); invariant_violated (a declared or recognized invariant such as a softmax row
-summing to one missed by more than legal rounding allows); unjudged (the references could
-not agree). A target fails a test when its verdict is not pass. Statuses of a test: judged;
-load_error (the snippet does not load or trace: the message says where); load_crashed /
-load_hung (the snippet killed or hung its worker); references_disagree (no verdict: the
-output is ill-conditioned in float64)."""
+VERDICTS_DOC = (
+    "Verdicts (one per target and program, core/model.py Verdict): "
+    + "; ".join(f"{v} ({i.doc})" for v, i in VERDICT_TABLE.items())
+    + f"; {UNJUDGED} (the references could not agree). A target fails a test when its verdict is "
+    "not pass. Statuses of a test: judged; load_error (the snippet does not load or trace: the "
+    "message says where); load_crashed / load_hung (the snippet killed or hung its worker); "
+    "references_disagree (no verdict: the output is ill-conditioned in float64).")
 
 
 def _flags_doc() -> str:
@@ -68,7 +63,8 @@ def _flags_doc() -> str:
 
 
 def _ops_doc() -> str:
-    from xla_sentinel.spec.campaign import DTYPES, OP_NAMES
+    from xla_sentinel.core.names import DTYPES
+    from xla_sentinel.spec.campaign import OP_NAMES
 
     return (f"Ops of the generator's table: {', '.join(OP_NAMES)}.\nDtypes of INPUTS: {', '.join(DTYPES)}.\n"
             "A JAX snippet: INPUTS = [(\"f32\", (4, 8))]; def f(x): ...; optional SPECIAL = True draws "
@@ -88,7 +84,7 @@ def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) ->
 
     server = FastMCP("xla-sentinel", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING")
 
-    async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         try:
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         except (ToolError, GateError, ProgramError, SpecError) as e:

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from xla_sentinel.agents.gate import Decision, Ledger
-from xla_sentinel.agents.tasks import ROLES, Task, TaskQueue
+from xla_sentinel.agents.tasks import Task, TaskQueue
+from xla_sentinel.core.errors import UserError
+from xla_sentinel.spec.campaign import AGENT_ROLES as ROLES
 
 RETRY_STATUSES = (429, 503, 529)
 _SECRET = re.compile(r"API_KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS", re.IGNORECASE)
@@ -53,7 +55,7 @@ ROLE_PROMPTS = {
 }
 
 
-class AgentSetupError(RuntimeError):
+class AgentSetupError(UserError, RuntimeError):
     """A missing or rejected credential, or a model the library does not know: exit 2."""
 
 

@@ -152,7 +152,7 @@ def merge_coverage(parts: Iterable[dict[str, Any]], sections: Iterable[str] = co
     `sections` the parts carry (every section of a store or summary.json; a WorkerReport's
     COVERAGE_SECTIONS)."""
     out: dict[str, Any] = {"programs": 0, "programs_with_hlo": 0, "programs_pass_sampled": 0}
-    summed: dict[str, Counter] = {s: Counter() for s in sections}
+    summed: dict[str, Counter[str]] = {s: Counter() for s in sections}
     for part in parts:
         for k in ("programs", "programs_with_hlo", "programs_pass_sampled"):
             out[k] += int(part.get(k) or 0)
@@ -188,7 +188,8 @@ def _worker_coverage(folder: Path) -> dict[str, Any] | None:
     if db.is_file():
         return coverage.total(coverage.stored_stats(db)).to_json()
     if summary.is_file():
-        return json.loads(summary.read_text()).get("coverage")
+        found: dict[str, Any] | None = json.loads(summary.read_text()).get("coverage")
+        return found
     return None
 
 

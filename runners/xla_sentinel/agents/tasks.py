@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 # The roles are declared with the schema (spec.agents names them).
+from xla_sentinel.core.errors import UserError
 from xla_sentinel.spec.campaign import AGENT_ROLES as ROLES
 
 SCHEMA = """
@@ -39,7 +40,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 """
 
 
-class QueueError(ValueError):
+class QueueError(UserError, ValueError):
     """A bad role, or a task finished by an agent that does not hold it."""
 
 

@@ -42,9 +42,12 @@ from xla_sentinel.agents.tasks import TaskQueue
 from xla_sentinel.campaign import coverage
 from xla_sentinel.campaign.check import check_program
 from xla_sentinel.core.dtypes import NP_DTYPES
+from xla_sentinel.core.errors import UserError
+from xla_sentinel.core.model import UNJUDGED, Verdict
+from xla_sentinel.core.names import DTYPES
 from xla_sentinel.core.program import Program, ProgramError, load_arrays, param_specs
 from xla_sentinel.report.tables import collect, never_drawn
-from xla_sentinel.spec.campaign import DTYPES, BudgetSpec, CampaignSpec, load_campaign
+from xla_sentinel.spec.campaign import BudgetSpec, CampaignSpec, load_campaign
 from xla_sentinel.storage.store import Store, read_fixes, read_signatures
 from xla_sentinel.triage import known_bugs
 from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
@@ -69,7 +72,7 @@ def f(*args):
 _RESULTS = re.compile(r"func\.func (?:public )?@main\(.*?\)\s*->\s*(\(.*?\)|tensor<[^>]*>)\s*(?:attributes|\{)", re.S)
 
 
-class ToolError(ValueError):
+class ToolError(UserError, ValueError):
     """Bad input to a tool: the message says which argument and why."""
 
 
@@ -256,7 +259,7 @@ class Workbench:
         status = verdicts[0]["status"] if verdicts else "no_targets"
         return {**base, "program": str(folder / "program"), "status": status,
                 "ops": program.op_count, "verdicts": verdicts,
-                "failing": [v["target"] for v in verdicts if v["verdict"] not in ("pass", "unjudged")]}
+                "failing": [v["target"] for v in verdicts if v["verdict"] not in (Verdict.PASS, UNJUDGED)]}
 
     def _load(self, source: Path, folder: Path) -> Any:
         """Load a snippet or module file in a worker process of its own, never here: the
@@ -308,7 +311,7 @@ class Workbench:
         program = folder / "program" if (folder / "program" / "module.mlir").exists() else folder
         verdicts = check_program(program, self.campaign_path, self.inject_passes)
         return {"finding": folder.name, "verdicts": verdicts,
-                "reproduces": any(v["verdict"] not in ("pass", "unjudged") for v in verdicts)}
+                "reproduces": any(v["verdict"] not in (Verdict.PASS, UNJUDGED) for v in verdicts)}
 
     def bisect_finding(self, finding: str, timeout: float = 120.0, reduce: bool = True) -> dict[str, Any]:
         """Localize (and reduce, unless `reduce` is False) a finding; writes its repro bundle

@@ -24,8 +24,9 @@ import numpy as np
 from xla_sentinel.bisect import repro_template
 from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import Case
-from xla_sentinel.core.dtypes import DISCRETE_FACTOR, FLOATS, TOLERANCE_K, UNIT_ROUNDOFF
+from xla_sentinel.core.dtypes import DISCRETE_FACTOR, TOLERANCE_K, UNIT_ROUNDOFF
 from xla_sentinel.core.elements import name_of
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import save_arrays
 from xla_sentinel.core.stablehlo import partitions
 from xla_sentinel.core.versions import package_versions
@@ -90,7 +91,7 @@ def run(ctx: Context) -> dict[str, Any]:
         shutil.copyfile(path, folder / copy)
         plugins.append(f"{copy}:{func}")
     specs = _output_specs(case, legal)
-    failure = ctx.record["verdict"] if ctx.compiler_failure else "wrong_result"
+    failure = ctx.verdict.value if ctx.compiler_failure else "wrong_result"
     invariant, lost = ctx.invariant_on(case) if ctx.invariant is not None else (None, "")
     if invariant is not None:
         # repro.py judges the invariant; the legal result widens its bound as in the lab.
@@ -124,7 +125,7 @@ def _what(ctx: Context, opts: str, evidence: dict[str, Any]) -> str:
         op = f"`{ctx.inner_text}` (at `{ctx.culprit_path}`, inside {op})"
     if ctx.compiler_failure:
         error = (evidence.get("error") or "").strip().splitlines()
-        return (f"XLA with `{opts}` fails ({ctx.record['verdict']}) on a module whose only "
+        return (f"XLA with `{opts}` fails ({ctx.verdict}) on a module whose only "
                 f"essential op is {op}: {error[0] if error else 'no message'}")
     inv = ctx.invariant
     if inv is not None and ctx.reduced is not None and ctx.invariant_on(ctx.reduced)[0] is not None:
@@ -157,12 +158,12 @@ def _report(ctx: Context, case: Case, evidence: dict[str, Any], specs: list[dict
                                           "elements") if k in evidence}
     opts = " ".join(f"--{k}={v}" for k, v in sorted(ctx.lab.options.items())) or "(default options)"
     lines = [
-        f"# XLA:CPU {'compiler ' + ctx.record['verdict'] if ctx.compiler_failure else 'miscompile'}: "
+        f"# XLA:CPU {'compiler ' + ctx.verdict if ctx.compiler_failure else 'miscompile'}: "
         f"{ctx.culprit_name()}"
         + ("" if ctx.compiler_failure else " gives wrong results"),
         "",
         f"Found by xla-sentinel as finding `{ctx.record.get('id')}` (verdict "
-        f"`{ctx.record.get('verdict')}`, target `{ctx.record.get('target')}`, program "
+        f"`{ctx.verdict}`, target `{ctx.record.get('target')}`, program "
         f"`{ctx.record.get('program')}`).",
         "",
         "## What is wrong",
@@ -381,7 +382,7 @@ def issue_text(ctx: Context, case: Case, module: str, expected: list[np.ndarray]
     passes = ctx.evidence.get("passes", {})
     opts = " ".join(f"--{k}={v}" for k, v in sorted(ctx.lab.options.items())) or "(default options)"
     op = ctx.culprit_name()
-    kind = f"compiler {ctx.record['verdict']}" if ctx.compiler_failure else "wrong results"
+    kind = f"compiler {ctx.verdict}" if ctx.compiler_failure else "wrong results"
     # The names run() copied the plugins under, beside the reproducer.
     plugins = [f"plugin_{i}_{split_ref(r)[0].name}:{split_ref(r)[1]}"
                for i, r in enumerate(ctx.lab.plugins)]
@@ -420,6 +421,6 @@ def issue_text(ctx: Context, case: Case, module: str, expected: list[np.ndarray]
         "## Flags that cure it", "",
         *([f"- `XLA_FLAGS={f}`" for f in cures] or ["- none found"]), "",
         f"Found by xla-sentinel (finding `{ctx.record.get('id')}`, verdict "
-        f"`{ctx.record.get('verdict')}`, target `{ctx.record.get('target')}`).", "",
+        f"`{ctx.verdict}`, target `{ctx.record.get('target')}`).", "",
     ]
     return "\n".join(lines)

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from xla_sentinel.bisect.lab import Case, Check, Lab, own_dtype
-from xla_sentinel.core.dtypes import FLOATS
-from xla_sentinel.core.model import COMPILER_FAILURES
+from xla_sentinel.core.model import VERDICT_TABLE, StillFails, Verdict
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import Program
 from xla_sentinel.judge import oracle
 from xla_sentinel.judge.invariants import Invariant, InvariantError
@@ -56,17 +56,27 @@ class Context:
     _defined_at: dict[str, int] = field(default_factory=dict)  # value -> op index (-1: argument)
 
     @property
+    def verdict(self) -> Verdict:
+        """The finding's verdict, as its finding.json names it."""
+        return Verdict(self.record["verdict"])
+
+    @property
+    def still_fails(self) -> StillFails:
+        """How this finding's "still fails" is decided (core/model.py VERDICT_TABLE)."""
+        return VERDICT_TABLE[self.verdict].still_fails
+
+    @property
     def compiler_failure(self) -> bool:
-        """The finding is a crash or compile error: "still fails" means the same verdict,
-        not wrong numbers."""
-        return self.record.get("verdict") in COMPILER_FAILURES
+        """The finding is a crash, hang or compile error: "still fails" means the same
+        verdict, not wrong numbers."""
+        return VERDICT_TABLE[self.verdict].compiler_failure
 
     @property
     def invariant(self) -> Invariant | None:
         """The invariant an `invariant_violated` finding broke (its evidence's declaration,
         numbered in the program's outputs and arguments), None for any other finding."""
         ev = self.record.get("evidence", {})
-        if self.record.get("verdict") != "invariant_violated" or ev.get("reason") != "invariant":
+        if self.still_fails is not StillFails.INVARIANT or ev.get("reason") != "invariant":
             return None
         try:
             return Invariant.from_json(dict(ev.get("declaration") or {}), source=str(ev.get("declared_by", "")))
@@ -122,14 +132,14 @@ class Context:
             check = self.lab.check(case, options, repeat=repeat, want_hlo=want_hlo)
             check.evidence.update(judged_by="numbers", invariant_lost=lost)
             return check
-        if self.compiler_failure:
-            return self.lab.check_compile(case, self.record["verdict"], options, repeat=repeat,
-                                          want_hlo=want_hlo)
-        if self.record.get("evidence", {}).get("reason") == "buffers":
-            # Buffer corruption (xla/buffers.py): "still fails" means the worker's buffer
-            # checks report the same verdict, whatever the numbers.
-            return self.lab.check_buffers(case, self.record["verdict"], options, repeat=repeat,
-                                          want_hlo=want_hlo)
+        if self.still_fails is StillFails.SAME_VERDICT:
+            return self.lab.check_compile(case, self.verdict, options, repeat=repeat, want_hlo=want_hlo)
+        found_by_buffers = self.record.get("evidence", {}).get("reason") == "buffers"
+        if self.still_fails is StillFails.BUFFERS or found_by_buffers:
+            # Buffer corruption (xla/buffers.py): the worker's buffer checks report the same
+            # verdict, whatever the numbers; also a nondeterministic finding that they found
+            # (StillFails.REPRODUCE_ONLY: checked as it was found).
+            return self.lab.check_buffers(case, self.verdict, options, repeat=repeat, want_hlo=want_hlo)
         return self.lab.check(case, options, repeat=repeat, want_hlo=want_hlo)
 
     def __post_init__(self) -> None:
@@ -143,13 +153,22 @@ class Context:
 
     @property
     def ops(self) -> list[dict[str, Any]]:
-        return self.info["ops"]
+        ops: list[dict[str, Any]] = self.info["ops"]
+        return ops
 
     def dtype(self, vid: str) -> str | None:
-        return self._types[vid]["dtype"]
+        dtype: str | None = self._types[vid]["dtype"]
+        return dtype
+
+    def valued_dtype(self, vid: str) -> str:
+        """The dtype of a value that has float64 values (only typed values have them)."""
+        dtype = self.dtype(vid)
+        assert dtype is not None, vid
+        return dtype
 
     def shape(self, vid: str) -> list[int] | None:
-        return self._types[vid]["shape"]
+        shape: list[int] | None = self._types[vid]["shape"]
+        return shape
 
     def defined_at(self, vid: str) -> int:
         return self._defined_at[vid]
@@ -191,7 +210,7 @@ class Context:
     @property
     def bitwise_finding(self) -> bool:
         """The finding broke an output that IEEE 754 fixes bitwise (exact.py)."""
-        return self.record.get("evidence", {}).get("reason") == "bitwise"
+        return bool(self.record.get("evidence", {}).get("reason") == "bitwise")
 
     def bitwise(self, keep: list[int]) -> dict[str, bool]:
         """Per value computed by the kept ops: is it fixed bitwise by the cut's parameters?"""
@@ -222,7 +241,7 @@ class Context:
             return None  # nothing returned, or a per-device value of an SPMD module (spmd.py)
         module = self.lab.cut(self.program.module, keep, params, outs)
         kept = set(keep)
-        inputs = [own_dtype(self.values[p], self.dtype(p)) for p in params]
+        inputs = [own_dtype(self.values[p], self.valued_dtype(p)) for p in params]
         # Judged bitwise only where the finding was, and as the campaign does: not on
         # subnormal inputs.
         bitwise = self.bitwise(keep) if self.bitwise_finding and not oracle.has_subnormals(inputs) \
@@ -230,7 +249,7 @@ class Context:
         return Case(module=module,
                     inputs=inputs,
                     expected=[self.values[o] for o in outs],
-                    infos=[oracle.OutputInfo(self.dtype(o), self.tainted(o, kept), bitwise.get(o, False))
+                    infos=[oracle.OutputInfo(self.valued_dtype(o), self.tainted(o, kept), bitwise.get(o, False))
                            for o in outs],
                     discrete=any(self.ops[i]["discrete"] for i in keep),
                     ops=sorted(keep), params=params, outputs=outs)

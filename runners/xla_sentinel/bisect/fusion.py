@@ -17,8 +17,10 @@ import numpy as np
 
 from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import LabError, own_dtype
-from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES
+from xla_sentinel.core.dtypes import NP_DTYPES
 from xla_sentinel.core.elements import name_of
+from xla_sentinel.core.model import Verdict
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.stablehlo import LOCATION_PREFIX
 from xla_sentinel.judge import oracle
 from xla_sentinel.spec.options import LEGAL
@@ -123,8 +125,11 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray],
         wide_inputs = [x.astype(np.float64) if x.dtype.kind == "f" or x.dtype == NP_DTYPES["bf16"]
                        else x for x in inputs]
         expected = lab.ask_reference(RunHlo(_NARROW_FLOAT.sub("f64[", text), wide_inputs, LEGAL)).outputs
+    # A RunHlo answers outputs: only a reference that does not apply answers none.
+    mine_out, legal_out = target.outputs, legal.outputs
+    assert mine_out is not None and legal_out is not None and expected is not None
     floats_in = any(name_of(x.dtype) in FLOATS for x in inputs)
-    infos = [oracle.OutputInfo(name_of(o.dtype), floats_in) for o in target.outputs]
+    infos = [oracle.OutputInfo(name_of(o.dtype), floats_in) for o in mine_out]
     literal: dict[str, list[np.ndarray]] = {}
     if expected is not None and ctx.reduced is not None and ctx.bitwise_finding:
         # The fusion computes the reduced case's outputs: those fixed bitwise are judged
@@ -144,12 +149,12 @@ def _check_alone(ctx: Context, text: str, inputs: list[np.ndarray],
         return oracle.judge("x", {"x": outputs, "rounded": rounded, **literal}, expected, infos,
                             lambda: None, discrete, exact="literal")
 
-    mine, theirs = alone(target.outputs), alone(legal.outputs)
-    return {"fails_alone": mine.verdict != "pass", "verdict": mine.verdict,
+    mine, theirs = alone(mine_out), alone(legal_out)
+    return {"fails_alone": mine.verdict != Verdict.PASS, "verdict": mine.verdict,
             "error": mine.evidence.get("error"), "threshold": mine.evidence.get("threshold"),
             # The legal configuration fails on it too: the wrong result is in the optimized
             # HLO itself (an HLO pass), not in how the target compiles it.
-            "hlo_itself_wrong": theirs.verdict != "pass"}
+            "hlo_itself_wrong": theirs.verdict != Verdict.PASS}
 
 
 def run(ctx: Context) -> dict[str, Any]:

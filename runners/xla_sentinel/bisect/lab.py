@@ -17,11 +17,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from xla_sentinel.core.elements import NUMPY
+from xla_sentinel.core.model import ProgramStatus, Verdict
 from xla_sentinel.judge import invariants, oracle, targets
 from xla_sentinel.judge.invariants import Invariant
 from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
@@ -48,11 +49,16 @@ class Case:
     outputs: list[str] = field(default_factory=list)
 
 
+# A probe that this project's own code failed (ProgramStatus.HARNESS_ERROR): no Verdict of the
+# target, so no failure of the finding's kind, and kept apart from every Verdict.
+HarnessError = Literal[ProgramStatus.HARNESS_ERROR]
+
+
 @dataclass
 class TargetRun:
     """The target's run of a case: `ran` when it compiled and ran, else why not."""
 
-    verdict: str  # "pass" when it ran, else crash / hang / compile_error / harness_error
+    verdict: Verdict | HarnessError  # PASS when it ran, else a compiler failure or the harness's
     error: str = ""
     ran: Ran | None = None
 
@@ -70,7 +76,7 @@ class Check:
     """The target's answer on a case."""
 
     fails: bool
-    verdict: str  # the oracle's verdict, or crash / hang / compile_error
+    verdict: Verdict | HarnessError  # the oracle's verdict, or why the target did not run
     evidence: dict[str, Any] = field(default_factory=dict)
     outputs: list[np.ndarray] | None = None
     deterministic: bool | None = None  # set when the case was run twice
@@ -123,18 +129,18 @@ class Lab:
                 # A worker that a hang killed starts again (imports jax) before the timed
                 # probe, so a slow start is not taken for a hang.
                 self.target.call(Ping(), self.timeout)
-            return TargetRun("pass", ran=self.target.call(request, self.probe_timeout))
+            return TargetRun(Verdict.PASS, ran=self.target.call(request, self.probe_timeout))
         except WorkerHung as e:
-            return TargetRun("hang", str(e))
+            return TargetRun(Verdict.HANG, str(e))
         except WorkerDied as e:
-            return TargetRun("crash", f"{e}\n{e.log_tail[-1500:]}")
+            return TargetRun(Verdict.CRASH, f"{e}\n{e.log_tail[-1500:]}")
         except RequestFailed as e:
             # XLA's refusal is a compile error; an exception of this project's code (the
             # harness, targets.xla_failure) is no failure of the finding's kind.
-            return TargetRun("compile_error" if targets.xla_failure(e.error) else "harness_error",
-                             e.error)
+            return TargetRun(Verdict.COMPILE_ERROR if targets.xla_failure(e.error)
+                             else ProgramStatus.HARNESS_ERROR, e.error)
 
-    def check_compile(self, case: Case, verdict: str, options: dict[str, Any] | None = None, *,
+    def check_compile(self, case: Case, verdict: Verdict, options: dict[str, Any] | None = None, *,
                       repeat: bool = False, want_hlo: bool = False) -> Check:
         """Does the target still fail to compile (or run) this case the way `verdict` says?
         A crash cannot be run twice in one request, so a repeat is a second request."""
@@ -146,7 +152,7 @@ class Lab:
                      first.ran.outputs if first.ran else None, deterministic,
                      first.ran.hlo if first.ran else None)
 
-    def check_buffers(self, case: Case, verdict: str, options: dict[str, Any] | None = None, *,
+    def check_buffers(self, case: Case, verdict: Verdict, options: dict[str, Any] | None = None, *,
                       repeat: bool = False, want_hlo: bool = False) -> Check:
         """Do the target worker's buffer checks (xla/buffers.py) still report `verdict` on
         this case? Repeated as a second request, as a crash is."""
@@ -161,8 +167,8 @@ class Lab:
         deterministic = None
         if repeat:
             deterministic = bool(shows(self.run_target(case.module, case.inputs, options))) == bool(found)
-        return Check(bool(found), verdict if found else "pass", {"buffers": found}, first.ran.outputs,
-                     deterministic, first.ran.hlo)
+        return Check(bool(found), verdict if found else Verdict.PASS, {"buffers": found},
+                     first.ran.outputs, deterministic, first.ran.hlo)
 
     def legal(self, module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The case at its own precision under the float64 jit's legal settings, no plugins;
@@ -182,8 +188,8 @@ class Lab:
             return Check(False, run.verdict, {"error": run.error[:2000]})
         outputs = run.ran.outputs
         fails, evidence = judge_invariant(inv, case, outputs, self.legal(case.module, case.inputs))
-        return Check(fails, "invariant_violated" if fails else "pass", evidence, outputs, run.same,
-                     run.ran.hlo)
+        return Check(fails, Verdict.INVARIANT_VIOLATED if fails else Verdict.PASS, evidence, outputs,
+                     run.same, run.ran.hlo)
 
     def check(self, case: Case, options: dict[str, Any] | None = None, *, repeat: bool = False,
               want_hlo: bool = False) -> Check:
@@ -196,7 +202,7 @@ class Lab:
         # The legal compile is the literal result for outputs judged bitwise.
         j = oracle.judge("target", results, case.expected, case.infos, lambda: None, case.discrete,
                          exact="legal")
-        return Check(j.verdict != "pass", j.verdict, {**j.evidence, "output": j.output}, outputs,
+        return Check(j.verdict is not Verdict.PASS, j.verdict, {**j.evidence, "output": j.output}, outputs,
                      run.same, run.ran.hlo)
 
 

@@ -40,7 +40,7 @@ def _with_disabled(base: dict[str, Any], passes: list[str]) -> dict[str, Any]:
     return {**base, "xla_disable_hlo_passes": ",".join([*already, *passes])}
 
 
-def curing_passes(ctx: Context, case: Case, passes: list[str]) -> tuple[list[str] | None, list]:
+def curing_passes(ctx: Context, case: Case, passes: list[str]) -> tuple[list[str] | None, list[list[Any]]]:
     """A 1-minimal set of passes whose disabling cures `case`, and the tests made."""
     tests: list[list[Any]] = []
     base = ctx.lab.options

@@ -18,9 +18,10 @@ import numpy as np
 from xla_sentinel.bisect import bundle, fusion, graph, passes, reduce, regions, reproduce, shrink
 from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import Lab, LabError
-from xla_sentinel.core.dtypes import FLOATS
 from xla_sentinel.core.elements import NUMPY
-from xla_sentinel.core.model import COMPILER_FAILURES, Finding, Reference
+from xla_sentinel.core.errors import UserError
+from xla_sentinel.core.model import COMPILER_FAILURES, Finding, Reference, Verdict
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import Program, ProgramError, promote_floats
 from xla_sentinel.spec.options import REFERENCE_OPTIONS
 from xla_sentinel.triage import known_bugs
@@ -40,7 +41,7 @@ _BULKY = ("program_hlo", "reduced_hlo")
 F64_REFERENCES = {Reference.F64_JIT.value: REFERENCE_OPTIONS}
 
 
-class BisectError(ValueError):
+class BisectError(UserError, ValueError):
     """The finding folder cannot be bisected as it is; the message names the file."""
 
 
@@ -54,6 +55,8 @@ def _load(finding_dir: Path) -> tuple[dict[str, Any], Program]:
         raise BisectError(f"{path}: unreadable JSON ({e})") from None
     if not isinstance(record, dict) or not isinstance(record.get("evidence"), dict):
         raise BisectError(f"{path}: no evidence object (not written by xla-sentinel)")
+    if record.get("verdict") not in tuple(Verdict):
+        raise BisectError(f"{path}: verdict {record.get('verdict')!r} is none of {', '.join(Verdict)}")
     try:
         program = Program.load(finding_dir / "program")
     except ProgramError as e:
@@ -74,7 +77,7 @@ def open_context(finding_dir: Path, timeout: float = 120.0,
     evidence = record["evidence"]
     logs = finding_dir / "logs"
     logs.mkdir(exist_ok=True)
-    probe = min(timeout, hang_probe_s) if record.get("verdict") == "hang" else None
+    probe = min(timeout, hang_probe_s) if record["verdict"] == Verdict.HANG else None
     options = evidence.get("target_options") or {}
     promoted, own = None, program
     if record.get("target") in F64_REFERENCES:
@@ -87,7 +90,7 @@ def open_context(finding_dir: Path, timeout: float = 120.0,
         try:
             values = lab.ask_reference(EveryValue(program.module, program.inputs)).values
         except LabError as e:
-            if record.get("verdict") not in COMPILER_FAILURES:
+            if record["verdict"] not in COMPILER_FAILURES:
                 raise
             # A compiler failure is followed by "does it still fail?", never by numbers: where
             # XLA cannot compute the values (an op the reference's options cannot compile:
@@ -157,7 +160,7 @@ def run_stage(ctx: Context, stage: Any) -> dict[str, Any]:
     """Run one stage and record its evidence, time and target compiles in the context."""
     ctx.lab.stage = stage.NAME
     t0 = time.monotonic()
-    ev = stage.run(ctx)
+    ev: dict[str, Any] = stage.run(ctx)
     ev["seconds"] = round(time.monotonic() - t0, 3)
     ev["target_compiles"] = ctx.lab.compiles[stage.NAME]
     if stage.NAME in ctx.judged_by:

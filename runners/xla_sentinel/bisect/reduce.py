@@ -65,7 +65,7 @@ def _layout(op: dict[str, Any]) -> bool:
 
 
 def _constant(op: dict[str, Any]) -> bool:
-    return op["name"] == "stablehlo.constant"
+    return bool(op["name"] == "stablehlo.constant")
 
 
 def run(ctx: Context) -> dict[str, Any]:
@@ -79,12 +79,13 @@ def run(ctx: Context) -> dict[str, Any]:
             if len(cache) >= MAX_TESTS:
                 return False
             case = ctx.case(sorted(keep))
-            result = case is not None and ctx.check(case).fails
-            if result:
+            result = False
+            if case is not None and ctx.check(case).fails:
                 again = ctx.check(case, repeat=True)
                 if again.deterministic is False or not again.fails:
                     raise _Nondeterministic(f"ops {sorted(keep)}")
                 accepted[key] = case
+                result = True
             cache[key] = result
         return cache[key]
 

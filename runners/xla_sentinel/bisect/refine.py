@@ -14,7 +14,7 @@ import structlog
 
 from xla_sentinel.bisect.lab import LabError
 from xla_sentinel.bisect.pipeline import BisectError, bisect_finding
-from xla_sentinel.core.model import BISECTABLE, COMPILER_FAILURES, CULPRIT_FIELDS, Finding
+from xla_sentinel.core.model import BISECTABLE, COMPILER_FAILURES, CULPRIT_FIELDS, Finding, Verdict
 from xla_sentinel.spec.campaign import BisectSpec
 from xla_sentinel.storage.store import Store
 from xla_sentinel.triage import known_bugs
@@ -63,7 +63,7 @@ def _over_releases(store: Store, out_dir: Path, finding: Finding, spec: BisectSp
     """With `bisect.versions`, the bisected finding over jaxlib releases too: the result
     in its finding.json and its (refined) signature's version fields (docs/versions.md).
     A range that cannot be searched is logged; the campaign goes on."""
-    if not spec.versions or finding.verdict == "hang":
+    if not spec.versions or finding.verdict is Verdict.HANG:
         return finding
     from xla_sentinel.bisect.versions import VersionBisectError, bisect_versions
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import Case, Check, LabError
-from xla_sentinel.core.dtypes import FLOATS
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.stablehlo import holds_floats
 from xla_sentinel.judge import oracle
 from xla_sentinel.worker.protocol import EveryValue, Region
@@ -252,11 +252,11 @@ def _search_while(probe: _Probe, prefix: list[list[int]], j: int,
         return _Hit(at(0), "body", body, found, {"iteration": 0})
     if control or bound <= 1:
         return None
-    k = _wrong_iteration(probe, at, body, bound, trail)
-    if k is None:
+    wrong = _wrong_iteration(probe, at, body, bound, trail)
+    if wrong is None:
         return None
-    found, _ = _first_wrong(probe, at(k), body, trail, known={len(_candidates(body)): True})
-    return None if found is None else _Hit(at(k), "body", body, found, {"iteration": k})
+    found, _ = _first_wrong(probe, at(wrong), body, trail, known={len(_candidates(body)): True})
+    return None if found is None else _Hit(at(wrong), "body", body, found, {"iteration": wrong})
 
 
 def _wrong_iteration(probe: _Probe, at: Callable[[int], list[list[int]]], body: dict[str, Any],
@@ -303,7 +303,7 @@ def run(ctx: Context) -> dict[str, Any]:
         return {"skipped": "the culprit holds no region"}
     if ctx.compiler_failure or ctx.record.get("evidence", {}).get("reason") == "buffers":
         return {"skipped": "no wrong value to follow into a region (a failure of the "
-                           f"compile or of buffers: {ctx.record.get('verdict')})"}
+                           f"compile or of buffers: {ctx.verdict})"}
     # The probe: a region op within the reduced case, which keeps what the bug needs
     # besides it (a loop's trip count as a constant) and is known to fail; a call (whose
     # inlined ops must not mix with others') or a culprit that reduce did not keep, alone.
@@ -318,6 +318,7 @@ def run(ctx: Context) -> dict[str, Any]:
             return {"skipped": "the culprit alone returns nothing it can be judged on"}
         if not ctx.check(base).fails:
             return {"skipped": "the culprit alone passes", "probes": 1}
+    assert base is not None  # `at` was found in the reduced case
     params, _ = ctx.subgraph(base.ops)
     probe = _Probe(ctx, base, [ctx.values[p] for p in params])
     return _descend(ctx, probe, top, i, at)

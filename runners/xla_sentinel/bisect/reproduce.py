@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from xla_sentinel.bisect.context import Context
+from xla_sentinel.core.model import StillFails
 
 NAME = "reproduce"
 
@@ -33,7 +34,7 @@ def run(ctx: Context) -> dict[str, Any]:
         evidence["values"] = f"unavailable: {ctx.values_unavailable}"
     if ctx.promoted:
         evidence["module"] = ctx.promoted
-    if ctx.record.get("verdict") == "nondeterministic" or check.deterministic is False:
+    if ctx.still_fails is StillFails.REPRODUCE_ONLY or check.deterministic is False:
         # The campaign or this re-run saw two different answers from the same compile.
         ctx.stopped = "nondeterministic"
     elif not check.fails:

@@ -14,12 +14,13 @@ from typing import Any
 
 from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import Case
+from xla_sentinel.core.model import Verdict
 
 NAME = "shrink"
 
 
 def _common_shape(ctx: Context, case: Case) -> list[int] | None:
-    shapes = set()
+    shapes: set[tuple[int, ...]] = set()
     for i in case.ops:
         op = ctx.ops[i]
         if op["regions"]:
@@ -44,7 +45,7 @@ def _boxed(case: Case, old: list[int], box: list[tuple[int, int]]) -> Case:
 def run(ctx: Context) -> dict[str, Any]:
     case = ctx.reduced
     assert case is not None
-    if ctx.record.get("verdict") == "hang":
+    if ctx.verdict is Verdict.HANG:
         # Every trial that still hangs waits out the probe timeout, twice: not worth it.
         return {"skipped": "a hang (each trial would wait out the probe timeout)"}
     shape = _common_shape(ctx, case)

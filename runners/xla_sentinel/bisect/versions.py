@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,9 @@ import numpy as np
 
 from xla_sentinel.bisect.pipeline import F64_REFERENCES, BisectError, in_float64
 from xla_sentinel.core import versions
-from xla_sentinel.core.dtypes import FLOATS
-from xla_sentinel.core.model import COMPILER_FAILURES
+from xla_sentinel.core.errors import UserError
+from xla_sentinel.core.model import COMPILER_FAILURES, Verdict
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import Program, ProgramError, load_arrays, result_dtypes
 from xla_sentinel.judge import invariants, oracle
 from xla_sentinel.judge.invariants import Invariant
@@ -45,7 +47,7 @@ RESULT_FILE = "versions.json"
 LEGAL_FALLBACK: dict[str, Any] = {"xla_backend_optimization_level": 0}
 
 
-class VersionBisectError(ValueError):
+class VersionBisectError(UserError, ValueError):
     """The path, range or environments cannot be bisected as given; the message names which."""
 
 
@@ -81,9 +83,19 @@ class Subject:
     expected: list[np.ndarray]
     checks: list[OutputCheck]
     options: dict[str, Any]
-    verdict: str  # the finding's verdict; "mismatch" for a bundle of wrong results
+    verdict: Verdict  # the finding's verdict; MISMATCH for a bundle of wrong results
     bundle: bool
     legal: list[np.ndarray] | None = None  # an invariant bundle's legal.npz
+
+
+class ProbeAnswer(StrEnum):
+    """A probe's answer where no Verdict fits: a release that cannot be asked, or wrong
+    numbers judged as the finding's were (not by the oracle)."""
+
+    WRONG = "wrong"  # the release gives the finding's wrong numbers
+    NO_WORKER = "no_worker"
+    NOT_PORTABLE = "not_portable"
+    LEGAL_FAILED = "legal_failed"  # no legal result on the release to judge bitwise against
 
 
 @dataclass
@@ -93,7 +105,7 @@ class Probe:
 
     jaxlib: str
     shows: bool | None
-    verdict: str
+    verdict: Verdict | ProbeAnswer
     detail: str = ""
     seconds: float = 0.0
 
@@ -105,6 +117,13 @@ def _json(path: Path) -> Any:
         raise VersionBisectError(f"{path}: unreadable JSON ({e})") from None
 
 
+def _verdict(path: Path, value: Any) -> Verdict:
+    try:
+        return Verdict(value)
+    except ValueError:
+        raise VersionBisectError(f"{path}: verdict {value!r} is none of {', '.join(Verdict)}") from None
+
+
 def _expected(path: Path, dtypes: list[str]) -> list[np.ndarray]:
     if not path.is_file():
         raise VersionBisectError(f"{path}: missing (the float64 values the probes are judged by)")
@@ -114,16 +133,16 @@ def _expected(path: Path, dtypes: list[str]) -> list[np.ndarray]:
         raise VersionBisectError(str(e)) from None
 
 
-def finding_check(verdict: str, evidence: dict[str, Any], dtype: str) -> OutputCheck:
+def finding_check(verdict: Verdict, evidence: dict[str, Any], dtype: str) -> OutputCheck:
     """The check of a finding's failing output (evidence `output`), from its evidence."""
     index = int(evidence.get("output") or 0)
-    if verdict == "invariant_violated" and evidence.get("reason") == "invariant":
+    if verdict is Verdict.INVARIANT_VIOLATED and evidence.get("reason") == "invariant":
         declaration = evidence.get("declaration")
         if not isinstance(declaration, dict):
             raise ValueError("its evidence has no invariant declaration")
         return OutputCheck(index, dtype, "invariant",
                            invariant={**declaration, "source": str(evidence.get("declared_by", ""))})
-    if verdict == "nan_mismatch":
+    if verdict is Verdict.NAN_MISMATCH:
         return OutputCheck(index, dtype, "classes")
     reason = evidence.get("reason")
     if reason == "bitwise":
@@ -226,9 +245,9 @@ def load_subject(path: Path) -> Subject:
                 dtypes = [program.graph.values[i].dtype for i in program.graph.outputs]
             else:
                 dtypes = result_dtypes(program.module)
-            verdict = str(record.get("verdict"))
-            if verdict == "version_regression":
-                verdict = str(evidence.get("judged_as", "mismatch"))
+            verdict = _verdict(path / "finding.json", record.get("verdict"))
+            if verdict is Verdict.VERSION_REGRESSION:
+                verdict = _verdict(path / "finding.json", evidence.get("judged_as", Verdict.MISMATCH))
             expected, checks = [], []
             if verdict not in COMPILER_FAILURES:
                 expected = _expected(path / "expected.npz", dtypes)
@@ -250,7 +269,8 @@ def load_subject(path: Path) -> Subject:
             checks = [OutputCheck(i, o["dtype"], "bitwise" if o.get("bitwise") else
                                   "threshold" if o.get("float") else "exact", float(o.get("threshold", 0.0)))
                       for i, o in enumerate(outs)]
-            verdict = "mismatch" if c["FAILURE"] == "wrong_result" else str(c["FAILURE"])
+            verdict = Verdict.MISMATCH if c["FAILURE"] == "wrong_result" else \
+                _verdict(path / "repro.py", c["FAILURE"])
             expected = [] if verdict in COMPILER_FAILURES else \
                 _expected(path / "expected.npz", [o["dtype"] for o in outs])
             legal = None
@@ -259,7 +279,7 @@ def load_subject(path: Path) -> Subject:
                 inv = dict(c["INVARIANT"])
                 checks = [OutputCheck(int(inv["output"]), outs[int(inv["output"])]["dtype"], "invariant",
                                       invariant=inv)]
-                verdict = "invariant_violated"
+                verdict = Verdict.INVARIANT_VIOLATED
                 legal = _expected(path / "legal.npz", [o["dtype"] for o in outs])
             return Subject(path, module, inputs, expected, checks, dict(c["OPTIONS"]), verdict,
                            bundle=True, legal=legal)
@@ -316,16 +336,16 @@ class Prober:
         except NoInterpreter as e:
             raise VersionBisectError(f"jaxlib {version}: {e}") from None
         except (WorkerDied, WorkerHung) as e:
-            return Probe(version, None, "no_worker", f"{env.python}: the worker did not start: {e}")
+            return Probe(version, None, ProbeAnswer.NO_WORKER, f"{env.python}: the worker did not start: {e}")
         module: str | bytes = s.module
         if not env.current:
             try:
                 module = self.current.call(ToPortable(s.module, info.stablehlo_current), self.timeout).data
             except RequestFailed as e:
-                return Probe(version, None, "not_portable", e.error)
+                return Probe(version, None, ProbeAnswer.NOT_PORTABLE, e.error)
         ran = self._run(worker, module, s.options)
-        if ran[0] == "not_portable":
-            return Probe(version, None, "not_portable", ran[1])
+        if ran[0] is ProbeAnswer.NOT_PORTABLE:
+            return Probe(version, None, ran[0], ran[1])
         if s.verdict in COMPILER_FAILURES:
             return Probe(version, ran[0] == s.verdict, ran[0], ran[1][:800])
         if ran[2] is None:
@@ -339,25 +359,26 @@ class Prober:
             if got[2] is None:
                 got = self._run(worker, module, LEGAL_FALLBACK)
             if got[2] is None:
-                return Probe(version, None, "legal_failed", got[1][:800])
+                return Probe(version, None, ProbeAnswer.LEGAL_FAILED, got[1][:800])
             legal = got[2]
         wrong = wrong_outputs(ran[2], s.expected, s.checks, legal, s.inputs)
-        return Probe(version, bool(wrong), "wrong" if wrong else "pass", "; ".join(wrong)[:800])
+        return Probe(version, bool(wrong), ProbeAnswer.WRONG if wrong else Verdict.PASS,
+                     "; ".join(wrong)[:800])
 
     def _run(self, worker: Worker, module: str | bytes,
-             options: dict[str, Any]) -> tuple[str, str, list[np.ndarray] | None]:
+             options: dict[str, Any]) -> tuple[Verdict | ProbeAnswer, str, list[np.ndarray] | None]:
         """(verdict, error, outputs) of one compile and run on the probe's worker."""
         try:
             r = worker.call(Run(module, self.subject.inputs, options), self.timeout)
-            return "pass", "", r.outputs
+            return Verdict.PASS, "", r.outputs
         except WorkerHung as e:
-            return "hang", str(e), None
+            return Verdict.HANG, str(e), None
         except WorkerDied as e:
-            return "crash", f"{e}\n{e.log_tail[-1500:]}", None
+            return Verdict.CRASH, f"{e}\n{e.log_tail[-1500:]}", None
         except RequestFailed as e:
             if e.error.startswith("NotPortable:"):
-                return "not_portable", e.error, None
-            return "compile_error", e.error, None
+                return ProbeAnswer.NOT_PORTABLE, e.error, None
+            return Verdict.COMPILE_ERROR, e.error, None
 
 
 def available_versions() -> list[str]:
@@ -420,7 +441,7 @@ def bisect_versions(path: Path, spec: str, timeout: float = 120.0, install: bool
     and record the result (finding.json key "versions", or the bundle's versions.json, and
     the signature's fields in its campaign's store: `store` when the caller holds it open)."""
     subject = load_subject(path)
-    if subject.verdict == "hang":
+    if subject.verdict is Verdict.HANG:
         raise VersionBisectError(f"{path}: a hang is not bisected (each probe waits out the timeout)")
     try:
         if ".." in spec:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from xla_sentinel.core.model import UNJUDGED, ProgramStatus, Verdict
 from xla_sentinel.core.program import Program
 from xla_sentinel.judge.assess import Assessor, Slot
 from xla_sentinel.judge.targets import resolve
@@ -16,7 +17,8 @@ from xla_sentinel.worker.client import wait_ready
 
 def check_program(folder: Path, campaign: Path | None = None,
                   inject_passes: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """One verdict per target (`pass` included), with the oracle's evidence."""
+    """One verdict per target (`pass` included, UNJUDGED where the program was not judged),
+    with the program's status and the oracle's evidence."""
     program = Program.load(folder)
     spec = load_campaign(campaign).spec if campaign else CampaignSpec()
     refs = [*spec.injectPasses, *inject_passes]
@@ -36,7 +38,8 @@ def check_program(folder: Path, campaign: Path | None = None,
     out = []
     for t in targets:
         v = failing.get(t.name)
-        verdict = v.verdict if v else ("pass" if result.status == "judged" else "unjudged")
+        verdict: Verdict | Literal["unjudged"] = v.verdict if v else (
+            Verdict.PASS if result.status == ProgramStatus.JUDGED else UNJUDGED)
         out.append({"target": t.name, "verdict": verdict, "status": result.status,
                     "evidence": v.evidence if v else {}})
     return out

@@ -31,6 +31,7 @@ from xla_sentinel.campaign.scheduling import Scheduler, shard_indices
 from xla_sentinel.campaign.sources import ProgramSources, Unloadable
 from xla_sentinel.campaign.summary import print_progress, write_summary
 from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.model import ProgramStatus
 from xla_sentinel.judge.assess import Assessor, Slot, device_owners
 from xla_sentinel.judge.targets import release_option_errors, resolve
 from xla_sentinel.spec.campaign import CampaignSpec, SpecError
@@ -81,8 +82,8 @@ class CampaignRun:
             return
         result = self.assessor.assess(slot, program)
         for v in result.verdicts:
-            self.recorder.finding(program, v.target, v.verdict, v.evidence, result.expected, v.actual,
-                                  v.output)
+            self.recorder.finding(program, v.target, v.verdict, v.evidence, result.expected,
+                                  v.actual, v.output)
         graph = program.graph or Graph()
         stats = {"ops": dict(Counter(graph.op_names())),
                  "dtypes": sorted({v.dtype for v in graph.values}),
@@ -98,11 +99,11 @@ class CampaignRun:
         if result.eager_xla_ops:
             stats["eager_xla_ops"] = result.eager_xla_ops
         stats["coverage"] = self.sources.observe(slot, idx, program, result)
-        self.recorder.program(idx, program.id, program.op_count, result.status, result.executions,
-                              t0, stats)
+        self.recorder.program(idx, program.id, program.op_count, result.status,
+                              result.executions, t0, stats)
 
     def _harness_error(self, idx: int) -> None:
-        self.recorder.program(idx, f"s{self.spec.seed}-i{idx}", 0, "harness_error", 0,
+        self.recorder.program(idx, f"s{self.spec.seed}-i{idx}", 0, ProgramStatus.HARNESS_ERROR, 0,
                               time.monotonic(), {})
 
     def _progress_loop(self) -> None:

@@ -57,9 +57,9 @@ class Guide:
         self.decisions = decisions
         self.cov = Coverage()
         # op -> fusion kind -> programs holding the op whose default HLO had that kind.
-        self.op_fusion: dict[str, Counter] = defaultdict(Counter)
+        self.op_fusion: dict[str, Counter[str]] = defaultdict(Counter)
         # op -> kernel decision -> programs holding the op that reached it.
-        self.op_decision: dict[str, Counter] = defaultdict(Counter)
+        self.op_decision: dict[str, Counter[str]] = defaultdict(Counter)
         self.near: list[tuple[float, int, Graph]] = []
         self.lock = threading.Lock()
 
@@ -77,7 +77,7 @@ class Guide:
                 del self.near[NEAR_MISSES:]
 
     @staticmethod
-    def _rarity(counts: Counter) -> dict[str, float]:
+    def _rarity(counts: Counter[str]) -> dict[str, float]:
         """Rarity of each key relative to the most common one: 0 for the commonest, up to
         FUSION_BONUS_CAP - 1."""
         top = max(counts.values(), default=0)

@@ -21,7 +21,13 @@ import structlog
 from xla_sentinel.bisect.refine import refine_finding
 from xla_sentinel.campaign.coverage import Coverage, stored_stats, total
 from xla_sentinel.core.dtypes import name_of
-from xla_sentinel.core.model import COMPILER_FAILURES, CULPRIT_FIELDS, Finding, Verdict
+from xla_sentinel.core.model import (
+    COMPILER_FAILURES,
+    CULPRIT_FIELDS,
+    Finding,
+    ProgramStatus,
+    Verdict,
+)
 from xla_sentinel.core.program import Program, json_default, save_arrays
 from xla_sentinel.judge.targets import Target
 from xla_sentinel.spec.campaign import CampaignSpec, SpecError, parse_spec
@@ -77,8 +83,8 @@ def spec_fingerprint(spec: CampaignSpec, shard: tuple[int, int]) -> str:
 class Counters:
     programs: int = 0
     executions: int = 0
-    status: Counter = field(default_factory=Counter)
-    findings: Counter = field(default_factory=Counter)
+    status: Counter[ProgramStatus] = field(default_factory=Counter)
+    findings: Counter[Verdict] = field(default_factory=Counter)
     worker_s: float = 0.0  # this run's time in worker processes
     started: float = field(default_factory=time.monotonic)
     # What the campaign's programs exercised so far (a resumed store's included): a
@@ -144,7 +150,7 @@ class Recorder:
         try:
             stored = parse_spec(json.loads(self.store.get_meta("spec") or "null"))
             shard = tuple(json.loads(self.store.get_meta("shard") or "[0, 1]"))
-            return spec_fingerprint(stored, shard)  # type: ignore[arg-type]
+            return spec_fingerprint(stored, shard)
         except (SpecError, json.JSONDecodeError):
             return self.store.get_meta("fingerprint")
 
@@ -200,7 +206,7 @@ class Recorder:
             if self.reporter:
                 self.reporter.finding(finding.to_json())
 
-    def program(self, idx: int, pid: str, ops: int, status: str, executions: int,
+    def program(self, idx: int, pid: str, ops: int, status: ProgramStatus, executions: int,
                 t0: float, stats: dict[str, Any]) -> None:
         """Record one program's status; counts it."""
         assert self.store is not None

@@ -16,6 +16,7 @@ import structlog
 
 from xla_sentinel.campaign import coverage
 from xla_sentinel.campaign.guide import Guide
+from xla_sentinel.core.model import ProgramStatus
 from xla_sentinel.core.program import Program
 from xla_sentinel.judge import invariants
 from xla_sentinel.judge.assess import Assessment, Slot
@@ -39,7 +40,7 @@ class Unloadable:
     """A unit that gave no program: what the store records for it instead."""
 
     pid: str  # the unit's path, or the generated program's id
-    status: str  # trace_error, corpus_error, generator_error
+    status: ProgramStatus  # one whose `unloadable` is true
     error: str = ""
 
     @property
@@ -52,8 +53,8 @@ class ProgramSources:
         self.spec = spec
         self.name = name
         self.out = out
-        self.trace_units = units.trace_units(spec.traces, spec.mutations)
-        self.corpus_units = units.corpus_units(spec.corpus)  # after the trace units
+        self.trace_units = units.trace_units([*spec.traces], spec.mutations)
+        self.corpus_units = units.corpus_units([*spec.corpus])  # after the trace units
         self.guide = Guide(spec.seed, decisions=spec.generator.version >= 2) if spec.generator.guided else None
 
     @property
@@ -73,7 +74,7 @@ class ProgramSources:
             return self._load_corpus(slot, idx)
         if idx < 0:
             return self._load_trace(slot, idx)
-        return self._generate(slot, idx) or Unloadable(f"s{self.spec.seed}-i{idx}", "generator_error")
+        return self._generate(slot, idx) or Unloadable(f"s{self.spec.seed}-i{idx}", ProgramStatus.GENERATOR_ERROR)
 
     def _load_trace(self, slot: Slot, idx: int) -> Program | Unloadable:
         path = self.trace_units[-idx - 1]
@@ -90,7 +91,7 @@ class ProgramSources:
                 return self._loaded(reply)
         # A bad trace is reported and skipped; the campaign goes on.
         log.warning("trace unreadable", error=error)
-        return Unloadable(str(path), "trace_error", error)
+        return Unloadable(str(path), ProgramStatus.TRACE_ERROR, error)
 
     def _load_corpus(self, slot: Slot, idx: int) -> Program | Unloadable:
         path = self.corpus_units[-idx - 1 - len(self.trace_units)]
@@ -113,7 +114,7 @@ class ProgramSources:
                 loader.close()
         # A malformed submission is reported and skipped; the campaign goes on.
         log.warning("corpus file rejected", error=error)
-        return Unloadable(str(path), "corpus_error", error)
+        return Unloadable(str(path), ProgramStatus.CORPUS_ERROR, error)
 
     def _loaded(self, reply: Loaded) -> Program:
         return Program(id=reply.id, module=reply.module, inputs=reply.inputs,

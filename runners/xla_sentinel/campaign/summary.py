@@ -10,6 +10,7 @@ from typing import Any
 
 from xla_sentinel.campaign import coverage
 from xla_sentinel.campaign.recording import Counters
+from xla_sentinel.core.model import ProgramStatus
 from xla_sentinel.core.program import save_summary
 from xla_sentinel.core.versions import package_versions
 from xla_sentinel.judge.targets import Target
@@ -59,8 +60,8 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         "elapsed_s": round(elapsed, 2),
         "programs_per_s": round(counters.status.total() / max(elapsed, 1e-9), 3),
         "program_status": totals["status"],
-        "trace_errors": store.programs_with_status("trace_error"),
-        "corpus_errors": store.programs_with_status("corpus_error"),
+        "trace_errors": store.programs_with_status(ProgramStatus.TRACE_ERROR),
+        "corpus_errors": store.programs_with_status(ProgramStatus.CORPUS_ERROR),
         "coverage": coverage.total(stored).to_json(),
         # Which of XLA:CPU's kernel decisions (coverage.KERNEL_DECISIONS) the campaign reached.
         "kernel_decisions": coverage.decisions_summary(coverage.total(stored)),

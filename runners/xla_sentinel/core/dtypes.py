@@ -49,7 +49,9 @@ def is_float(name: str) -> bool:
 def subnormal(a: np.ndarray) -> np.ndarray:
     """Elementwise: a nonzero value below the smallest normal of the array's own float type."""
     x = np.asarray(a).astype(np.float64)
-    return (x != 0) & (np.abs(x) < float(ml_dtypes.finfo(np.asarray(a).dtype).tiny))
+    tiny = float(ml_dtypes.finfo(np.asarray(a).dtype).tiny)  # type: ignore[no-untyped-call]  # no hints
+    below: np.ndarray = (x != 0) & (np.abs(x) < tiny)
+    return below
 
 
 def bit_view(name: str) -> np.dtype | None:

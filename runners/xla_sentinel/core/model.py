@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 
 class Verdict(StrEnum):
@@ -39,6 +39,11 @@ class Verdict(StrEnum):
     # by more than legal rounding allows: a softmax row that does not sum to one, NaN from
     # finite logits, a probability outside [0, 1]; judged before the numbers are compared.
     INVARIANT_VIOLATED = "invariant_violated"
+
+
+# A target's row in a check of one program (campaign/check.py) when the program was not
+# judged: deliberately no Verdict, since the target was judged neither right nor wrong.
+UNJUDGED: Literal["unjudged"] = "unjudged"
 
 
 class ProgramStatus(StrEnum):
@@ -83,16 +88,93 @@ class Reference(StrEnum):
 XLA_F64_REFERENCES = (Reference.F64_EAGER, Reference.F64_JIT)
 
 
+class StillFails(StrEnum):
+    """How a bisection decides that a cut of a finding's program still fails the way the
+    finding did (bisect/context.py Context.check; over releases, bisect/versions.py)."""
+
+    NOT_BISECTED = "not_bisected"  # nothing failed
+    # The oracle judges the target's numbers wrong against the cut's float64 values, beside a
+    # legal compile of the cut (bisect/lab.py Lab.check).
+    NUMBERS = "numbers"
+    # The target fails on the cut with the same verdict (Lab.check_compile): it never produced
+    # numbers, and its canonical error text is part of the signature instead.
+    SAME_VERDICT = "same_verdict"
+    # The worker's buffer checks report the same verdict on the cut, whatever the numbers
+    # (Lab.check_buffers).
+    BUFFERS = "buffers"
+    # The target's result breaks the finding's invariant again (Lab.check_invariant); a cut
+    # that no longer returns the invariant's output is judged by its numbers.
+    INVARIANT = "invariant"
+    # Checked once as it was found (by the buffer checks where they found it, else by the
+    # numbers) and never reduced: the reproduce stage stops the bisection, since a failure
+    # whose bits change between compiles would reduce to a wrong reproducer.
+    REPRODUCE_ONLY = "reproduce_only"
+
+
+@dataclass(frozen=True)
+class VerdictInfo:
+    """What every part knows about one verdict, in one place (VERDICT_TABLE)."""
+
+    doc: str  # one line: the agents' verdicts doc (agents/mcp_server.py) and docs/
+    colour: str  # on the triage page (report/html.py), the same in every table and plot
+    still_fails: StillFails
+    # Given by the worker's buffer checks (xla/buffers.py); when a run shows several, the
+    # lowest rank is the verdict.
+    buffer_rank: int | None = None
+
+    @property
+    def compiler_failure(self) -> bool:
+        """The target never produced numbers: a crash, hang or compile error."""
+        return self.still_fails is StillFails.SAME_VERDICT
+
+
+# One entry per Verdict, in the enum's order (tests/fuzz/test_verdict_table.py). The CRD's
+# verdict enum (crds/bugsignature.yaml) lists the same values in the same order.
+VERDICT_TABLE: dict[Verdict, VerdictInfo] = {
+    Verdict.PASS: VerdictInfo(
+        "the target's numbers are within the oracle's tolerance of the float64 reference",
+        "#196f3d", StillFails.NOT_BISECTED),
+    Verdict.MISMATCH: VerdictInfo(
+        "numbers beyond the oracle's tolerance against the float64 reference",
+        "#c0392b", StillFails.NUMBERS),
+    Verdict.NAN_MISMATCH: VerdictInfo(
+        "another NaN/inf pattern than the float64 reference's", "#2471a3", StillFails.NUMBERS),
+    Verdict.CRASH: VerdictInfo(
+        "the compiler or the program killed its worker", "#b9770e", StillFails.SAME_VERDICT),
+    Verdict.HANG: VerdictInfo(
+        "no answer in the campaign's programSeconds", "#138d75", StillFails.SAME_VERDICT),
+    Verdict.COMPILE_ERROR: VerdictInfo(
+        "XLA refused a module that another configuration compiles", "#7d3c98",
+        StillFails.SAME_VERDICT),
+    Verdict.NONDETERMINISTIC: VerdictInfo(
+        "the same executable gave other bits on a second run, or a fresh compile other bits "
+        "than the first", "#5d6d7e", StillFails.REPRODUCE_ONLY, buffer_rank=3),
+    # Judged as the mismatch or nan_mismatch its evidence keeps (`judged_as`).
+    Verdict.VERSION_REGRESSION: VerdictInfo(
+        "an older jaxlib is right where this one is wrong", "#a04000", StillFails.NUMBERS),
+    Verdict.INPUT_CLOBBERED: VerdictInfo(
+        "a non-donated input changed during the run", "#c2185b", StillFails.BUFFERS, buffer_rank=0),
+    Verdict.RESULT_CLOBBERED: VerdictInfo(
+        "a live result of an earlier run changed", "#827717", StillFails.BUFFERS, buffer_rank=1),
+    Verdict.DONATION_MISMATCH: VerdictInfo(
+        "donating inputs changed the outputs, or a donated input was not consumed", "#4e342e",
+        StillFails.BUFFERS, buffer_rank=2),
+    Verdict.INVARIANT_VIOLATED: VerdictInfo(
+        "a declared or recognized invariant, such as a softmax row summing to one, missed by "
+        "more than legal rounding allows", "#283593", StillFails.INVARIANT),
+}
+
 # The target never produced numbers: "still fails" means the same verdict, and the error
 # text (canonicalized) is part of the signature.
-COMPILER_FAILURES = frozenset({Verdict.CRASH, Verdict.HANG, Verdict.COMPILE_ERROR})
+COMPILER_FAILURES = frozenset(v for v, i in VERDICT_TABLE.items() if i.compiler_failure)
 # The verdicts the worker's buffer checks give (xla/buffers.py), in the order one is chosen
 # when a run shows several; NONDETERMINISTIC there is a rerun of the same executable (or a
 # run beside another one) that gave other bits.
-BUFFER_VERDICTS = (Verdict.INPUT_CLOBBERED, Verdict.RESULT_CLOBBERED, Verdict.DONATION_MISMATCH,
-                   Verdict.NONDETERMINISTIC)
+BUFFER_VERDICTS = tuple(v for _, v in sorted((i.buffer_rank, v) for v, i in VERDICT_TABLE.items()
+                                              if i.buffer_rank is not None))
 # Hangs are bisected too, each probe with a short timeout of its own (bisect/pipeline.py).
-BISECTABLE = frozenset(Verdict) - {Verdict.PASS}
+BISECTABLE = frozenset(v for v, i in VERDICT_TABLE.items()
+                       if i.still_fails is not StillFails.NOT_BISECTED)
 # What bisection fills in; None until then (the candidate signature).
 CULPRIT_FIELDS = ("culprit_op", "fusion_kind", "culprit_pass")
 

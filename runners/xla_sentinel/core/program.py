@@ -20,13 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from xla_sentinel.core.dtypes import MLIR_NAMES, NP_DTYPES, bit_view
+from xla_sentinel.core.dtypes import NP_DTYPES, bit_view
+from xla_sentinel.core.errors import UserError
 from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.names import MLIR_NAMES
 
 MLIR_TYPES = {mlir: name for name, mlir in MLIR_NAMES.items()}
 
 
-class ProgramError(ValueError):
+class ProgramError(UserError, ValueError):
     """A program folder or module cannot be read; the message names the file."""
 
 
@@ -164,7 +166,7 @@ def promote_floats(module: str) -> str | None:
 
 
 def save_arrays(path: Path, arrays: list[np.ndarray], dtypes: list[str]) -> None:
-    stored = {}
+    stored: dict[str, Any] = {}  # savez's keyword arguments: one array each
     for i, (a, d) in enumerate(zip(arrays, dtypes, strict=True)):
         view = bit_view(d)
         stored[f"arg{i}"] = np.asarray(a).view(view) if view is not None else np.asarray(a)

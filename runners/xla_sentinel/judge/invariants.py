@@ -37,9 +37,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from xla_sentinel.core.dtypes import FLOATS, NP_DTYPES, UNIT_ROUNDOFF
+from xla_sentinel.core.dtypes import NP_DTYPES, UNIT_ROUNDOFF
 from xla_sentinel.core.errors import UserError
 from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import ProgramError, param_specs, result_dtypes
 from xla_sentinel.ops.entries.templates import INVARIANTS as TEMPLATE_INVARIANTS
 
@@ -398,7 +399,8 @@ def _select(judged: np.ndarray, value: np.ndarray, want: np.ndarray, miss: np.nd
     pick = judged.reshape(-1) if judged.ndim else np.array([bool(judged)])
 
     def flat(a: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(np.asarray(a, np.float64), judged.shape).reshape(-1)[pick]
+        picked: np.ndarray = np.broadcast_to(np.asarray(a, np.float64), judged.shape).reshape(-1)[pick]
+        return picked
 
     return _Misses(index, flat(value), flat(want), flat(miss), flat(bound))
 
@@ -455,11 +457,12 @@ def check(inv: Invariant, outputs: Sequence[np.ndarray], ref: Sequence[np.ndarra
     if dtype not in FLOATS or inv.output >= len(outputs) or inv.output >= len(ref):
         return None
     got = np.asarray(outputs[inv.output])
-    blank = excused is not None and excused.any() and np.shape(excused) == got.shape
+    mask = excused if excused is not None else np.zeros((), bool)
+    blank = bool(mask.any()) and np.shape(mask) == got.shape
     if blank:
-        got = np.where(excused, np.nan, got.astype(np.float64))
+        got = np.where(mask, np.nan, got.astype(np.float64))
         ref = [*ref]
-        ref[inv.output] = np.where(excused, np.nan, np.asarray(ref[inv.output], np.float64))
+        ref[inv.output] = np.where(mask, np.nan, np.asarray(ref[inv.output], np.float64))
     m = _misses(inv, [*outputs[:inv.output], got, *outputs[inv.output + 1:]], ref, dtype, inputs)
     if m is None:
         return None
@@ -472,7 +475,7 @@ def check(inv: Invariant, outputs: Sequence[np.ndarray], ref: Sequence[np.ndarra
         asked = True
         for s in samples or []:
             if blank and inv.output < len(s) and np.shape(s[inv.output]) == got.shape:
-                s = [*s[:inv.output], np.where(excused, np.nan, np.asarray(s[inv.output], np.float64)),
+                s = [*s[:inv.output], np.where(mask, np.nan, np.asarray(s[inv.output], np.float64)),
                      *s[inv.output + 1:]]
             sm = _misses(inv, s, ref, dtype, inputs)
             if sm is not None:
@@ -514,7 +517,7 @@ def _plain(x: float) -> float | str:
 def range_of_log_exp(dtype: str) -> tuple[float, float]:
     """What log(exp(x)) can be in `dtype` where it is finite: exp(x) lies between the
     smallest subnormal and the largest finite value, so the log does too."""
-    info = ml_dtypes.finfo(NP_DTYPES[dtype])
+    info = ml_dtypes.finfo(NP_DTYPES[dtype])  # type: ignore[no-untyped-call]  # no hints
     return math.log(float(info.smallest_subnormal)), math.log(float(info.max))
 
 

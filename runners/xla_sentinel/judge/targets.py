@@ -2,7 +2,7 @@
 
 A Target is a named set of per-compile XLA options (identical to XLA_FLAGS in a fresh
 process, measured bitwise). Compiling a module under one happens in a worker
-(xla/compile.py); this module is the record, its resolution from the spec, and the check
+(xla/compiler.py); this module is the record, its resolution from the spec, and the check
 that another release takes its options.
 """
 

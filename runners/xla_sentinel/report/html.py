@@ -1,7 +1,8 @@
 """The triage page: one self-contained HTML document (inline CSS, inline SVG plots, no
 script, nothing fetched) built from plain records, so the CLI (`report DIR --html`, from a
 campaign folder) and the operator (a namespace's BugSignatures and campaigns) render the
-same page. A pure function of its input: standard library only, no jax, no numpy.
+same page. A pure function of its input: the standard library and core/model.py's verdict
+table only, no jax, no numpy.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ import html
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from xla_sentinel.core.model import VERDICT_TABLE
+
 # What the page may load: nothing but itself (inline styles, data: images).
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 PALETTE = ("#c0392b", "#2471a3", "#b9770e", "#7d3c98", "#138d75", "#5d6d7e", "#a04000")
-# Verdicts keep their colour across plots and pages.
-VERDICT_COLOURS = {"mismatch": PALETTE[0], "nan_mismatch": PALETTE[1], "crash": PALETTE[2],
-                   "compile_error": PALETTE[3], "hang": PALETTE[4], "nondeterministic": PALETTE[5],
-                   "all": "#1b1f23"}
+# Verdicts keep their colour across plots and pages (core/model.py VERDICT_TABLE); keyed by
+# the plain value, as the page's records carry it.
+VERDICT_COLOURS = {v.value: i.colour for v, i in VERDICT_TABLE.items()} | {"all": "#1b1f23"}
 TOP = 15
 
 

@@ -19,7 +19,7 @@ import re
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Any
 
 import structlog
 
+from xla_sentinel.core.errors import UserError
 from xla_sentinel.core.model import Signature
 from xla_sentinel.core.program import save_summary
 
@@ -41,7 +42,7 @@ REPLACEABLE = ("summary.json", "campaign.sqlite", "coverage.png")
 _MANIFEST = ".storage/uploaded"  # keys verified in the store, one a line (staging-local)
 
 
-class StorageError(RuntimeError):
+class StorageError(UserError, RuntimeError):
     """A store that cannot be used or an object that cannot be read; the message names the
     URI and the reason."""
 
@@ -175,15 +176,16 @@ class ObjectStore:
     def _matches(self, path: str, data: bytes) -> bool:
         info = self.fs().info(path)
         if info.get("md5Hash"):  # GCS JSON API
-            return info["md5Hash"] == _md5_b64(data)
+            return bool(info["md5Hash"] == _md5_b64(data))
         etag = str(info.get("ETag") or "").strip('"')
         if re.fullmatch(r"[0-9a-f]{32}", etag):  # S3, single-part upload
             return etag == hashlib.md5(data).hexdigest()
-        return int(info.get("size", -1)) == len(data) and self.fs().cat_file(path) == data
+        return int(info.get("size", -1)) == len(data) and bool(self.fs().cat_file(path) == data)
 
     def read(self, key: str) -> bytes:
         try:
-            return self.fs().cat_file(self.path(key))
+            data: bytes = self.fs().cat_file(self.path(key))
+            return data
         except FileNotFoundError:
             raise StorageError(f"{self.key_uri(key)}: no such object") from None
         except Exception as e:
@@ -254,11 +256,13 @@ def _one_try_gcs() -> type:
 
     request = getattr(GCSFileSystem._request, "__wrapped__", None)
     if request is None:  # a gcsfs without the retry decorator's wrapper: keep its retries
-        return GCSFileSystem
+        plain: type = GCSFileSystem
+        return plain
+    once: Callable[..., Awaitable[Any]] = request
 
-    class OneTry(GCSFileSystem):
+    class OneTry(GCSFileSystem):  # type: ignore[misc]  # gcsfs has no type hints
         async def _request(self, *args: Any, **kwargs: Any) -> Any:
-            return await request(self, *args, **kwargs)
+            return await once(self, *args, **kwargs)
 
     return OneTry
 
@@ -522,7 +526,8 @@ def read_finding(store: ObjectStore, key: str) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise StorageError(f"{where}: corrupt finding (not JSON: {e})") from None
     check_format(record, where)
-    return record
+    finding: dict[str, Any] = record
+    return finding
 
 
 def stored_findings(store: ObjectStore) -> tuple[list[dict[str, Any]], list[str]]:

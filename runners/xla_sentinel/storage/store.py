@@ -13,12 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from xla_sentinel.core.errors import UserError
 from xla_sentinel.core.model import (
     FINDING_FIELDS,
     SIGNATURE_FIELDS,
     VERSION_FIELDS,
     Finding,
+    ProgramStatus,
     Signature,
+    Verdict,
 )
 
 SCHEMA = """
@@ -52,7 +55,7 @@ _INSERT_FINDING = (f"INSERT OR IGNORE INTO findings ({', '.join(FINDING_COLUMNS)
                    f"VALUES ({', '.join('?' * len(FINDING_COLUMNS))})")
 
 
-class StoreError(RuntimeError):
+class StoreError(UserError, RuntimeError):
     pass
 
 
@@ -88,11 +91,13 @@ class Store:
     def done_indices(self) -> set[int]:
         return {r[0] for r in self.db.execute("SELECT idx FROM programs")}
 
-    def record_program(self, idx: int, pid: str, ops: int, status: str, executions: int,
+    def record_program(self, idx: int, pid: str, ops: int, status: ProgramStatus, executions: int,
                        seconds: float, stats: dict[str, Any]) -> None:
         with self.lock:
             self.db.execute("INSERT OR REPLACE INTO programs VALUES (?,?,?,?,?,?,?)",
-                            (idx, pid, ops, status, executions, seconds, json.dumps(stats)))
+                            # Refused here, not when totals() reads it back.
+                            (idx, pid, ops, ProgramStatus(status), executions, seconds,
+                             json.dumps(stats)))
 
     def add_finding(self, f: Finding) -> bool:
         """Insert a finding and bump its signature; False if this finding was already stored."""
@@ -200,7 +205,7 @@ class Store:
     def fixes(self) -> dict[str, dict[str, Any]]:
         return read_fixes(self.db)
 
-    def programs_with_status(self, status: str) -> list[dict[str, Any]]:
+    def programs_with_status(self, status: ProgramStatus) -> list[dict[str, Any]]:
         rows = self.db.execute("SELECT id, stats FROM programs WHERE status=? ORDER BY idx", (status,))
         return [{"program": pid, **json.loads(stats or "{}")} for pid, stats in rows]
 
@@ -208,8 +213,10 @@ class Store:
         programs, executions, seconds = self.db.execute(
             "SELECT COUNT(*), COALESCE(SUM(executions),0), COALESCE(SUM(seconds),0) FROM programs"
         ).fetchone()
-        by_status = dict(self.db.execute("SELECT status, COUNT(*) FROM programs GROUP BY status"))
-        by_verdict = dict(self.db.execute("SELECT verdict, COUNT(*) FROM findings GROUP BY verdict"))
+        by_status = {ProgramStatus(s): n for s, n in
+                     self.db.execute("SELECT status, COUNT(*) FROM programs GROUP BY status")}
+        by_verdict = {Verdict(v): n for v, n in
+                      self.db.execute("SELECT verdict, COUNT(*) FROM findings GROUP BY verdict")}
         return {"programs": programs, "executions": executions, "program_seconds": seconds,
                 "status": by_status, "findings": by_verdict}
 

@@ -37,7 +37,7 @@ PROGRAM_KEYS = ("sharded", "through", "nested")
 @cache
 def entries(path: Path = KNOWN_BUGS_FILE) -> list[dict[str, Any]]:
     data = yaml.safe_load(path.read_text()) or {}
-    bugs = data.get("bugs", [])
+    bugs: list[dict[str, Any]] = data.get("bugs", [])
     for b in bugs:
         unknown = set(b.get("match", {})) - set(MATCH_FIELDS)
         if unknown or not b.get("match"):
