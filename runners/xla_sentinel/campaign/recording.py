@@ -22,8 +22,8 @@ from xla_sentinel.bisect.refine import refine_finding
 from xla_sentinel.campaign.coverage import Coverage, stored_stats, total
 from xla_sentinel.core.dtypes import name_of
 from xla_sentinel.core.model import (
-    COMPILER_FAILURES,
     CULPRIT_FIELDS,
+    ERROR_SIGNED,
     Finding,
     ProgramStatus,
     Verdict,
@@ -58,11 +58,11 @@ def _changed(value: Any, default: Any) -> Any:
 
 def group_key(finding: Finding) -> tuple[Any, ...]:
     """What findings of one program must share to be one bug shown in several
-    configurations: the verdict, the output it breaks and, for a crash or compile error,
-    the error text without names and numbers (signature.canonical_error). The targets are
-    judged in the campaign's order, so the first of a group is the same configuration in
-    every program that shows the bug (judge/assess.py)."""
-    error = canonical_error(finding.error) if finding.verdict in COMPILER_FAILURES else None
+    configurations: the verdict, the output it breaks and, for a crash, compile error or
+    compile anomaly, the error text without names and numbers (signature.canonical_error).
+    The targets are judged in the campaign's order, so the first of a group is the same
+    configuration in every program that shows the bug (judge/assess.py)."""
+    error = canonical_error(finding.error) if finding.verdict in ERROR_SIGNED else None
     return (finding.verdict, finding.evidence.get("output"), error)
 
 

@@ -39,6 +39,10 @@ class Verdict(StrEnum):
     # by more than legal rounding allows: a softmax row that does not sum to one, NaN from
     # finite logits, a probability outside [0, 1]; judged before the numbers are compared.
     INVARIANT_VIOLATED = "invariant_violated"
+    # XLA compiled the program (its numbers may be right) but logged, during that compile,
+    # that it went wrong inside (docs/detection.md, "Compile anomalies"): a line of
+    # core/anomalies.py's table, such as the algebraic simplifier stuck in a circular loop.
+    COMPILE_ANOMALY = "compile_anomaly"
 
 
 # A target's row in a check of one program (campaign/check.py) when the program was not
@@ -162,11 +166,22 @@ VERDICT_TABLE: dict[Verdict, VerdictInfo] = {
     Verdict.INVARIANT_VIOLATED: VerdictInfo(
         "a declared or recognized invariant, such as a softmax row summing to one, missed by "
         "more than legal rounding allows", "#283593", StillFails.INVARIANT),
+    # Not bisected: the lab could see the anomaly on a cut (Ran.anomalies), but the stages
+    # after the check (shrink, bundle's repro.py and issue.md) know only wrong numbers and
+    # failed compiles.
+    Verdict.COMPILE_ANOMALY: VerdictInfo(
+        "XLA compiled the program but logged an internal anomaly during the compile, such as "
+        "the algebraic simplifier stuck in a circular loop (not bisected)", "#00838f",
+        StillFails.NOT_BISECTED),
 }
 
 # The target never produced numbers: "still fails" means the same verdict, and the error
 # text (canonicalized) is part of the signature.
 COMPILER_FAILURES = frozenset(v for v, i in VERDICT_TABLE.items() if i.compiler_failure)
+# The verdicts whose canonical error line is part of the signature and of a program's
+# grouping of findings (campaign/recording.py): the compiler failures, and a compile anomaly,
+# whose log line tells one anomaly from another.
+ERROR_SIGNED = COMPILER_FAILURES | {Verdict.COMPILE_ANOMALY}
 # The verdicts the worker's buffer checks give (xla/buffers.py), in the order one is chosen
 # when a run shows several; NONDETERMINISTIC there is a rerun of the same executable (or a
 # run beside another one) that gave other bits.
@@ -203,7 +218,8 @@ class Finding:
 
     @property
     def error(self) -> str | None:
-        """The error text a crash, hang or compile error left in the evidence."""
+        """The error text a crash, hang or compile error left in the evidence (a compile
+        anomaly's: its canonical line)."""
         return self.evidence.get("error")
 
     def to_json(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from xla_sentinel.core import stablehlo
+from xla_sentinel.core.anomalies import AnomalyLine, anomaly_evidence
 from xla_sentinel.core.model import (
     BUFFER_VERDICTS,
     XLA_F64_REFERENCES,
@@ -322,7 +323,7 @@ def _outcome(reply: Reply) -> Outcome:
     match reply:
         case Ran():
             return Outcome(outputs=reply.outputs, compile_s=reply.compile_s, hlo=reply.hlo,
-                           busy_s=reply.busy_s, buffers=reply.buffers)
+                           busy_s=reply.busy_s, buffers=reply.buffers, anomalies=reply.anomalies)
         case NoiseSamples():
             return Outcome(outputs=reply.outputs, samples=reply.samples, overflow=reply.overflow,
                            busy_s=reply.busy_s)
@@ -340,6 +341,23 @@ def buffer_verdict(t: Target, o: Outcome) -> TargetVerdict:
     first = next(p for p in o.buffers if p["verdict"] == verdict.value)
     return TargetVerdict(t, verdict, {"reason": "buffers", "buffer": first.get("buffer"),
                                       "buffers": o.buffers}, actual=o.outputs)
+
+
+def add_compile_anomalies(targets: Sequence[Target], outcomes: dict[str, Outcome], result: Assessment) -> None:
+    """A target whose compile logged an anomaly (core/anomalies.py) gets compile_anomaly
+    when it has no other verdict; any other verdict of it wins and carries the anomaly in
+    its evidence. Only targets: no reference's run reports what XLA logged."""
+    for t in targets:
+        found = outcomes[t.name].anomalies
+        if not found:
+            continue
+        evidence = anomaly_evidence(found)
+        own = [v for v in result.verdicts if v.target.name == t.name]
+        for v in own:
+            v.evidence.update(anomaly=evidence["anomaly"], anomaly_log=evidence["log"])
+        if not own:
+            result.verdicts.append(TargetVerdict(t, Verdict.COMPILE_ANOMALY, evidence,
+                                                 actual=outcomes[t.name].outputs))
 
 
 class HarnessError(RuntimeError):
@@ -369,6 +387,7 @@ class Outcome:
     fallbacks: dict[str, int] = field(default_factory=dict)  # f64_numpy: ops evaluated by XLA
     undetermined: list[np.ndarray] | None = None  # f64_numpy: elements no rule judges (oracle.without_undetermined)
     buffers: list[dict[str, Any]] = field(default_factory=list)  # a target's buffer problems (xla/buffers.py)
+    anomalies: list[AnomalyLine] = field(default_factory=list)  # what XLA logged in a target's compile
 
 
 @dataclass
@@ -726,27 +745,34 @@ class Assessor:
 
     def assess(self, slot: Slot, program: Program) -> Assessment:
         """Run `program` under every target and reference and judge each target, in named
-        steps; a step that leaves nothing to judge ends it with the assessment's status."""
+        steps; then the compile anomalies XLA logged, whatever the judging found."""
         outcomes = self._run_targets(slot, program)
         if any(o.plugin_failed for o in outcomes.values()):
             return Assessment(ProgramStatus.PLUGIN_ERROR, len(outcomes),
                               worker_s=sum(o.busy_s for o in outcomes.values()))
         refs = self._references(slot, program)
         result = self._assessment(outcomes, refs)
+        self._judge(slot, program, outcomes, refs, result)
+        add_compile_anomalies(self.targets, outcomes, result)
+        return result
+
+    def _judge(self, slot: Slot, program: Program, outcomes: dict[str, Outcome], refs: dict[str, Outcome],
+               result: Assessment) -> None:
+        """The judging steps; a step that leaves nothing to judge ends them with the
+        assessment's status."""
         judging = self._judging(slot, program, outcomes, refs, result)
         if judging is None:
-            return result
+            return
         broken = self._invariants(judging)
         suspects = self._cross_checked(judging, self._judge_targets(judging, broken))
         if suspects is None:
-            return result
+            return
         self._record_suspects(judging, suspects, set(broken))
         # The targets first, in the campaign's order, then the XLA float64 references: one
         # bug that several configurations show is recorded as one signature, signed by the
         # first of them (campaign/recording.py), the same one in every program.
         order = {t.name: n for n, t in enumerate(self.targets)}
         result.verdicts.sort(key=lambda v: order.get(v.target.name, len(order)))
-        return result
 
     def _run_targets(self, slot: Slot, program: Program) -> dict[str, Outcome]:
         """Each target's outcome; the first target's comes with its optimized HLO (coverage)."""

@@ -2,7 +2,8 @@
 
 The id hashes the fields that describe the bug, not the program that found it: verdict,
 target, the culprit op in canonical form, dtype, fusion kind, the curing pass or flag,
-and for crashes and compile errors the error text with names and numbers stripped.
+and for crashes, compile errors and compile anomalies the error text with names and numbers
+stripped.
 Fields the bisector has not filled yet are None, which gives a coarser candidate
 signature that bisection refines.
 """
@@ -14,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from xla_sentinel.core.model import COMPILER_FAILURES, Finding
+from xla_sentinel.core.model import ERROR_SIGNED, Finding
 
 # Finding fields (and the error text) that tell one bug from another.
 FIELDS = ("verdict", "target", "culprit_op", "dtype", "fusion_kind", "culprit_pass", "error")
@@ -34,7 +35,7 @@ def canonical_error(text: str | None) -> str | None:
 def signature_id(fields: dict[str, Any]) -> str:
     """The signature of a finding given as its fields (`error` the evidence's error text)."""
     key = {f: fields.get(f) for f in FIELDS}
-    if key["verdict"] in COMPILER_FAILURES:
+    if key["verdict"] in ERROR_SIGNED:
         key["error"] = canonical_error(fields.get("error"))
     else:
         key["error"] = None

@@ -89,7 +89,7 @@ def run(req: Run) -> Ran:
         # (CPU results are deterministic across runs, docs/architecture.md "Oracle").
         again = compiler.run_module(req.module, req.inputs, req.options, req.platform).outputs
     return Ran(outputs=ex.outputs, compile_s=ex.compile_s, run_s=ex.run_s, hlo=ex.optimized_hlo,
-               again=again, buffers=problems)
+               again=again, buffers=problems, anomalies=ex.anomalies)
 
 
 def _promote_inputs(inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -47,7 +47,8 @@ def run(req: Run) -> Ran:
     portable.to_hlo(module)
     ex = compiler.run_module(module, req.inputs, req.options)
     again = compiler.run_module(module, req.inputs, req.options).outputs if req.repeat else None
-    return Ran(outputs=ex.outputs, compile_s=ex.compile_s, run_s=ex.run_s, again=again)
+    return Ran(outputs=ex.outputs, compile_s=ex.compile_s, run_s=ex.run_s, again=again,
+               anomalies=ex.anomalies)
 
 
 @handles(Validate, releases=("other",))

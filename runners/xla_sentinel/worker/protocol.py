@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import numpy as np
 
+from xla_sentinel.core.anomalies import AnomalyLine
 from xla_sentinel.core.graph import Graph
 
 Arrays = list[np.ndarray]
@@ -108,6 +109,8 @@ class Ran(Reply):
     # Problems the buffer checks found around the run (xla/buffers.py), each a dict whose
     # `verdict` is a model.BUFFER_VERDICTS value; the rest is that verdict's evidence.
     buffers: list[dict[str, Any]] = field(default_factory=list)
+    # The lines XLA logged during the compile that flag an anomaly (core/anomalies.py).
+    anomalies: list[AnomalyLine] = field(default_factory=list)
 
 
 @dataclass

@@ -9,10 +9,18 @@ together as its shardings say.
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from xla_sentinel.core.anomalies import AnomalyLine, find_anomalies
 from xla_sentinel.core.stablehlo import partitions as text_partitions
 from xla_sentinel.xla import buffers, hlo_proto, plugins
 
@@ -87,6 +95,79 @@ def compile_module(module: str | bytes, options: dict[str, Any], platform: str =
         if failure:
             raise plugins.PluginError(failure) from None
         raise
+
+
+@dataclass
+class CompileLog:
+    """What the process wrote to fd 2 (XLA's log) while a compile ran; set when it ends."""
+
+    text: str = ""
+
+
+# fd 2 belongs to the whole process, so one compile at a time reads or moves it. A worker
+# serves one request at a time (server.serve) and a DeviceOwner queues the requests of the
+# targets it serves (client.DeviceOwner._exchange), so compiles never overlap there today;
+# the lock keeps each compile's log its own, and fd 2 restored, if two threads ever compile.
+_FD2 = threading.Lock()
+# Read back from a log file at most this much per compile (a dump flag can log megabytes).
+LOG_BYTES = 1 << 20
+
+
+@contextmanager
+def compile_log() -> Iterator[CompileLog]:
+    """XLA's log (fd 2) while the block runs, into the CompileLog it yields.
+
+    Where fd 2 is a file (the worker's log) it is read back from there and never moved, so a
+    compile that kills the process leaves its last words in the log, which is where the
+    crash's evidence comes from (client.WorkerDied.log_tail). Elsewhere (a pipe or terminal:
+    `check` without logs) fd 2 goes to a temporary file for the block, and what it caught is
+    written on to the real fd 2 after it, so nothing is lost from the worker's output."""
+    log = CompileLog()
+    with _FD2:
+        sys.stderr.flush()
+        start = _log_file_size()
+        if start is not None:
+            try:
+                yield log
+            finally:
+                sys.stderr.flush()
+                log.text = _appended_since(start)
+        else:
+            with _fd2_to_temporary_file(log):
+                yield log
+
+
+def _log_file_size() -> int | None:
+    """fd 2's size where it is a regular file that /proc lets this process read back."""
+    st = os.fstat(2)
+    if not stat.S_ISREG(st.st_mode) or not os.path.exists("/proc/self/fd/2"):
+        return None
+    return st.st_size
+
+
+def _appended_since(start: int) -> str:
+    with open("/proc/self/fd/2", "rb") as f:
+        f.seek(start)
+        return f.read(LOG_BYTES).decode(errors="replace")
+
+
+@contextmanager
+def _fd2_to_temporary_file(log: CompileLog) -> Iterator[None]:
+    with tempfile.TemporaryFile() as tmp:
+        real = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(real, 2)
+            os.close(real)
+            tmp.seek(0)
+            data = tmp.read()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(2, view):]
+            log.text = data.decode(errors="replace")
 
 
 def execute(exe: Any, inputs: list[Any]) -> list[Any]:
@@ -213,6 +294,8 @@ class Execution:
     optimized_hlo: str | None = None
     # What the buffer checks found (xla/buffers.py), when asked for: one dict per problem.
     buffers: list[dict[str, Any]] = field(default_factory=list)
+    # The lines of XLA's log during the compile that flag an anomaly (core/anomalies.py).
+    anomalies: list[AnomalyLine] = field(default_factory=list)
 
 
 def run_module(module: str | bytes, inputs: list[Any], options: dict[str, Any], platform: str = "cpu",
@@ -220,7 +303,8 @@ def run_module(module: str | bytes, inputs: list[Any], options: dict[str, Any], 
     """Compile and run a module; `checked`: with the buffer checks of xla/buffers.py (a
     target's run; run_s then includes them)."""
     t0 = time.perf_counter()
-    exe = compile_module(module, options, platform)
+    with compile_log() as log:
+        exe = compile_module(module, options, platform)
     t1 = time.perf_counter()
     problems: list[dict[str, Any]] = []
     if checked and not isinstance(exe, Partitioned):
@@ -234,4 +318,4 @@ def run_module(module: str | bytes, inputs: list[Any], options: dict[str, Any], 
     t2 = time.perf_counter()
     # Full constants: the bisector compiles fusions cut out of this text.
     text = hlo_proto.full_text(exe.hlo_modules()[0]) if want_hlo else None
-    return Execution(outs, t1 - t0, t2 - t1, text, problems)
+    return Execution(outs, t1 - t0, t2 - t1, text, problems, find_anomalies(log.text))
