@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from xla_sentinel.xla import plugins
+
 # Flat indices listed per differing buffer in the evidence.
 MAX_ELEMENTS = 8
 # Earlier results kept alive per process, and the largest one kept (bytes): the check reads
@@ -65,6 +67,10 @@ RUNTIME_FAULTS = ("input_alias", "result_reuse", "donation_ignored")
 # Donation as StableHLO says it on @main's arguments (jax's donate_argnums lowers to these).
 _DONATION_ATTR = re.compile(r"(,\s*)?(tf\.aliasing_output\s*=\s*\d+\s*:\s*i32|jax\.buffer_donor\s*=\s*true)(\s*,\s*)?")
 _MAIN = re.compile(r"func\.func\s+(?:public\s+)?@main\s*\(")
+# Entries of an HLO module header's configs: input_output_alias `{1}: (0, {}, may-alias)`
+# (output index: parameter, its index, kind), buffer_donor `(1, {})`.
+_ALIAS_PARAM = re.compile(r"\}\s*:\s*\((\d+)\s*,")
+_DONOR_PARAM = re.compile(r"\((\d+)\s*,")
 
 
 def enabled() -> bool:
@@ -113,6 +119,27 @@ def donated_args(module: str | bytes) -> list[int]:
     if span is None:
         return []
     return [i for i, a in enumerate(_split_args(module[span[0]:span[1]])) if _DONATION_ATTR.search(a)]
+
+
+def _params(header: str, key: str, entry: re.Pattern[str]) -> set[int]:
+    """The parameter numbers of one config (`key={ ... }`) in an HLO module's header."""
+    start = header.find(f"{key}={{")
+    if start < 0:
+        return set()
+    depth, i = 0, start + len(key) + 1
+    while i < len(header):
+        depth += {"{": 1, "}": -1}.get(header[i], 0)
+        i += 1
+        if depth == 0:
+            break
+    return {int(p) for p in entry.findall(header[start:i])}
+
+
+def kept_donation(exe: Any) -> set[int]:
+    """The parameters the compiled module donates: its input_output_alias and buffer_donor
+    configs, read from the header of its HLO text."""
+    header = exe.hlo_modules()[0].to_string().split("\n", 1)[0]
+    return _params(header, "input_output_alias", _ALIAS_PARAM) | _params(header, "buffer_donor", _DONOR_PARAM)
 
 
 def without_donation(module: str) -> str:
@@ -273,6 +300,10 @@ def execute_checked(exe: Any, inputs: list[np.ndarray], module: str | bytes,
     problems found (empty when none). `module`: its text, "" when it could not be read."""
     fault = injected_fault()
     donated = set(donated_args(module))
+    if donated and plugins.registered():
+        # A donation the plugin boundary dropped is no run's fault: the input is checked
+        # as one the module does not donate (plugins.registered says why).
+        donated &= kept_donation(exe)
     name = fingerprint(module)
     bufs = _place(exe, inputs)
     # donation_ignored: the run consumes copies of the donated inputs, so the buffers the

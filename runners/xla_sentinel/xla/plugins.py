@@ -76,12 +76,26 @@ def guarded(ref: str, fn: Transform) -> Transform:
         problem = result_problem(result)
         if problem:
             _fail(f"plugin {ref} {problem}")
-        return None if result is None else bytes(result)
+        # Its own input back is no change; returned, the module would lose its donation
+        # (`registered` says why).
+        return None if result is None or result == proto else bytes(result)
 
     return transform
 
 
 _failures: list[str] = []
+_registered = threading.Event()
+
+
+def registered() -> bool:
+    """Whether plugins are registered in this process.
+
+    Under a plugin, a module's donation is what its executable says, not what the module
+    says: jaxlib builds the module again from any proto a plugin returns (XLA's
+    UpdateHloModuleFromProto), and the HloModule::ReplaceEntryComputation there resets its
+    input_output_alias and buffer_donor configs, so the executable donates nothing whatever
+    the proto said. No plugin result can keep it (docs/detection.md, "Buffer corruption")."""
+    return _registered.is_set()
 
 
 def _first_line(e: BaseException) -> str:
@@ -161,6 +175,8 @@ def register(refs: Sequence[str], platform: str = "cpu") -> list[str]:
         jex.xla.register_hlo_module_transformation(
             fn, name=name, platforms=platform, stage=jex.xla.PipelineStage.PRE_SCHEDULER)
         names.append(name)
+    if names:
+        _registered.set()
     # jax leaves clear_caches unannotated: its signature, so that the call is checked.
     clear_caches: Callable[[], None] = jax.clear_caches
     clear_caches()
