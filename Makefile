@@ -19,10 +19,10 @@ install: $(STAMP)
 demo: install
 	$(BIN)/xla-sentinel run examples/smoke.yaml --out $(OUT)
 
-# --dist loadgroup: tests/node share one real node per machine (a lock), so its tests go to
-# one xdist worker; the rest are spread over both as before.
+# tests/node share one real node per machine (a lock): tests/conftest.py's scheduler sends
+# them to one xdist worker and spreads the rest over both.
 test: install control-plane node-deps system-deps test-envs images
-	$(BIN)/pytest -n 2 --dist loadgroup -q
+	$(BIN)/pytest -n 2 -q
 
 # What starts no cluster and no long campaign (the cost markers of tests/conftest.py): the
 # engine, the operator's pure functions and the chart's renders, checked without building

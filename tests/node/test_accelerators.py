@@ -25,7 +25,6 @@ from xla_sentinel_operator import desired
 
 from .conftest import restricted_pod, wait_for
 
-pytestmark = pytest.mark.xdist_group("real-node")
 TPU = desired.TPU_RESOURCE
 # What the probe prints: the chips its environment names, and the chip device nodes it has.
 PROBE = ("import os, signal, stat, sys, time\n"

@@ -38,7 +38,6 @@ from xla_sentinel_operator.desired import CAMPAIGN_LABEL
 
 from .conftest import UID, wait_for
 
-pytestmark = pytest.mark.xdist_group("real-node")
 API = "xlasentinel.dev/v1alpha1"
 RELEASE = "xs"
 QUICKSTART = REPO_ROOT / "examples" / "k8s-quickstart.yaml"

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from controlplane.cluster import VERSION
 from controlplane.kit import Api
 from controlplane.node import RealNode
 
 from .conftest import UID, restricted_pod, terminated
-
-pytestmark = pytest.mark.xdist_group("real-node")
 
 
 def test_node_registers_ready_with_kubelet_and_containerd_of_the_build(api: Api, node: RealNode
