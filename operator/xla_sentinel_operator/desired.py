@@ -41,6 +41,9 @@ SIGNATURE_LABEL = "xlasentinel.dev/signature"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+# The machine type of a node: where two node pool shapes share a topology (v6e 2x4 on one
+# VM or on two), the only label that tells them apart.
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 GPU_ACCELERATOR = "cloud.google.com/gke-accelerator"
 TPU_RESOURCE = "google.com/tpu"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -215,6 +218,9 @@ def scheduling(spec: CampaignSpec) -> tuple[dict[str, str], list[Manifest], Mani
     if acc.type == "tpu":
         selector[TPU_ACCELERATOR] = str(acc.tpuAccelerator)
         selector[TPU_TOPOLOGY] = str(acc.tpuTopology)
+        s = _slice(spec)
+        if s is not None and (s.ambiguous or acc.tpuMachineType):
+            selector[INSTANCE_TYPE] = s.machine_type
         device = TPU_RESOURCE
     elif acc.type == "gpu":
         if acc.gpuType:
@@ -320,7 +326,7 @@ def tpu_slice(spec: CampaignSpec) -> tpu.Slice | None:
     acc = spec.accelerator
     if acc.type != "tpu":
         return None
-    s = tpu.slice_of(str(acc.tpuAccelerator), str(acc.tpuTopology))
+    s = tpu.slice_of(str(acc.tpuAccelerator), str(acc.tpuTopology), acc.tpuMachineType)
     tpu.check_count(s, acc.count, str(acc.tpuTopology))
     return s
 
@@ -336,11 +342,15 @@ def jobset_unavailable(spec: CampaignSpec, s: tpu.Slice) -> str:
             "install JobSet (sigs.k8s.io/jobset) and enable it, or choose a single-host topology")
 
 
-def _multi_host(spec: CampaignSpec) -> tpu.Slice | None:
+def _slice(spec: CampaignSpec) -> tpu.Slice | None:
     try:
-        s = tpu_slice(spec)
+        return tpu_slice(spec)
     except tpu.TopologyError:
         return None  # refused before any Job is made (runtime.campaign_of)
+
+
+def _multi_host(spec: CampaignSpec) -> tpu.Slice | None:
+    s = _slice(spec)
     return s if s is not None and s.multi_host else None
 
 

@@ -48,7 +48,12 @@ from .bodies import (
     Result,
 )
 from .bodies import WorkerReport as WorkerReportBody
-from .kube import Kube, connection_from_kubeconfig, connection_in_cluster
+from .kube import (
+    SERVICE_ACCOUNT_TOKEN,
+    Kube,
+    connection_from_kubeconfig,
+    connection_in_cluster,
+)
 from .notify import CampaignIndex
 from .periodic import CampaignKey, ReportIndex, ResultIndex, SignatureIndex, WorkerJobIndex
 from .runtime import Runtime
@@ -92,13 +97,15 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         info: kopf.ConnectionInfo | None
+        token_file = None
         if cfg.kubeconfig:
             info = connection_from_kubeconfig(cfg.kubeconfig)
+        elif (info := connection_in_cluster(os.environ)) is not None:
+            token_file = SERVICE_ACCOUNT_TOKEN  # projected: the kubelet rotates it
         else:
-            info = (connection_in_cluster(os.environ)
-                    or kopf.login_with_kubeconfig(**kwargs))
+            info = kopf.login_with_kubeconfig(**kwargs)
         if info is not None:
-            rt.kube = Kube(info)
+            rt.kube = Kube(info, token_file=token_file)
         return info
 
     @kopf.on.startup(registry=registry)

@@ -68,6 +68,28 @@ def connection_from_kubeconfig(kubeconfig: str | Path) -> kopf.ConnectionInfo:
 
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_TOKEN = SERVICE_ACCOUNT_DIR / "token"
+
+
+class TokenFile:
+    """A projected service-account token. The kubelet rewrites the file before the token
+    expires (about hourly), so it is read again whenever its mtime moves, or on demand
+    after the API server answered 401."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._mtime: int | None = None
+        self._token = ""
+
+    def token(self, *, reread: bool = False) -> str:
+        try:
+            mtime = self.path.stat().st_mtime_ns
+        except OSError:
+            return self._token  # mid-rotation: the last token is still the best one
+        if reread or mtime != self._mtime:
+            self._token = self.path.read_text().strip()
+            self._mtime = mtime
+        return self._token
 
 
 def connection_in_cluster(env: Mapping[str, str], account: Path = SERVICE_ACCOUNT_DIR
@@ -112,14 +134,18 @@ def _ssl_context(info: kopf.ConnectionInfo) -> ssl.SSLContext | bool:
 class Kube:
     """JSON in, JSON out; non-2xx answers raise ApiError with the server's message."""
 
-    def __init__(self, info: kopf.ConnectionInfo) -> None:
+    def __init__(self, info: kopf.ConnectionInfo, token_file: Path | None = None) -> None:
+        """`token_file`: where info.token came from, read again as it rotates."""
         self.server = info.server.rstrip("/")
         self._ssl = _ssl_context(info)
-        headers = {"User-Agent": "xla-sentinel-operator"}
-        if info.token:
-            headers["Authorization"] = f"{info.scheme or 'Bearer'} {info.token}"
-        self._headers = headers
+        self._scheme = info.scheme or "Bearer"
+        self._token = info.token
+        self._token_file = TokenFile(token_file) if token_file else None
         self._session: aiohttp.ClientSession | None = None
+
+    def auth_headers(self, *, reread: bool = False) -> dict[str, str]:
+        token = self._token_file.token(reread=reread) if self._token_file else self._token
+        return {"Authorization": f"{self._scheme} {token}"} if token else {}
 
     async def close(self) -> None:
         if self._session is not None:
@@ -129,20 +155,32 @@ class Kube:
     async def request(self, method: str, url_path: str, *, body: Mapping[str, object] | None = None,
                       params: dict[str, str] | None = None,
                       content_type: str = "application/json") -> dict[str, Any]:
+        status, data = await self._send(method, url_path, body, params, content_type)
+        if status == 401 and self._token_file:
+            # The token rotated between the stat and the request: once more, read afresh.
+            status, data = await self._send(method, url_path, body, params, content_type,
+                                            reread=True)
+        if status >= 400:
+            message = data.get("message") if isinstance(data, dict) else str(data)
+            raise ApiError(status, str(message))
+        return data if isinstance(data, dict) else {}
+
+    async def _send(self, method: str, url_path: str, body: Mapping[str, object] | None,
+                    params: dict[str, str] | None, content_type: str, *,
+                    reread: bool = False) -> tuple[int, Any]:
         if self._session is None:
-            self._session = aiohttp.ClientSession(headers=self._headers,
+            self._session = aiohttp.ClientSession(headers={"User-Agent": "xla-sentinel-operator"},
                                                   timeout=aiohttp.ClientTimeout(total=30))
-        headers = {"Content-Type": content_type} if body is not None else {}
+        headers = self.auth_headers(reread=reread)
+        if body is not None:
+            headers["Content-Type"] = content_type
         async with self._session.request(method, self.server + url_path, json=body,
                                          params=params, headers=headers, ssl=self._ssl) as resp:
             try:
                 data = await resp.json(content_type=None)
             except ValueError:
                 data = {"message": (await resp.text())[:500]}
-            if resp.status >= 400:
-                message = data.get("message") if isinstance(data, dict) else str(data)
-                raise ApiError(resp.status, str(message))
-            return data if isinstance(data, dict) else {}
+            return resp.status, data
 
     async def get(self, url_path: str, shape: type[T]) -> T | None:
         """The object as `shape` (a body type of bodies.py), or None when it does not exist."""

@@ -177,7 +177,7 @@ def test_worker_without_a_spec_names_the_variable(monkeypatch, capsys):
 
 def test_operator_and_reporter_never_import_jax():
     code = ("import sys; import xla_sentinel_operator.main, xla_sentinel_operator.handlers, "
-            "xla_sentinel.cluster.report, xla_sentinel.cluster.pod; "
+            "xla_sentinel.cluster.report, xla_sentinel.cluster.reporter, xla_sentinel.cluster.pod; "
             "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib'))); "
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

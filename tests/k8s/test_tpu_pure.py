@@ -1,13 +1,14 @@
-"""TPU slices on GKE: topology arithmetic per generation, single-host slices as one Indexed
+"""TPU slices on GKE: shapes from GKE's table per accelerator, single-host slices as one Indexed
 Job with a pod per shard, and JAX_PLATFORMS for accelerators (multi-host slices as JobSets:
 test_jobset_pure.py). Pure functions, no API."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
-from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.spec.campaign import SpecError, parse_spec
 from xla_sentinel_operator import desired, tpu
 
 
@@ -19,7 +20,10 @@ from xla_sentinel_operator import desired, tpu
     ("tpu-v5-lite-podslice", "1x1", 1, 1, 1),
     ("tpu-v4-podslice", "2x2x1", 4, 1, 4),
     ("tpu-v4-podslice", "2x2x4", 16, 4, 4),
+    ("tpu-v5-lite-podslice", "2x4", 8, 1, 8),
+    ("tpu-v6e-slice", "16x16", 256, 64, 4),
     ("tpu-v5p-slice", "4x4x4", 64, 16, 4),
+    ("tpu-v4-podslice", "4x4x8", 128, 32, 4),  # a large shape, past the pages' rows
 ])
 def test_slice_arithmetic(accelerator, topology, chips, hosts, per_host):
     s = tpu.slice_of(accelerator, topology)
@@ -29,10 +33,10 @@ def test_slice_arithmetic(accelerator, topology, chips, hosts, per_host):
 @pytest.mark.parametrize(("accelerator", "topology", "count", "message"), [
     ("tpu-v6e-slice", "4x4", 8, "accelerator.count: 8 does not fit topology 4x4"),
     ("tpu-v6e-slice", "2x2", 8, "its one host has 4 chips"),
-    ("tpu-v6e-slice", "2x2x2", 4, "v6e topologies are AxB"),
-    ("tpu-v4-podslice", "4x4", 4, "v4 topologies are AxBxC"),
+    ("tpu-v6e-slice", "2x2x2", 4, "'2x2x2' is not a tpu-v6e-slice topology GKE offers"),
+    ("tpu-v4-podslice", "4x4", 4, "'4x4' is not a tpu-v4-podslice topology"),
     ("tpu-v9-slice", "2x2", 4, "unknown TPU accelerator 'tpu-v9-slice'"),
-    ("tpu-v5-lite-device", "4x4", 4, "single-host"),
+    ("tpu-v5-lite-device", "4x4", 4, "valid: 1x1, 2x2, 2x4$"),
 ])
 def test_impossible_slices_are_refused_with_a_clear_message(accelerator, topology, count, message):
     spec = parse_spec({"accelerator": {"type": "tpu", "tpuAccelerator": accelerator,
@@ -41,8 +45,71 @@ def test_impossible_slices_are_refused_with_a_clear_message(accelerator, topolog
         desired.tpu_slice(spec)
 
 
-def camp(topology: str, count: int, **spec: Any) -> desired.Campaign:
-    acc = {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": topology, "count": count}
+@pytest.mark.parametrize(("accelerator", "topology"), [
+    ("tpu-v6e-slice", "2x8"),  # 16 chips, but GKE's v6e 16-chip slice is 4x4
+    ("tpu-v5-lite-podslice", "1x4"),
+    ("tpu-v4-podslice", "1x1x1"),
+    ("tpu-v5p-slice", "3x3x3"),
+])
+def test_shapes_no_gke_node_pool_has_are_refused_naming_the_valid_ones(accelerator, topology):
+    with pytest.raises(tpu.TopologyError) as e:
+        tpu.slice_of(accelerator, topology)
+    assert str(e.value).startswith(f"accelerator.tpuTopology: {topology!r} is not a {accelerator}")
+    valid = tpu.CUBE_RULE if accelerator in tpu.CUBE_MACHINE_TYPES else f"{tpu.TABLE[accelerator][0].topology},"
+    assert f"valid: {valid}" in str(e.value)
+
+
+def test_every_row_of_the_table_is_its_topologys_chips_on_whole_vms():
+    for accelerator, shapes in tpu.TABLE.items():
+        for s in shapes:
+            dims = [int(d) for d in s.topology.split("x")]
+            assert s.chips == math.prod(dims) and s.chips % s.vms == 0, (accelerator, s)
+
+
+def test_v6e_2x4_is_one_vm_unless_the_campaign_picks_the_two_vm_machine_type():
+    one = tpu.slice_of("tpu-v6e-slice", "2x4")
+    two = tpu.slice_of("tpu-v6e-slice", "2x4", "ct6e-standard-4t")
+    assert (one.hosts, one.chips_per_host, one.machine_type) == (1, 8, "ct6e-standard-8t")
+    assert (two.hosts, two.chips_per_host, two.machine_type) == (2, 4, "ct6e-standard-4t")
+    with pytest.raises(tpu.TopologyError, match=r"accelerator.tpuMachineType: 'ct6e-standard-1t'"
+                       r" does not offer tpu-v6e-slice 2x4; valid: ct6e-standard-8t, ct6e-standard-4t"):
+        tpu.slice_of("tpu-v6e-slice", "2x4", "ct6e-standard-1t")
+
+
+def node_selector(job: dict) -> dict[str, str]:
+    spec = job["spec"]
+    pod = (spec["template"] if "template" in spec
+           else spec["replicatedJobs"][0]["template"]["spec"]["template"])
+    return pod["spec"]["nodeSelector"]
+
+
+def test_the_machine_type_selects_the_node_pool_where_a_topology_has_two():
+    (single,) = desired.worker_jobs(camp("2x4", 8, workers=1), default_image="img")
+    (two_vm,) = desired.worker_jobs(camp("2x4", 4, workers=1, machine="ct6e-standard-4t"),
+                                    default_image="img")
+    (plain,) = desired.worker_jobs(camp("4x4", 4, workers=1), default_image="img")
+    assert node_selector(single)[desired.INSTANCE_TYPE] == "ct6e-standard-8t"
+    assert two_vm["kind"] == "JobSet"
+    assert node_selector(two_vm)[desired.INSTANCE_TYPE] == "ct6e-standard-4t"
+    # One machine type offers 4x4: node pools without the label still match.
+    assert desired.INSTANCE_TYPE not in node_selector(plain)
+
+
+def test_an_unset_machine_type_leaves_the_campaign_revision_as_it_was():
+    spec = camp("2x4", 8).spec
+    assert "tpuMachineType" not in spec.to_dict()["accelerator"]
+
+
+def test_a_machine_type_is_for_tpu_campaigns_only():
+    with pytest.raises(SpecError, match="accelerator.tpuMachineType: applies to type tpu only"):
+        parse_spec({"accelerator": {"type": "gpu", "tpuMachineType": "ct6e-standard-4t"}})
+
+
+def camp(topology: str, count: int, machine: str | None = None, **spec: Any) -> desired.Campaign:
+    acc: dict[str, Any] = {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice",
+                           "tpuTopology": topology, "count": count}
+    if machine:
+        acc["tpuMachineType"] = machine
     return desired.Campaign(name="tpu-nightly", namespace="fuzz", uid="u",
                             spec=parse_spec({"workers": 2, "accelerator": acc, **spec}))
 
@@ -92,14 +159,14 @@ def test_a_slice_verifies_together_and_host_0_alone_writes_the_result(monkeypatc
     them), but only host 0 writes the result: hosts 1.. must not reach the API at all."""
     import json
 
-    import xla_sentinel.cluster.report as report
+    import xla_sentinel.cluster.reporter as reporter
     from xla_sentinel.cluster import pod as worker_main
 
     (tmp_path / "repro.py").write_text("raise SystemExit(0)\n")
     apis: list[Any] = []
     written: list[dict[str, Any]] = []
     monkeypatch.setattr(worker_main, "_custom_api", lambda args: apis.append(args) or object())
-    monkeypatch.setattr(report, "write_result", lambda api, obj: written.append(obj))
+    monkeypatch.setattr(reporter, "write_result", lambda api, obj: written.append(obj))
     argv = ["--verify", str(tmp_path), "--signature", "sig-1", "--campaign", "c", "--campaign-uid", "u"]
     monkeypatch.setenv("TPU_WORKER_ID", "2")
     assert worker_main.main(argv) == worker_main.EXIT_DONE

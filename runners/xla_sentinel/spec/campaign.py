@@ -543,6 +543,9 @@ class AcceleratorSpec:
     type: str = "cpu"
     tpuAccelerator: str | None = None
     tpuTopology: str | None = None
+    # GKE's machine type where a topology comes in two (v6e 2x4: one VM or two); unset, the
+    # operator takes the one-VM shape (its tpu.py holds GKE's table and checks the pair).
+    tpuMachineType: str | None = None
     count: int = 1
     gpuType: str | None = None
 
@@ -555,6 +558,8 @@ class AcceleratorSpec:
         else:
             _require(self.tpuAccelerator is None and self.tpuTopology is None, path,
                      "tpuAccelerator and tpuTopology apply to type tpu only")
+            _require(self.tpuMachineType is None, f"{path}.tpuMachineType",
+                     "applies to type tpu only")
         _require(self.type == "gpu" or self.gpuType is None, f"{path}.gpuType",
                  "applies to type gpu only")
         if self.tpuTopology is not None:
