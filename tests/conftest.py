@@ -1,6 +1,7 @@
 """Every test is marked by what it costs, from where it lives (tests/costs.py), so that a run can pick by cost
 (`pytest -m pure`, `make test-fast`); the markers are declared in pyproject's
-[tool.pytest.ini_options]. `slow` (a long campaign) is set on the test itself.
+[tool.pytest.ini_options]. `slow` (a long campaign, bisection or replay) comes from
+costs.SLOW_FILES, or is set on one test.
 
 A folder missing from costs.COST, or a test that starts the control plane without being marked for
 it, stops the collection: a new suite says what it costs once, here.
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from costs import CONTROL_PLANE_COSTS, cost_of, scope_of
+from costs import CONTROL_PLANE_COSTS, cost_of, scope_of, slow
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
@@ -25,6 +26,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             raise pytest.UsageError(f"{item.nodeid} starts the control plane but is marked "
                                     f"{cost!r}: mark its file in COST_OF_FILE of tests/costs.py")
         item.add_marker(cost)
+        if slow(item.path):
+            item.add_marker("slow")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

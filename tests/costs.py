@@ -40,6 +40,33 @@ COST_OF_FILE = {
     "chart/test_images.py": "cluster",  # runs the built images in containers
 }
 CONTROL_PLANE_COSTS = ("cluster", "node")
+# Engine files whose tests together took 15 s or more of a worker's time in a `make test`
+# rehearsal (2026-12-06: PYTEST_ADDOPTS="--durations=0 --durations-min=1.5"): bisections,
+# replays, campaigns, agents driving the engine. They are `slow` besides their cost, so that
+# `make test-fast` stays a few minutes; tests/fuzz/test_golden.py and test_check.py stay fast
+# on purpose (they guard the oracle's verdicts end to end).
+SLOW_FILES = frozenset({
+    "agents/test_campaign_tools.py", "agents/test_gate.py", "agents/test_mcp_server.py",
+    "agents/test_roles.py",
+    "bisect/test_bisect_invariant.py", "bisect/test_bisect_loops.py",
+    "bisect/test_bisect_regions.py", "bisect/test_bitwise.py", "bisect/test_captured_values.py",
+    "bisect/test_clean_run_findings.py", "bisect/test_crash.py", "bisect/test_in_campaign.py",
+    "bisect/test_localize.py", "bisect/test_real_traces.py", "bisect/test_repro.py",
+    "bisect/test_stops_short.py",
+    "buffers/test_campaign.py",
+    "detection/test_invariant_declarations.py", "detection/test_invariants_inputs.py",
+    "detection/test_invariants_replay.py", "detection/test_template_internals.py",
+    "devices/test_device_owner_campaign.py",
+    "fuzz/test_campaign.py", "fuzz/test_own_precision.py", "fuzz/test_traces.py",
+    "report/test_html_page.py",
+    "shapes/test_shapes.py",
+    "spmd/test_bisect_shared_partitioner_bug.py", "spmd/test_bisect_spmd.py",
+    "spmd/test_known_spmd_bugs.py", "spmd/test_spmd_faults.py",
+    "storage/test_campaign_store.py",
+    "traces/test_mutate_shapes.py", "traces/test_replay_oracle.py",
+    "versions/test_bad_input.py", "versions/test_regression_range.py",
+    "versions/test_cross_version.py",
+})
 
 
 def cost_of(path: Path) -> str:
@@ -51,6 +78,10 @@ def cost_of(path: Path) -> str:
     if len(rel.parts) < 2 or rel.parts[0] not in COST:
         raise pytest.UsageError(f"tests/{rel}: no cost for its folder; add it to COST in {__file__}")
     return COST[rel.parts[0]]
+
+
+def slow(path: Path) -> bool:
+    return path.relative_to(TESTS).as_posix() in SLOW_FILES
 
 
 REAL_NODE_SCOPE = "real-node"

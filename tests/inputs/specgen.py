@@ -79,6 +79,7 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
     (c.AcceleratorSpec, "type"): st.just("cpu"),
     (c.AcceleratorSpec, "tpuAccelerator"): NAMES,
     (c.AcceleratorSpec, "tpuTopology"): st.from_regex(r"[1-8]x[1-8](x[1-8])?", fullmatch=True),
+    (c.AcceleratorSpec, "tpuMachineType"): st.sampled_from(["ct6e-standard-4t", "ct6e-standard-8t"]),
     (c.AcceleratorSpec, "count"): st.integers(1, 16),
     (c.AcceleratorSpec, "gpuType"): NAMES,
     (c.CampaignSpec, "seed"): st.integers(0, c.INT64_MAX),
@@ -171,7 +172,7 @@ def valid_specs(draw: st.DrawFn, crd: bool = False) -> dict[str, Any]:
     if draw(st.booleans()):
         acc = draw(_record(c.AcceleratorSpec))
         acc.pop("gpuType", None)
-        if "tpuAccelerator" in acc or "tpuTopology" in acc:
+        if "tpuAccelerator" in acc or "tpuTopology" in acc or "tpuMachineType" in acc:
             acc.update(type="tpu", tpuAccelerator=acc.get("tpuAccelerator", "tpu-v6e-slice"),
                        tpuTopology=acc.get("tpuTopology", "2x4"))
         spec["accelerator"] = acc

@@ -16,3 +16,9 @@ def test_every_real_node_test_is_one_work_unit_and_the_rest_are_their_own() -> N
 
     assert {scope_of(n) for n in node_tests} == {REAL_NODE_SCOPE}
     assert [scope_of(n) for n in others] == others
+
+
+def test_every_slow_file_exists_so_none_is_marked_in_name_only() -> None:
+    from costs import SLOW_FILES, TESTS
+
+    assert sorted(f for f in SLOW_FILES if not (TESTS / f).is_file()) == []

@@ -22,7 +22,6 @@ from xla_sentinel.storage.store import Store
 
 from .conftest import OLD
 
-pytestmark = pytest.mark.slow
 N = 4096  # from 4096 elements on 0.10.2 drops the NaN (2048 keeps it)
 
 
