@@ -103,6 +103,10 @@ def _check(out: Path, summary: dict[str, Any], findings: set, signatures: set,
         assert sorted(record) == sorted(FINDING_FIELDS + extra), fid
         assert record["signature"] == next(f[3] for f in findings if f[-1] == fid)
     assert sorted(summary) == SUMMARY_FIELDS
+    # The record `run` prints and returns is summary.json's: plain strings, not enum members
+    # (a Verdict key printed as "<Verdict.MISMATCH: 'mismatch'>" in the run's last line).
+    assert [type(k) for k in [*summary["findings"], *summary["program_status"]]] == \
+        [str] * (len(summary["findings"]) + len(summary["program_status"]))
     assert all(sorted(s) == SUMMARY_SIGNATURE_FIELDS for s in summary["signatures"])
     assert {(s["id"], s["verdict"], s["target"], s["count"], s["culprit_op"])
             for s in summary["signatures"]} == signatures

@@ -59,7 +59,8 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         "executions": totals["executions"],
         "elapsed_s": round(elapsed, 2),
         "programs_per_s": round(counters.status.total() / max(elapsed, 1e-9), 3),
-        "program_status": totals["status"],
+        # Plain strings, as summary.json has them (and as `run` prints them), not enum members.
+        "program_status": {str(k): n for k, n in totals["status"].items()},
         "trace_errors": store.programs_with_status(ProgramStatus.TRACE_ERROR),
         "corpus_errors": store.programs_with_status(ProgramStatus.CORPUS_ERROR),
         "coverage": coverage.total(stored).to_json(),
@@ -70,7 +71,7 @@ def write_summary(out: Path, store: Store, counters: Counters, *, name: str, spe
         "worker_seconds": round(worker_s, 2),
         "harness_share": round(max(0.0, 1 - worker_s / max(elapsed * spec.workers, 1e-9)), 3),
         "worker_restarts": worker_restarts,
-        "findings": totals["findings"],
+        "findings": {str(k): n for k, n in totals["findings"].items()},
         "findings_new": len(findings) - known,
         "findings_known": known,
         # One row per bug: the configurations it shows in (each with its own finding and
