@@ -48,8 +48,10 @@ async def test_campaign_creates_indexed_worker_job_with_tpu_scheduling(api, ns, 
     fc = api.get(FC, ns, "nightly")
     assert (owner["kind"], owner["uid"], owner["controller"]) == ("FuzzCampaign", fc["metadata"]["uid"], True)
     pod = job["spec"]["template"]["spec"]
+    # v6e 2x4 comes as one VM or two (tpu.py): the single-host pool's machine type is named.
     assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-                                   "cloud.google.com/gke-tpu-topology": "2x4"}
+                                   "cloud.google.com/gke-tpu-topology": "2x4",
+                                   "node.kubernetes.io/instance-type": "ct6e-standard-8t"}
     runner = pod["containers"][0]
     assert runner["args"] == ["worker"]
     assert runner["resources"]["requests"]["google.com/tpu"] == "8"

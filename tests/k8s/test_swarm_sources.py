@@ -29,6 +29,7 @@ from xla_sentinel.agents.sources import (
 from xla_sentinel.agents.swarm import Swarm, pod_coverage
 from xla_sentinel.agents.tools import Workbench
 from xla_sentinel.cluster.report import FAILURE_REPORT_LABEL
+from xla_sentinel.core.model import ProgramStatus
 from xla_sentinel.spec.campaign import OP_NAMES, parse_spec
 from xla_sentinel.storage.store import Store
 
@@ -86,8 +87,8 @@ def test_worker_coverage_adds_up_across_workers_and_sources(tmp_path: Path) -> N
     live = root / "nightly" / "default-0"
     live.mkdir(parents=True)
     store = Store(live / "campaign.sqlite")  # a worker's live store, as on the PVC
-    store.record_program(0, "p0", 2, "ok", 2, 0.1, {"coverage": {"ops": {"add": 2, "tanh": 1}, "fusion_kinds": {"kLoop": 1}}})
-    store.record_program(1, "p1", 1, "ok", 2, 0.1, {"coverage": {"ops": {"add": 1}}})
+    store.record_program(0, "p0", 2, ProgramStatus.JUDGED, 2, 0.1, {"coverage": {"ops": {"add": 2, "tanh": 1}, "fusion_kinds": {"kLoop": 1}}})
+    store.record_program(1, "p1", 1, ProgramStatus.JUDGED, 2, 0.1, {"coverage": {"ops": {"add": 1}}})
     finished = root / "nightly" / "default-1"
     finished.mkdir()
     (finished / "summary.json").write_text(json.dumps({"coverage": merge_coverage([{"programs": 3, "ops": {"tanh": 4}}])}))
