@@ -482,18 +482,12 @@ class BisectionResult(TypedDict, total=False):
     original_ops: int | None
 
 
-class VerificationResult(TypedDict, total=False):
+class VerificationResult(Verification, total=False):
+    """A verification as the Job's result object carries it: the Verification, typed and
+    naming its signature."""
+
     type: Required[Literal["verification"]]
     signature: str
-    result: str
-    image: str
-    fixedIn: str
-    jaxlib: str
-    exitCode: int
-    evidence: str
-    time: str
-    job: str
-    versions: dict[str, str]
 
 
 class FixDraftResult(TypedDict, total=False):

@@ -12,7 +12,6 @@ import pytest
 import yaml
 from xla_sentinel.campaign.check import check_program
 from xla_sentinel.core.anomalies import anomaly_evidence, find_anomalies
-from xla_sentinel.core.graph import Graph, Node, Value
 from xla_sentinel.core.program import Program
 from xla_sentinel.ops import exact
 from xla_sentinel.programs import evaluate
@@ -21,6 +20,8 @@ from xla_sentinel.worker.client import Worker
 from xla_sentinel.worker.protocol import Ran, Run
 from xla_sentinel.xla import compiler
 from xla_sentinel.xla.faults import fault_path
+
+from .test_check import CONVERT  # rev(convert_bf16(x)): an output IEEE 754 fixes bitwise
 
 FAULT = "circular_simplification_log"
 CIRCULAR = ("W0000 00:00:1754000000.1   7 algebraic_simplifier.cc:8521] Algebraic simplifier is likely "
@@ -31,14 +32,6 @@ FIXED_POINT = ("E0000 hlo_pass_fix.h:118] Unexpectedly high number of iterations
 SLOW = ("E0000 slow_operation_alarm.cc:73] [Compiling module jit_f] Very slow compile? If you want "
         "to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.")
 
-# rev(convert_bf16(x)): a bf16 program whose output IEEE 754 fixes bitwise (exact.py).
-CONVERT = Graph(
-    values=[Value([6], "f32", False, input=0),
-            Value([6], "bf16", True, node=0),
-            Value([6], "bf16", True, node=1)],
-    nodes=[Node("convert", [0], {"dtype": "bf16"}, True),
-           Node("rev", [1], {"dims": [0]})],
-    outputs=[2])
 # Above the midpoint between two bf16 values: truncation is one bf16 ulp off.
 X = np.array([1 + 3 * 2**-9, -3 - 5 * 2**-8, 0.1, 7.0, -0.3, 1e5], np.float32)
 
