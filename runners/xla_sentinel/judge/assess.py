@@ -136,7 +136,7 @@ def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
             return (Verdict.MISMATCH, i, {"reason": "reference", "dtype": info.dtype,
                                           "elements": int((x != y).sum()), "where": list(where),
                                           "expected": x[where].item(), "actual": y[where].item()}), frozenset(ill)
-        cx, cy = _classes(x), _classes(y)
+        cx, cy = oracle.nan_classes(x), oracle.nan_classes(y)
         if not np.array_equal(cx, cy):
             where = tuple(int(k) for k in np.argwhere(cx != cy)[0])
             return (Verdict.NAN_MISMATCH, i, {"reason": "reference", "dtype": info.dtype,
@@ -162,7 +162,7 @@ def _noise_spread(noise: NoiseModel, truth: list[np.ndarray], undetermined: list
     if not samples:
         return None
     outs = [np.asarray(oracle.without_undetermined(s, undetermined)[i]) for s in samples]
-    if any(not np.array_equal(_classes(y), _classes(np.asarray(truth[i]))) for y in outs):
+    if any(not np.array_equal(oracle.nan_classes(y), oracle.nan_classes(np.asarray(truth[i]))) for y in outs):
         return None
     return max(oracle.normwise_error(y, truth[i], "f64") for y in outs)
 
@@ -222,12 +222,6 @@ def _xla_f64_request(kind: str, program: Program) -> Request[Outputs]:
         return ModuleReference("f64_text", program.module, program.inputs)
     assert program.graph is not None
     return GraphReference(kind, program.graph, program.inputs)  # type: ignore[arg-type]
-
-
-def _classes(x: np.ndarray) -> np.ndarray:
-    """0 finite, 1 NaN, 2 +inf, 3 -inf (the classes the oracle's NaN rule compares)."""
-    x = np.asarray(x, np.float64)
-    return np.select([np.isnan(x), np.isposinf(x), np.isneginf(x)], [1, 2, 3], 0)
 
 
 def program_invariants(program: Program, info: dict[str, Any] | None) -> list[invariants.Invariant]:

@@ -64,7 +64,7 @@ class Judgement:
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
-def _classes(a: np.ndarray) -> np.ndarray:
+def nan_classes(a: np.ndarray) -> np.ndarray:
     """0 finite, 1 NaN, 2 +Inf, 3 -Inf, elementwise."""
     a = np.asarray(a, dtype=np.float64)
     c = np.zeros(a.shape, np.int8)
@@ -178,7 +178,7 @@ def has_subnormals(arrays: list[np.ndarray]) -> bool:
 def references_agree(a: list[np.ndarray], b: list[np.ndarray], infos: list[OutputInfo]) -> bool:
     for x, y, info in zip(a, b, infos, strict=True):
         if info.dtype in FLOATS:
-            if not np.array_equal(_classes(x), _classes(y)):
+            if not np.array_equal(nan_classes(x), nan_classes(y)):
                 return False
             if normwise_error(x, y, "f64") > REFERENCE_AGREEMENT:
                 return False
@@ -318,8 +318,8 @@ def either_undetermined(*masks: list[np.ndarray] | None) -> list[np.ndarray] | N
 
 def _nan_mismatch(c: np.ndarray, others: list[np.ndarray], ref: np.ndarray, dtype: str,
                   literal: np.ndarray | None = None) -> dict[str, Any] | None:
-    want = _classes(_cast_ref(ref, dtype))
-    got = _classes(c)
+    want = nan_classes(_cast_ref(ref, dtype))
+    got = nan_classes(c)
     # Non-finite against non-finite (NaN against -inf, say) is no verdict: once a value
     # overflows, whether inf - inf cancels depends legally on accumulation order and FMA
     # (a clean-run dot: O0 rounds 2.8 * 1.7e38 to +inf and adds -inf; FMA targets do not).
@@ -331,12 +331,12 @@ def _nan_mismatch(c: np.ndarray, others: list[np.ndarray], ref: np.ndarray, dtyp
         # 65502 (finite, in range, so no overflow rule applies). Only a configuration with
         # excess precision stays finite there. A finite result where float64 is not (a
         # dropped NaN) is never excused this way.
-        bad &= ~((got > 0) & (want == 0) & (_classes(literal) == got))
+        bad &= ~((got > 0) & (want == 0) & (nan_classes(literal) == got))
     if not bad.any():
         return None
     confirmed = np.zeros_like(bad)
     for o in others:
-        confirmed |= bad & (_classes(o) == want)
+        confirmed |= bad & (nan_classes(o) == want)
     if not confirmed.any():
         return None
     where = tuple(int(i) for i in np.argwhere(confirmed)[0])  # argwhere: 0-d outputs too
