@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import enum
+import re
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -103,6 +104,41 @@ def secret_value(secret: Secret, key: str) -> str | None:
             return None
     value = (secret.get("stringData") or {}).get(key)
     return value.strip() if isinstance(value, str) else None
+
+
+def webhook_urls(value: str | None) -> list[str]:
+    """The Alertmanager URLs a Secret's value names: one, or several separated by commas or
+    whitespace (an HA Alertmanager: every instance gets every alert, as Alertmanager's
+    clients must do; the instances deduplicate the notifications)."""
+    return [u for u in re.split(r"[\s,]+", value or "") if u]
+
+
+def urls_problem(urls: list[str]) -> str | None:
+    """Why these URLs cannot all be Alertmanager endpoints (url_problem of the first bad
+    one), or None."""
+    if not urls:
+        return url_problem(None)
+    return next((p for p in map(url_problem, urls) if p is not None), None)
+
+
+def combined(outcomes: list[Delivery]) -> Delivery:
+    """One outcome of the POSTs of an alert to every instance: any that failed is retried
+    (all of them again: Alertmanager merges an alert it holds), a throttled one waits,
+    REJECTED only when every instance refused it."""
+    for worst in (Delivery.FAILED, Delivery.THROTTLED):
+        if worst in outcomes:
+            return worst
+    if outcomes and all(o is Delivery.REJECTED for o in outcomes):
+        return Delivery.REJECTED
+    return Delivery.SENT
+
+
+async def post_to_all(urls: list[str], alerts: list[Alert], *, attempts: int = 5,
+                      backoff: float = 0.5, limiter: Limiter | None = None) -> Delivery:
+    """post_alerts() to every URL, at once; their combined() outcome."""
+    outcomes = await asyncio.gather(*(post_alerts(u, alerts, attempts=attempts, backoff=backoff,
+                                                  limiter=limiter) for u in urls))
+    return combined(list(outcomes))
 
 
 def url_problem(url: str | None) -> str | None:

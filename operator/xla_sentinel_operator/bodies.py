@@ -204,6 +204,28 @@ class Failures(TypedDict, total=False):
     recent: list[FailureEvent]
 
 
+class Disrupted(TypedDict, total=False):
+    """A worker pod that was disrupted (DisruptionTarget, or the kubelet's Evicted), as the
+    operator's pod index keeps it (handlers.py): its Job's uid, the pod, why and when."""
+
+    job: Required[str]
+    pod: str
+    revision: str
+    reason: str
+    message: str
+    time: str
+
+
+class Disruptions(TypedDict, total=False):
+    """Disrupted worker pods of a campaign (rollup.disruptions): counted for good (`seen`:
+    the most counted per worker Job uid, so pods garbage-collected later are not lost)."""
+
+    total: int
+    byReason: dict[str, int]
+    seen: dict[str, int]
+    last: Disrupted
+
+
 class RetryRecord(TypedDict, total=False):
     """One worker group's failed-Job retries (rollup.retries)."""
 
@@ -288,6 +310,7 @@ class CampaignStatus(TypedDict, total=False):
     storageErrors: list[StorageError]
     storageErrorsTotal: int
     failures: Failures
+    disruptions: Disruptions
     retries: dict[str, RetryRecord]
     conditions: list[Condition]
     startTime: str
@@ -369,11 +392,24 @@ class Verification(TypedDict, total=False):
     versions: dict[str, str]
 
 
+class AlertRoute(TypedDict, total=False):
+    """The webhook Secret (in the signature's namespace) its last alert went to."""
+
+    secretName: str
+    secretKey: str
+
+
 class BugSignatureStatus(TypedDict, total=False):
     """A BugSignature's status; in a merge patch a None removes a field (fixedAt when a
     bug regresses, alertError once an alert goes out)."""
 
     hits: dict[str, int]
+    hitsRetired: int
+    alertRoute: AlertRoute
+    # The operator's word on the state (sig_spec): regressed, at spec generation
+    # regressedGeneration; None (removed) once people mark it fixed again.
+    state: str | None
+    regressedGeneration: int | None
     count: int
     campaigns: list[str]
     firstSeen: str
@@ -437,7 +473,17 @@ def job_spec(job: Job) -> JobSpec:
 
 
 def sig_spec(sig: BugSignature) -> BugSignatureSpec:
-    return sig.get("spec") or {}
+    """A signature's spec as the operator acts on it: people's, with the state the operator
+    recorded in status laid over it. A regression of a bug people marked fixed is recorded in
+    status (state: regressed, at the spec's generation), never written into the spec, which
+    people, or a GitOps tool keeping signatures in Git, own. It holds until people edit the
+    spec again (a new fixedIn, or the state), which is their answer to it."""
+    spec = sig.get("spec") or {}
+    status = sig.get("status") or {}
+    if (spec.get("state") == "fixed" and status.get("state") == "regressed"
+            and status.get("regressedGeneration") == sig["metadata"].get("generation")):
+        return {**spec, "state": "regressed"}
+    return spec
 
 
 def sig_status(sig: BugSignature) -> BugSignatureStatus:

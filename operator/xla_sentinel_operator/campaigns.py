@@ -9,6 +9,7 @@ API and posts the Events they call for.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import cast
 
@@ -17,7 +18,16 @@ from xla_sentinel.cluster.report import REPORT_PLURAL, WorkerReport
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import desired, jobsets, rollup
-from .bodies import CampaignStatus, Condition, FuzzCampaign, Job, JobSet, KubeObject, Workload
+from .bodies import (
+    CampaignStatus,
+    Condition,
+    Disrupted,
+    FuzzCampaign,
+    Job,
+    JobSet,
+    KubeObject,
+    Workload,
+)
 from .kube import ApiError, path
 from .runtime import Refused, Runtime, campaign_ref, log, now_text
 
@@ -84,10 +94,18 @@ async def converge_workers(rt: Runtime, c: desired.Campaign, jobs: list[Job],
     for name in plan.delete:
         await rt.api.delete(f"{_collection(c, by_name.get(name))}/{name}")
         log.info("workers.retired", campaign=c.name, namespace=c.namespace, job=name)
+    for name, rendered in plan.adopt.items():
+        await rt.api.patch(f"{_collection(c, by_name.get(name))}/{name}",
+                           {"metadata": {"annotations": {desired.TEMPLATE_ANNOTATION: rendered}}})
+    for name in plan.replace:
+        # Pod templates are immutable: the next roll-up creates it again as rendered now.
+        await rt.api.delete(f"{_collection(c, by_name.get(name))}/{name}")
+        log.info("workers.rollout", campaign=c.name, namespace=c.namespace, job=name)
 
 
 async def roll_up(rt: Runtime, body: FuzzCampaign, jobs: list[Job],
-                  reports: list[WorkerReport]) -> CampaignStatus:
+                  reports: list[WorkerReport],
+                  disrupted: Sequence[Disrupted] = ()) -> CampaignStatus:
     """One roll-up of a campaign from its worker Jobs and reports (kopf's indexes): retry
     failed workers, converge the Jobs, announce a storage outage, set the gauges. Returns
     the status fields that changed (None: remove the field)."""
@@ -105,14 +123,16 @@ async def roll_up(rt: Runtime, body: FuzzCampaign, jobs: list[Job],
     except kopf.PermanentError as e:  # the CRD's schema bypassed, or an image mismatch
         return stalled(e)
     rev = desired.revision(c.spec)
+    rt.revision_seen(c.namespace, c.name, rev)
     jobs = [*jobs, *await slice_jobsets(rt, c)]
     now = datetime.now(UTC)
-    new = rollup.status(c.spec, generation, jobs, reports, rev, previous, now)
+    new = rollup.status(c.spec, generation, jobs, reports, rev, previous, now, disrupted)
     _, due = rollup.retries(previous.get("retries") or {}, jobs, rev, now)
+    by_name = {j["metadata"]["name"]: j for j in jobs}
     for retry in due:
         if retry.now and new["phase"] != "Completed":
-            # The next roll-up recreates it (converge_workers: a missing Job).
-            await rt.api.delete(path("batch/v1", "jobs", c.namespace, retry.job))
+            # The next roll-up recreates it (converge_workers: a missing Job or JobSet).
+            await rt.api.delete(f"{_collection(c, by_name.get(retry.job))}/{retry.job}")
             log.warning("workers.retry", campaign=c.name, namespace=c.namespace,
                         job=retry.job, attempt=retry.attempts)
     try:
@@ -136,10 +156,11 @@ def _changed(previous: CampaignStatus, new: CampaignStatus) -> CampaignStatus:
 
 
 async def roll_up_and_write(rt: Runtime, body: FuzzCampaign,
-                            jobs: list[Job], reports: list[WorkerReport]) -> None:
+                            jobs: list[Job], reports: list[WorkerReport],
+                            disrupted: Sequence[Disrupted] = ()) -> None:
     """roll_up() and write what changed into the campaign's status (a merge patch of the
     status subresource; gone in between: nothing to write)."""
-    changed = await roll_up(rt, body, jobs, reports)
+    changed = await roll_up(rt, body, jobs, reports, disrupted)
     if not changed:
         return
     meta = body["metadata"]
@@ -184,6 +205,7 @@ async def delete_children(rt: Runtime, name: str, namespace: str, uid: str) -> N
             owners = obj["metadata"].get("ownerReferences") or []
             if any(o.get("uid") == uid for o in owners):
                 await rt.api.delete(f"{resource}/{obj['metadata']['name']}")
+    rt.forget(namespace, name, uid=uid)
     for gauge in (rt.metrics.programs, rt.metrics.findings):
         try:
             gauge.remove(namespace, name)

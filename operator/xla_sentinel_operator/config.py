@@ -23,6 +23,12 @@ class JobsConfig:
     service_account: str = "xla-sentinel-worker"
     # Identity of agent pods (spec.agents): Leases and BugSignature reads besides the reports.
     agent_service_account: str = "xla-sentinel-agent"
+    # The regression corpus agent pods' MCP servers verify fixes against (a folder of known
+    # bugs' reproducers in the agent image or on the artifacts PVC; "" = the package's own,
+    # bench/repros), and the fewest reproducers a fix of the compiler must have been
+    # verified against (None = the gate's default). The operator's choice, never the agent's.
+    agent_regression_corpus: str = ""
+    agent_min_regression: int | None = None
     # JobSet (sigs.k8s.io/jobset) is installed: multi-host TPU slices run as JobSets
     # (jobsets.py). Without it they are refused (runtime.campaign_of), never split.
     jobset: bool = True
@@ -51,10 +57,15 @@ class AlertingConfig:
 
 @dataclass(frozen=True)
 class MetricsConfig:
-    """The HTTP endpoint of /metrics, /healthz and the triage page."""
+    """The HTTP endpoints: /metrics and the probes on `port`; the triage page, opt-in, on
+    `page_port` of its own (it shows the signatures and repro paths of every watched
+    namespace, so it is not on the port every scraper reaches), behind a bearer token when
+    `page_token_file` names one."""
 
     host: str = "0.0.0.0"
     port: int | None = 8080  # None: no HTTP endpoint; 0: any free port
+    page_port: int | None = None  # None: no triage page; 0: any free port
+    page_token_file: str | None = None  # requests must bring "Authorization: Bearer <it>"
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,12 @@ the cluster.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 from xla_sentinel.cluster.report import (
     CAMPAIGN_LABEL,
@@ -193,13 +195,70 @@ def runner_image(spec: CampaignSpec, images: dict[str, str], declared: str | Non
     return spec.image or images[want]
 
 
-def revision(spec: CampaignSpec) -> str:
-    """Hash of everything the worker pods see; a change means rolling the workers.
-    `suspend` and alert routing are applied without a new revision."""
-    data = spec.to_dict()
-    for key in ("suspend", "alerts", "agents"):  # agents: their own Jobs (agents.py)
+# Spec fields the worker pods do not read: suspend is applied to the Jobs, alert routing in
+# the operator, agents run as their own Jobs (agents.py). Changing them rolls no worker.
+NOT_FOR_WORKERS = ("suspend", "alerts", "agents")
+
+
+def _default(f: dataclasses.Field[Any]) -> object:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING  # a required field: always written
+
+
+def _set_fields(value: object) -> object:
+    """`value` as plain data with every dataclass field at its default left out (None
+    fields too, as CampaignSpec.to_dict leaves them out), so that parse_spec fills the same
+    values back in. Nested records are cut against their own class's defaults, which is
+    what parse_spec builds them from."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, object] = {}
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if v is None or v == _default(f):
+                continue
+            out[f.name] = _set_fields(v)
+        return out
+    if isinstance(value, dict):
+        return {k: _set_fields(x) for k, x in value.items()}
+    if isinstance(value, list):
+        return [_set_fields(x) for x in value]
+    return value
+
+
+def worker_spec(spec: CampaignSpec) -> dict[str, Any]:
+    """The spec as the worker pods get it (XLA_SENTINEL_SPEC): the fields set to something
+    other than their default, without NOT_FOR_WORKERS. The worker's parse_spec fills the
+    defaults back in. Left out, a field an operator upgrade adds with a default changes
+    neither the pod template nor the revision: the upgrade recreates no Job."""
+    data = cast(dict[str, Any], _set_fields(spec))
+    for key in NOT_FOR_WORKERS:
         data.pop(key, None)
-    return short_hash(data, 10)
+    return data
+
+
+def revision(spec: CampaignSpec) -> str:
+    """Hash of what the worker pods compute from (worker_spec); a change means new worker
+    Jobs (named by it) whose reports count afresh. `suspend`, alert routing and agents are
+    applied without a new revision. How the operator renders the pods (image, env,
+    security context, failure policy) is the template hash's (TEMPLATE_ANNOTATION)."""
+    return short_hash(worker_spec(spec), 10)
+
+
+# On a worker Job or slice JobSet: the hash of what the operator rendered for it
+# (template_hash). A Job of the current revision whose hash differs from the one rendered
+# now (an operator upgrade that changes the pods' env, security context or failure policy;
+# a new default runner image) is replaced; Job pod templates are immutable.
+TEMPLATE_ANNOTATION = "xlasentinel.dev/template-hash"
+
+
+def template_hash(workload: Workload) -> str:
+    """The hash of a rendered worker Job or JobSet: its labels and spec, without
+    spec.suspend (the operator and Kueue flip it on the live object)."""
+    spec = {k: v for k, v in workload["spec"].items() if k != "suspend"}
+    return short_hash({"labels": workload["metadata"].get("labels") or {}, "spec": spec}, 10)
 
 
 def owner_reference(c: Campaign) -> OwnerReference:
@@ -235,14 +294,33 @@ def scheduling(spec: CampaignSpec) -> tuple[dict[str, str], list[Manifest], Mani
     return selector, tolerations, resources
 
 
+# Node-local scratch of a worker pod. Without a sizeLimit an emptyDir fills the node's
+# boot disk (a TPU VM's is small) until the kubelet evicts every pod there under disk
+# pressure; with one, only the pod that overfills it is evicted. /tmp holds jax's
+# compilation caches (HOME=/tmp); the artifacts folder, without a PVC, the engine's store
+# and the finding folders until they are uploaded.
+TMP_SIZE = "2Gi"
+ARTIFACTS_SIZE = "8Gi"
+# What the scheduler reserves of a node's ephemeral storage per worker pod (the caches and
+# the store as they usually are, not their limits), unless spec.resources names it.
+EPHEMERAL_REQUEST = "1Gi"
+EPHEMERAL = "ephemeral-storage"
+# A worker pod's time between SIGTERM and SIGKILL. On SIGTERM the engine finishes the
+# programs in flight and writes its last report, and the process that owns the TPU or GPU
+# takes up to 30 s to exit and release it (engine worker/devices.py); Kubernetes'
+# default of 30 s leaves none of that. Graceful node shutdown (spot, maintenance) may cut
+# it to the node's own shutdown period.
+TERMINATION_GRACE_S = 60
+
+
 def _volumes(spec: CampaignSpec) -> tuple[list[Manifest], list[Manifest]]:
     volume: Manifest
     if spec.artifacts.pvc:
         volume = {"name": "artifacts", "persistentVolumeClaim": {"claimName": spec.artifacts.pvc}}
     else:
-        volume = {"name": "artifacts", "emptyDir": {}}
+        volume = {"name": "artifacts", "emptyDir": {"sizeLimit": ARTIFACTS_SIZE}}
     # The root filesystem is read-only; the runner image sets HOME=/tmp for jax's caches.
-    tmp = {"name": "tmp", "emptyDir": {}}
+    tmp = {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}}
     return [volume, tmp], [{"name": "artifacts", "mountPath": ARTIFACTS_MOUNT},
                            {"name": "tmp", "mountPath": "/tmp"}]
 
@@ -267,8 +345,15 @@ def _pod_spec(c: Campaign, image: str, args: list[str], env: list[EnvVar],
               service_account: str) -> Manifest:
     selector, tolerations, resources = scheduling(c.spec)
     volumes, mounts = _volumes(c.spec)
+    # Kueue admits only what its ClusterQueue covers: a request of ephemeral storage the
+    # queue does not list would leave a queued campaign inadmissible, so a queued one
+    # requests it only where spec.resources does.
+    if not c.spec.queueName and not any(EPHEMERAL in (resources.get(k) or {})
+                                        for k in ("requests", "limits")):
+        resources.setdefault("requests", {})[EPHEMERAL] = EPHEMERAL_REQUEST
     pod: Manifest = {
         "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
         "serviceAccountName": service_account,
         "securityContext": POD_SECURITY,
         "containers": [{
@@ -364,6 +449,24 @@ def pod_count(spec: CampaignSpec) -> int:
     return spec.workers * len(worker_groups(spec)) * (s.hosts if s else 1)
 
 
+# Progress writes of a campaign's reports, per second, that the workers' interval aims at
+# (the reports' findings are written through at once regardless): 4,096 workers writing
+# every 5 s made 820 writes/s of whole reports. The interval stays between 5 s (a small
+# campaign reports as before) and 100 s, under the 2 minutes the roll-up takes a report
+# as a sign of a running worker (rollup.REPORT_FRESH).
+REPORT_WRITES_PER_S = 40
+REPORT_INTERVAL_MIN_S = 5
+REPORT_INTERVAL_MAX_S = 100
+
+
+def report_interval(spec: CampaignSpec) -> int:
+    """Seconds between two progress writes of one worker's report (the worker's
+    XLA_SENTINEL_REPORT_INTERVAL): the campaign's report writers over REPORT_WRITES_PER_S."""
+    writers = spec.workers * len(worker_groups(spec))  # one per shard (host 0 of a slice)
+    return min(REPORT_INTERVAL_MAX_S,
+               max(REPORT_INTERVAL_MIN_S, -(-writers // REPORT_WRITES_PER_S)))
+
+
 def _worker_env(c: Campaign, group: WorkerGroup, spec_json: str) -> list[EnvVar]:
     env: list[EnvVar] = [
         {"name": "XLA_SENTINEL_SPEC", "value": spec_json},
@@ -372,6 +475,7 @@ def _worker_env(c: Campaign, group: WorkerGroup, spec_json: str) -> list[EnvVar]
         {"name": "XLA_SENTINEL_WORKER_GROUP", "value": group.name},
         {"name": "XLA_SENTINEL_TARGETS", "value": ",".join(group.targets)},
         {"name": "XLA_SENTINEL_PROCESSES", "value": str(processes(c.spec))},
+        {"name": "XLA_SENTINEL_REPORT_INTERVAL", "value": str(report_interval(c.spec))},
         {"name": "XLA_SENTINEL_NAMESPACE",
          "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         POD_ENV,
@@ -411,8 +515,9 @@ def _slice_env(name: str, hosts: int) -> list[EnvVar]:
 
 
 # Restarts of a whole slice before its JobSet fails: the per-shard retry budget an Indexed
-# Job's index has (backoffLimitPerIndex). A failed JobSet stays failed (the roll-up does
-# not recreate it: JobSet has retried it already) and the campaign is Stalled.
+# Job's index has (backoffLimitPerIndex). A JobSet failed after them stalls the campaign
+# and is recreated with the worker Jobs' backoff (rollup.retries); one failed by its fatal
+# rule stays failed.
 SLICE_RESTARTS = BACKOFF_PER_INDEX
 # A failed host fails its slice's Job at once (backoffLimit 0, JobSet restarts the
 # slice), so the Indexed Job's FailIndex becomes FailJob; JobSet's failurePolicy then fails
@@ -440,7 +545,7 @@ def worker_jobs(c: Campaign, *, default_image: str,
     one Indexed Job whose indices are the shards, or, on a multi-host TPU slice, one
     JobSet per slice (shard) whose Job's indices are the slice's hosts."""
     rev = revision(c.spec)
-    spec_json = json.dumps(c.spec.to_dict(), sort_keys=True)
+    spec_json = json.dumps(worker_spec(c.spec), sort_keys=True)
     multi = _multi_host(c.spec)
     jobs: list[Workload] = []
     for group in worker_groups(c.spec):
@@ -463,17 +568,26 @@ def worker_jobs(c: Campaign, *, default_image: str,
             jobs.append(_slice_jobset(c, name, {**labels, SLICE_LABEL: str(i)}, pod, multi.hosts,
                                       restarts=SLICE_RESTARTS,
                                       suspend=bool(c.spec.suspend or c.spec.queueName)))
+    for job in jobs:
+        meta = job["metadata"]
+        meta["annotations"] = {**(meta.get("annotations") or {}),
+                               TEMPLATE_ANNOTATION: template_hash(job)}
     return jobs
 
 
 @dataclass(frozen=True)
 class WorkerPlan:
     """What converging the worker Jobs takes: Jobs (or slice JobSets) to create, to delete,
-    to (un)suspend, by name."""
+    to (un)suspend, by name; `replace`: running Jobs of the current revision rendered
+    differently now, deleted (the next pass creates them anew, under the same name and
+    revision, so their reports go on); `adopt`: Jobs without TEMPLATE_ANNOTATION (made by
+    an operator before it) given the hash of today's rendering, not replaced."""
 
     create: list[Workload]
     delete: list[str]
     suspend: dict[str, bool]
+    replace: list[str] = dataclasses.field(default_factory=list)
+    adopt: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _finished(job: Job) -> bool:
@@ -505,7 +619,24 @@ def plan_workers(c: Campaign, want: list[Workload], have: list[Job],
             name = job["metadata"]["name"]
             if name in wanted and bool(job_spec(job).get("suspend")) != stop:
                 suspend[name] = stop
-    return WorkerPlan(create, delete, suspend)
+    # A rendering that changed rolls out to the Jobs still running; a finished Job keeps
+    # what it ran with (a failed one is retried: rollup.retries), a stopped campaign is
+    # rendered anew when it resumes.
+    hashes = {j["metadata"]["name"]: (j["metadata"].get("annotations") or {}).get(TEMPLATE_ANNOTATION)
+              for j in want}
+    replace: list[str] = []
+    adopt: dict[str, str] = {}
+    for job in [] if stop else have:
+        name = job["metadata"]["name"]
+        rendered = hashes.get(name)
+        if rendered is None or name in delete or _finished(job):
+            continue
+        live = (job["metadata"].get("annotations") or {}).get(TEMPLATE_ANNOTATION)
+        if live is None:
+            adopt[name] = rendered
+        elif live != rendered:
+            replace.append(name)
+    return WorkerPlan(create, delete, suspend, sorted(replace), adopt)
 
 
 def artifact_path(c: Campaign, worker: str, finding_dir: str) -> str:

@@ -111,7 +111,9 @@ async def mark_fixed(rt: Runtime, namespace: str, name: str, campaigns: Campaign
         # Guarded: a regression recorded in between would otherwise be undone (a 409
         # makes kopf retry this handler with a fresh read).
         fixed = await rt.api.patch(path(API_VERSION, "bugsignatures", namespace, name, "status"),
-                                   signatures.guarded(sig, {"status": {"fixedAt": now_text()}}),
+                                   signatures.guarded(sig, {"status": {
+                                       "fixedAt": now_text(), "state": None,
+                                       "regressedGeneration": None}}),
                                    BugSignature)
         # The status read under the lock, not the event's: a campaign listed since counts.
         listed = list(sig_status(fixed).get("campaigns") or [])
@@ -257,7 +259,7 @@ async def _count_refined(rt: Runtime, c: desired.Campaign, sig: BugSignature,
     reopened = not created and signatures.regressed(spec, status, versions)
     hits[key] = 1
     update: BugSignatureStatus = {
-        "hits": hits, "count": sum(hits.values()),
+        "hits": hits, "count": int(status.get("hitsRetired") or 0) + sum(hits.values()),
         "campaigns": sorted(set(status.get("campaigns") or []) | {c.name}),
         "refinedFrom": sorted(set(status.get("refinedFrom") or []) | {str(result.get("candidate"))}),
         "bisection": signatures.bisection_status(result, str(result.get("job") or ""))}
@@ -265,11 +267,7 @@ async def _count_refined(rt: Runtime, c: desired.Campaign, sig: BugSignature,
     if seen is not None:
         update["seenOn"] = seen
     if reopened:
-        update["regressions"] = int(status.get("regressions") or 0) + 1
-        update["fixedAt"] = None
-        if spec.get("state") != "regressed":
-            sig = await rt.api.patch(sig_path, signatures.guarded(
-                sig, {"spec": {"state": "regressed"}}), BugSignature)
+        update.update(signatures.regression(sig))
     if not reopened and signatures.verification_owed(spec, status, update):
         await start_verification(rt, c, sig)  # fixed before any campaign was listed (count_hits)
     sig = await rt.api.patch(f"{sig_path}/status", signatures.guarded(sig, {"status": update}),

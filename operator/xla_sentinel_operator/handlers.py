@@ -32,7 +32,7 @@ from xla_sentinel.cluster.report import (
 )
 from xla_sentinel.spec.campaign import API_VERSION
 
-from . import agents, desired, followups, ingest, periodic
+from . import agents, desired, followups, ingest, periodic, rollup
 
 # Aliased: kopf passes the `campaigns` index to handlers by that argument name.
 from . import campaigns as campaign_flows
@@ -41,6 +41,7 @@ from .bodies import (
     BugSignatureSpec,
     BugSignatureStatus,
     CampaignStatus,
+    Disrupted,
     FuzzCampaign,
     Job,
     JobStatus,
@@ -55,13 +56,22 @@ from .kube import (
     connection_in_cluster,
 )
 from .notify import CampaignIndex
-from .periodic import CampaignKey, ReportIndex, ResultIndex, SignatureIndex, WorkerJobIndex
+from .periodic import (
+    CampaignKey,
+    DisruptedIndex,
+    ReportIndex,
+    ResultIndex,
+    SignatureIndex,
+    WorkerJobIndex,
+)
 from .runtime import Runtime
 
 CAMPAIGNS, SIGNATURES = "fuzzcampaigns", "bugsignatures"
 T = TypeVar("T")
 WATCH_SELECTORS: dict[tuple[str, str, str], str] = {
     ("batch", "v1", "jobs"): f"{desired.ROLE_LABEL}=worker,{CAMPAIGN_LABEL}",
+    # Worker pods (their disruptions): never every pod of the cluster.
+    ("", "v1", "pods"): f"{desired.ROLE_LABEL}=worker,{CAMPAIGN_LABEL}",
 }
 
 
@@ -81,7 +91,7 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.peering.priority = rt.priority  # by seniority unless given (leadership.py)
     settings.watching.server_timeout = 300
     # kopf's `labels=` filters apply after the watch: this selector goes to the API
-    # server, so the operator streams worker Jobs, not every Job of the cluster.
+    # server, so the operator streams worker Jobs and pods, not every Job and pod of the cluster.
     # Reports are a kind of their own (WorkerReport) and need no selector.
     for resource, selector in WATCH_SELECTORS.items():
         settings.watching.label_selectors[resource] = selector
@@ -118,8 +128,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         results: ResultIndex = kwargs["results"]
         campaigns: CampaignIndex = kwargs["campaigns"]
         signatures: SignatureIndex = kwargs["signatures"]
+        disrupted: DisruptedIndex = kwargs["disrupted_pods"]
         periodic.start(rt, worker_jobs=worker_jobs, reports=reports, results=results,
-                       campaigns=campaigns, signatures=signatures)
+                       campaigns=campaigns, signatures=signatures, disrupted=disrupted)
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:
@@ -132,18 +143,33 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     def worker_jobs(labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[CampaignKey, Job]:
         return {(_namespace(body), labels[CAMPAIGN_LABEL]): {
             "metadata": {"name": body.metadata.name, "uid": body.metadata.uid,
-                         "labels": dict(labels)},
+                         "labels": dict(labels),
+                         # Only the rendering's hash: converge_workers compares it.
+                         "annotations": {k: v for k, v in body.metadata.annotations.items()
+                                         if k == desired.TEMPLATE_ANNOTATION}},
             "spec": {"completions": body.spec.get("completions"),
                      "suspend": body.spec.get("suspend")},
             "status": _raw(JobStatus, body.status)}}
 
+    # Worker pods, keeping only the disrupted ones (evicted, preempted, drained): their
+    # failure policy ignores them, so the roll-up counts them (rollup.disruptions).
+    @kopf.index("", "v1", "pods", labels={CAMPAIGN_LABEL: kopf.PRESENT,
+                                          desired.ROLE_LABEL: "worker"}, registry=registry,
+                id="disrupted_pods")
+    def disrupted_pods(labels: kopf.Labels, body: kopf.Body,
+                       **_: Any) -> dict[CampaignKey, Disrupted] | None:
+        pod = rollup.disrupted_pod(body)
+        return None if pod is None else {(_namespace(body), labels[CAMPAIGN_LABEL]): pod}
+
     @kopf.index(GROUP, VERSION, REPORT_PLURAL, registry=registry, id="reports")
     def reports(labels: kopf.Labels, body: kopf.Body,
-                **_: Any) -> dict[CampaignKey, tuple[str, WorkerReport]] | None:
+                **_: Any) -> dict[CampaignKey, tuple[str, WorkerReport, str]] | None:
         report = report_from_object(dict(body))
         if report is None or CAMPAIGN_LABEL not in labels:
             return None
-        return {(_namespace(body), labels[CAMPAIGN_LABEL]): (body.metadata.name, report)}
+        # Slim: thousands of reports of every revision stay here for the roll-ups.
+        return {(_namespace(body), labels[CAMPAIGN_LABEL]):
+                (body.metadata.name, ingest.slim(report), ingest.fingerprint(report))}
 
     @kopf.index(GROUP, VERSION, REPORT_PLURAL, registry=registry, id="results")
     def results(labels: kopf.Labels, body: kopf.Body,
@@ -173,7 +199,9 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         # What alert retries and re-sends read; not the per-worker hits, the big part.
         meta = body.metadata
         status = {k: v for k, v in body.status.items() if k != "hits"}
-        return {_namespace(body): {"metadata": {"name": meta.name, "namespace": _namespace(body)},
+        # The generation too: the state the operator recorded holds at it (bodies.sig_spec).
+        return {_namespace(body): {"metadata": {"name": meta.name, "namespace": _namespace(body),
+                                                "generation": int(meta.get("generation") or 0)},
                                  "spec": _raw(BugSignatureSpec, body.spec),
                                  "status": _raw(BugSignatureStatus, status)}}
 
@@ -208,6 +236,7 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
     @kopf.on.event(GROUP, VERSION, REPORT_PLURAL, registry=registry)
     async def report_changed(type: str | None, body: kopf.Body, **kwargs: Any) -> None:
         if type == "DELETED":
+            rt.forget_report(_namespace(body), body.metadata.name)
             return
         campaigns: CampaignIndex = kwargs["campaigns"]
         key = (_namespace(body), body.metadata.labels.get(CAMPAIGN_LABEL, ""))
@@ -220,6 +249,15 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
                    field="spec.state")
     async def state_changed(new: object, body: kopf.Body, **kwargs: Any) -> None:
         if new == "fixed":
+            campaigns: CampaignIndex = kwargs["campaigns"]
+            await followups.mark_fixed(rt, _namespace(body), body.metadata.name, campaigns)
+
+    # A regression is recorded in status while spec.state stays fixed (bodies.sig_spec):
+    # people answer it with a new fixedIn, which marks the bug fixed again.
+    @kopf.on.field(group=GROUP, version=VERSION, plural=SIGNATURES, registry=registry,
+                   field="spec.fixedIn")
+    async def fixed_in_changed(old: object, new: object, body: kopf.Body, **kwargs: Any) -> None:
+        if new != old and body.spec.get("state") == "fixed":
             campaigns: CampaignIndex = kwargs["campaigns"]
             await followups.mark_fixed(rt, _namespace(body), body.metadata.name, campaigns)
 

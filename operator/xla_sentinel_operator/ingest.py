@@ -15,6 +15,7 @@ import json
 from typing import cast
 
 from xla_sentinel.cluster.report import (
+    REPORT_PLURAL,
     SignatureEntry,
     WorkerReport,
     report_from_object,
@@ -24,7 +25,7 @@ from xla_sentinel.cluster.report import (
 from xla_sentinel.spec.campaign import API_VERSION
 
 from . import agents, desired, signatures
-from .bodies import BugSignature, Result, sig_spec, sig_status
+from .bodies import BugSignature, KubeObject, Result, sig_spec, sig_status
 from .bodies import WorkerReport as WorkerReportBody
 from .followups import ingest_result, result_key, start_bisectors, start_verification
 from .kube import ApiError, path
@@ -65,15 +66,32 @@ async def ingest_result_once(rt: Runtime, c: desired.Campaign, name: str, key: s
         rt.ingested[(c.namespace, name)] = key
 
 
-async def catch_up(rt: Runtime, c: desired.Campaign, reports: list[tuple[str, WorkerReport]],
+async def catch_up(rt: Runtime, c: desired.Campaign,
+                   reports: list[tuple[str, WorkerReport, str]],
                    results: list[tuple[str, str, Result]]) -> None:
-    """Ingest the reports and results (name, key, result) of a campaign whose last event
-    failed to ingest (an API error mid-way)."""
-    for name, report in reports:
-        if rt.ingested.get((c.namespace, name)) != fingerprint(report):
+    """Ingest the reports (name, slim report, fingerprint of the whole: the index's) and
+    results (name, key, result) of a campaign whose last event failed to ingest (an API
+    error mid-way). The index holds reports without their samples (slim()), so a report
+    still to ingest is read whole from the API."""
+    for name, _, whole in reports:
+        if rt.ingested.get((c.namespace, name)) == whole:
+            continue
+        obj = await rt.api.get(path(API_VERSION, REPORT_PLURAL, c.namespace, name), KubeObject)
+        report = report_from_object(cast(dict[str, object], obj)) if obj is not None else None
+        if report is not None:
             await ingest_report(rt, c, name, report)
     for name, key, result in results:
         await ingest_result_once(rt, c, name, key, result)
+
+
+def slim(report: WorkerReport) -> WorkerReport:
+    """A report as the operator keeps it in memory (the reports index): what the roll-up
+    reads (counts, verdicts, signatures, storage, attempts), without the findings' samples
+    and the coverage, most of a report's up to 512 KiB. Ingestion reads the whole report
+    (its event, or the API: catch_up)."""
+    return dataclasses.replace(
+        report, coverage={},
+        signatures={k: dataclasses.replace(e, samples=[]) for k, e in report.signatures.items()})
 
 
 async def ingest_report(rt: Runtime, c: desired.Campaign, name: str, report: WorkerReport) -> None:
@@ -173,7 +191,8 @@ async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: Signa
     meta = sig["metadata"]
     sig_path = path(API_VERSION, "bugsignatures", meta["namespace"], meta["name"])
     spec, status = sig_spec(sig), sig_status(sig)
-    update = signatures.hits_update(status, c.name, worker, entry, revision)
+    update = signatures.hits_update(status, c.name, worker, entry, revision,
+                                    desired.revision(c.spec))
     if update is None:
         return sig, False
     seen = signatures.seen_on(status.get("seenOn"), versions, entry.last_seen or now_text())
@@ -181,11 +200,7 @@ async def count_hits(rt: Runtime, c: desired.Campaign, worker: str, entry: Signa
         update["seenOn"] = seen
     regressed = signatures.regressed(spec, status, versions)
     if regressed:
-        update["regressions"] = int(status.get("regressions") or 0) + 1
-        update["fixedAt"] = None
-        if spec.get("state") != "regressed":
-            sig = await rt.api.patch(sig_path, signatures.guarded(
-                sig, {"spec": {"state": "regressed"}}), BugSignature)
+        update.update(signatures.regression(sig))
     bisects = await start_bisectors(rt, c, worker, entry, status)
     if bisects:
         update["bisectJobs"] = bisects

@@ -40,6 +40,9 @@ SUFFIX = f"-{HOSTS_JOB}-0"
 # Reasons a slice's Job fails for good: retrying the slice would fail the same way (the pod
 # failure policy's exit 2, bad input) or run past the deadline it was given again.
 FATAL_JOB_REASONS = ["PodFailurePolicy", "DeadlineExceeded"]
+# The reason of a JobSet's Failed condition once it restarted its slice maxRestarts times
+# (JobSet's constants.ReachedMaxRestartsReason): hosts lost, not a fatal rule.
+SPENT_RESTARTS = "ReachedMaxRestarts"
 
 
 def job_name(jobset: str) -> str:
@@ -134,7 +137,8 @@ def as_worker_job(js: JobSet) -> Job:
                              "succeeded": counts["succeeded"], "failed": restarts,
                              "restarts": restarts, "conditions": conditions}
     meta: Meta = {"name": js["metadata"]["name"],
-                  "labels": dict(labels_of(js))}
+                  "labels": dict(labels_of(js)),
+                  "annotations": dict(js["metadata"].get("annotations") or {})}
     if "uid" in js["metadata"]:  # without one (not stored yet) it is keyed by name, as a Job
         meta["uid"] = js["metadata"]["uid"]
     return {"kind": KIND, "metadata": meta,

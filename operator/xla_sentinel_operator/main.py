@@ -43,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="service account of worker and bisector pods")
     p.add_argument("--agent-service-account", default=d.jobs.agent_service_account,
                    help="service account of agent pods (spec.agents)")
+    p.add_argument("--agent-regression-corpus", default=d.jobs.agent_regression_corpus, metavar="DIR",
+                   help="folder of known bugs' reproducers agent pods verify fixes against "
+                        "(default: the runner package's own corpus)")
+    p.add_argument("--agent-min-regression", type=int, default=d.jobs.agent_min_regression, metavar="N",
+                   help="refuse a fix draft verified against fewer reproducers (default: the gate's, 8)")
     p.add_argument("--no-jobset", dest="jobset", action="store_false",
                    help="the cluster has no JobSet (sigs.k8s.io/jobset): refuse multi-host TPU "
                         "campaigns (condition Stalled, reason JobSetUnavailable)")
@@ -61,7 +66,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="link put in alerts (e.g. a dashboard)")
     p.add_argument("--metrics-host", default=d.metrics.host)
     p.add_argument("--metrics-port", type=int, default=d.metrics.port,
-                   help="port of /metrics and /healthz (0: any free port)")
+                   help="port of /metrics, /healthz, /readyz and /livez (0: any free port)")
+    p.add_argument("--page-port", type=int, default=d.metrics.page_port,
+                   help="port of the triage page /namespaces/NS (default: not served)")
+    p.add_argument("--page-token-file", default=d.metrics.page_token_file,
+                   help="file holding the bearer token the triage page asks for (read at "
+                        "each request, so a rotated token applies at once)")
     p.add_argument("--peering", default=d.peering.name,
                    help="peering name shared by replicas; the highest priority one acts")
     p.add_argument("--priority", type=int, default=None,
@@ -79,12 +89,14 @@ def config_from_args(argv: list[str]) -> Config:
         jobs=JobsConfig(runner_image=a.runner_image, gpu_runner_image=a.gpu_runner_image,
                         tpu_runner_image=a.tpu_runner_image, service_account=a.service_account,
                         agent_service_account=a.agent_service_account,
-                        jobset=a.jobset),
+                        agent_regression_corpus=a.agent_regression_corpus,
+                        agent_min_regression=a.agent_min_regression, jobset=a.jobset),
         alerting=AlertingConfig(retry_interval=a.alert_retry_interval,
                                 resend_interval=a.alert_resend_interval, attempts=a.alert_attempts,
                                 backoff=a.alert_backoff, rate=a.alert_rate, burst=a.alert_burst,
                                 external_url=a.external_url),
-        metrics=MetricsConfig(host=a.metrics_host, port=a.metrics_port),
+        metrics=MetricsConfig(host=a.metrics_host, port=a.metrics_port, page_port=a.page_port,
+                              page_token_file=a.page_token_file),
         peering=PeeringConfig(name=a.peering, priority=a.priority, standalone=a.standalone))
 
 

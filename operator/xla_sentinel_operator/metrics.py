@@ -4,6 +4,7 @@ the read-only triage page of a namespace (/namespaces/NS, dashboard.py)."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -60,6 +61,19 @@ class Liveness:
     campaigns: bool = False  # the heartbeat saw at least one FuzzCampaign
     acting: bool = False  # this replica leads (peering) or runs alone: it rolls up
     acting_since: float | None = None  # when it last began to act
+    api_down: bool = False  # the heartbeat's last API call failed
+    api_back: float | None = None  # when the API answered again after failing
+
+    def api_answered(self, now: float) -> None:
+        """The heartbeat's API call succeeded. After an outage the roll-ups get their whole
+        limit again from now: they could not run while the API was away."""
+        if self.api_down:
+            self.api_back = now
+        self.api_down = False
+        self.last_api_ok = now
+
+    def api_failed(self) -> None:
+        self.api_down = True
 
     def act(self, acting: bool, now: float) -> bool:
         """Record whether this replica acts; True when that changed."""
@@ -83,19 +97,39 @@ class Liveness:
             return False, "no successful API call recently"
         if not self.acting:
             return True, "standby"
-        last = max((t for t in (self.last_rollup, self.acting_since) if t is not None),
-                   default=None)
+        return self._rollups(now, limit)
+
+    def _rollups(self, now: float, limit: float) -> tuple[bool, str]:
+        last = max((t for t in (self.last_rollup, self.acting_since, self.api_back)
+                    if t is not None), default=None)
         if self.campaigns and (last is None or now - last > limit):
             return False, "roll-ups stopped"
         return True, "ok"
 
+    def alive(self, now: float, interval: float, intervals: int = 5,
+              floor: float = 30.0) -> tuple[bool, str]:
+        """What the liveness probe judges (/livez): healthy() without the API server. An
+        unreachable API server (a control-plane upgrade, a network partition) makes the
+        replica unready, and a restart would not bring the API back: it would only lose
+        the watches' state and the lease, on every replica at once. Stopped roll-ups while
+        the API answers are this process's own fault, and a restart may cure them."""
+        limit = max(interval * intervals, floor)
+        if not self.started:
+            return False, "starting"
+        api_ok = self.last_api_ok is not None and now - self.last_api_ok <= limit
+        if not api_ok:
+            return True, "API server unreachable (unready, not restarted)"
+        if not self.acting:
+            return True, "standby"
+        return self._rollups(now, limit)
+
 
 async def serve(metrics: Metrics, host: str, port: int,
                 healthy: Callable[[], tuple[bool, str]],
-                page: Callable[[str], Awaitable[str | None]] | None = None
+                alive: Callable[[], tuple[bool, str]] | None = None
                 ) -> tuple[web.AppRunner, int]:
-    """Start /metrics, /healthz and, given `page` (namespace -> HTML, None for one not
-    served), /namespaces/NS; returns the runner (to clean up) and the bound port."""
+    """Start /metrics, /healthz (readiness, also /readyz) and /livez (liveness: `alive`,
+    `healthy` when not given); returns the runner (to clean up) and the bound port."""
 
     async def metrics_view(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(metrics.registry),
@@ -105,10 +139,46 @@ async def serve(metrics: Metrics, host: str, port: int,
         ok, why = healthy()
         return web.json_response({"ok": ok, "reason": why}, status=200 if ok else 503)
 
+    async def live_view(_: web.Request) -> web.Response:
+        ok, why = (alive or healthy)()
+        return web.json_response({"ok": ok, "reason": why}, status=200 if ok else 503)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_view)
+    app.router.add_get("/healthz", health_view)
+    app.router.add_get("/readyz", health_view)
+    app.router.add_get("/livez", live_view)
+    return await _start(app, host, port)
+
+
+def bearer_ok(header: str | None, token_file: str | None) -> bool:
+    """Whether a request's Authorization header carries the token in `token_file` (always,
+    without a file). The file is read at each request: a rotated Secret applies at once; an
+    unreadable or empty one lets no one in."""
+    if token_file is None:
+        return True
+    try:
+        with open(token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError:
+        return False
+    scheme, _, given = (header or "").partition(" ")
+    return (bool(token) and scheme == "Bearer"
+            and hmac.compare_digest(given.strip().encode(), token.encode()))
+
+
+async def serve_page(host: str, port: int, page: Callable[[str], Awaitable[str | None]],
+                     token_file: str | None = None) -> tuple[web.AppRunner, int]:
+    """Start the triage page, /namespaces/NS (`page`: namespace -> HTML, None for one not
+    served), on a port of its own, asking for the bearer token in `token_file` if given."""
+
     async def page_view(request: web.Request) -> web.Response:
+        if not bearer_ok(request.headers.get("Authorization"), token_file):
+            return web.Response(status=401, text="a bearer token is required",
+                                headers={"WWW-Authenticate": "Bearer"})
         namespace = request.match_info["namespace"]
         try:
-            text = await page(namespace) if page is not None else None
+            text = await page(namespace)
         except ApiError as e:
             return web.Response(status=502, text=f"the API server refused the read: {e}")
         if text is None:
@@ -119,9 +189,11 @@ async def serve(metrics: Metrics, host: str, port: int,
             "X-Content-Type-Options": "nosniff"})
 
     app = web.Application()
-    app.router.add_get("/metrics", metrics_view)
-    app.router.add_get("/healthz", health_view)
     app.router.add_get("/namespaces/{namespace}", page_view)
+    return await _start(app, host, port)
+
+
+async def _start(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)

@@ -63,10 +63,10 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: BugSignature) -> No
     outcome = alerting.Delivery.SENT
     if ref is not None:
         secret = await rt.api.get(path("v1", "secrets", ns, ref.name), Secret)
-        url = alerting.secret_value(secret, ref.key) if secret else None
+        urls = alerting.webhook_urls(alerting.secret_value(secret, ref.key) if secret else None)
         problem = (f"Secret {ref.name} does not exist" if secret is None
-                   else alerting.url_problem(url))
-        if problem is not None or url is None:
+                   else alerting.urls_problem(urls))
+        if problem is not None:
             await webhook_invalid(rt, c, sig, f"webhook URL in Secret {ref.name}, key "
                                               f"{ref.key}: {problem}")
             return
@@ -75,7 +75,7 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: BugSignature) -> No
         body = signatures.alerts(sig, key or str(resolve), now=datetime.now(UTC),
                                  external_url=cfg.external_url, resolved=key is None,
                                  hold=hold(rt))
-        outcome = await alerting.post_alerts(url, body, attempts=cfg.attempts,
+        outcome = await alerting.post_to_all(urls, body, attempts=cfg.attempts,
                                              backoff=cfg.backoff, limiter=rt.limiter)
         if outcome in (alerting.Delivery.FAILED, alerting.Delivery.THROTTLED):
             if outcome is alerting.Delivery.FAILED:
@@ -92,6 +92,11 @@ async def maybe_alert(rt: Runtime, c: desired.Campaign, sig: BugSignature) -> No
     # The labels it was sent with: its re-sends and its resolution carry the same ones.
     update: BugSignatureStatus = {"alertKey": str(key), "lastAlertTime": sent, "alertError": None,
                                   "alertLabels": signatures.alert_labels(sig, str(key))}
+    if ref is not None:
+        # Where it went: its re-sends keep going there after the campaigns that found the
+        # bug are deleted (nightly or pruned campaigns under GitOps), so an open bug stays
+        # firing instead of resolving itself in Alertmanager.
+        update["alertRoute"] = {"secretName": ref.name, "secretKey": ref.key}
     if outcome is alerting.Delivery.REJECTED:
         # Never retried: the receiver refuses this message; the error is kept for people.
         rt.metrics.alert_failures.inc()
@@ -139,12 +144,25 @@ async def retry(rt: Runtime, namespace: str, name: str, spec: BugSignatureSpec,
             await maybe_alert(rt, c, sig)
 
 
-async def webhook_url(rt: Runtime, namespace: str, secret_name: str, key: str) -> str | None:
-    """The usable webhook URL in a Secret's key, or None (no Secret, or one that holds
-    none: maybe_alert reports that; a re-send only skips it)."""
+async def webhook_urls(rt: Runtime, namespace: str, secret_name: str, key: str) -> list[str]:
+    """The usable webhook URLs in a Secret's key, or none (no Secret, or one that holds a
+    bad one: maybe_alert reports that; a re-send only skips it)."""
     secret = await rt.api.get(path("v1", "secrets", namespace, secret_name), Secret)
-    url = alerting.secret_value(secret, key) if secret else None
-    return url if alerting.url_problem(url) is None else None
+    urls = alerting.webhook_urls(alerting.secret_value(secret, key) if secret else None)
+    return urls if alerting.urls_problem(urls) is None else []
+
+
+def alert_route(c: desired.Campaign | None,
+                status: BugSignatureStatus) -> tuple[str, str] | None:
+    """The webhook Secret (name, key) a signature's alerts go to: its first live campaign's
+    route, else the one its last alert went to (status.alertRoute)."""
+    if c is not None:
+        ref = c.spec.alerts.webhookSecretRef
+        return (ref.name, ref.key) if ref is not None else None
+    remembered = status.get("alertRoute") or {}
+    if remembered.get("secretName") and remembered.get("secretKey"):
+        return str(remembered["secretName"]), str(remembered["secretKey"])
+    return None
 
 
 async def resend(rt: Runtime, sigs: Iterable[BugSignature], campaigns: CampaignIndex) -> int:
@@ -158,7 +176,7 @@ async def resend(rt: Runtime, sigs: Iterable[BugSignature], campaigns: CampaignI
     cfg = rt.config.alerting
     now = datetime.now(UTC)
     batches: dict[tuple[str, str], list[tuple[str, str, Alert]]] = {}
-    urls: dict[tuple[str, str, str], str | None] = {}
+    urls: dict[tuple[str, str, str], list[str]] = {}
     for sig in sigs:
         spec, status = sig_spec(sig), sig_status(sig)
 
@@ -167,18 +185,16 @@ async def resend(rt: Runtime, sigs: Iterable[BugSignature], campaigns: CampaignI
             continue
         ns, name = sig["metadata"]["namespace"], sig["metadata"]["name"]
         c = routing_campaign(rt, ns, list(status.get("campaigns") or []), campaigns)
-        ref = c.spec.alerts.webhookSecretRef if c is not None else None
-        if ref is None:
+        found = alert_route(c, status)
+        if found is None:
             continue
-        route = (ns, ref.name, ref.key)
+        route = (ns, *found)
         if route not in urls:
-            urls[route] = await webhook_url(rt, *route)
-        url = urls[route]
-        if url is None:
-            continue
-        for alert in signatures.alerts(sig, key, now=now, external_url=cfg.external_url,
-                                       hold=hold(rt)):
-            batches.setdefault((ns, url), []).append((name, key, alert))
+            urls[route] = await webhook_urls(rt, *route)
+        for url in urls[route]:
+            for alert in signatures.alerts(sig, key, now=now, external_url=cfg.external_url,
+                                           hold=hold(rt)):
+                batches.setdefault((ns, url), []).append((name, key, alert))
     sent = 0
     for (ns, url), items in batches.items():
         async with contextlib.AsyncExitStack() as held:

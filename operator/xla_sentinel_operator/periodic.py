@@ -21,7 +21,16 @@ from xla_sentinel.cluster.report import WorkerReport, label_value
 
 from . import campaigns as campaign_flows
 from . import ingest, notify
-from .bodies import BugSignature, FuzzCampaign, Job, KubeObject, Result, sig_spec, sig_status
+from .bodies import (
+    BugSignature,
+    Disrupted,
+    FuzzCampaign,
+    Job,
+    KubeObject,
+    Result,
+    sig_spec,
+    sig_status,
+)
 from .notify import CampaignIndex
 from .runtime import Runtime, log
 
@@ -33,9 +42,12 @@ CONCURRENCY = 8
 # report) and results (name, key, result); by namespace: its signatures.
 CampaignKey = tuple[str, str]
 WorkerJobIndex = Mapping[CampaignKey, Collection[Job]]
-ReportIndex = Mapping[CampaignKey, Collection[tuple[str, WorkerReport]]]
+# Reports: (name, report without samples and coverage, fingerprint of the whole report).
+ReportIndex = Mapping[CampaignKey, Collection[tuple[str, WorkerReport, str]]]
 ResultIndex = Mapping[CampaignKey, Collection[tuple[str, str, Result]]]
 SignatureIndex = Mapping[str, Collection[BugSignature]]
+# By campaign: its disrupted worker pods (only those: rollup.disrupted_pod).
+DisruptedIndex = Mapping[CampaignKey, Collection[Disrupted]]
 Item = TypeVar("Item", FuzzCampaign, BugSignature)
 
 
@@ -78,7 +90,8 @@ async def _each(what: str, items: list[Item], work: Callable[[Item], Awaitable[N
 
 
 def start(rt: Runtime, *, worker_jobs: WorkerJobIndex, reports: ReportIndex,
-          results: ResultIndex, campaigns: CampaignIndex, signatures: SignatureIndex) -> None:
+          results: ResultIndex, campaigns: CampaignIndex, signatures: SignatureIndex,
+          disrupted: DisruptedIndex | None = None) -> None:
     """Start the loops over kopf's live indexes (as kopf hands them to the startup handler)."""
     cfg = rt.config
 
@@ -88,7 +101,8 @@ def start(rt: Runtime, *, worker_jobs: WorkerJobIndex, reports: ReportIndex,
     async def roll_up(body: FuzzCampaign) -> None:
         await campaign_flows.roll_up_and_write(
             rt, body, list(worker_jobs.get(key(body), [])),
-            [r for _, r in reports.get(key(body), [])])
+            [r for _, r, _ in reports.get(key(body), [])],
+            list(disrupted.get(key(body), [])) if disrupted is not None else [])
 
     async def reingest(body: FuzzCampaign) -> None:
         await ingest.catch_up(rt, rt.campaign(body), list(reports.get(key(body), [])),

@@ -6,9 +6,10 @@ campaigns whose workers mirror to an artifact store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from xla_sentinel.cluster.report import REVISION_LABEL, WorkerReport
 from xla_sentinel.spec.campaign import CampaignSpec
@@ -18,6 +19,8 @@ from .bodies import (
     CampaignStatus,
     Condition,
     Counters,
+    Disrupted,
+    Disruptions,
     Failures,
     Job,
     ReportError,
@@ -29,7 +32,7 @@ from .bodies import (
     job_status,
     labels_of,
 )
-from .desired import GROUP_LABEL, job_count, pod_count
+from .desired import GROUP_LABEL, SLICE_LABEL, job_count, pod_count
 from .timestamps import parse_time
 
 _CONDITION_TYPES = ("Ready", "Reconciling", "Stalled")
@@ -93,6 +96,66 @@ def recent_failures(previous: Failures, jobs: list[Job], now: datetime) -> Failu
     return {"seen": uids, "recent": recent}
 
 
+# How a disrupted pod is told apart: the DisruptionTarget condition's reason
+# (TerminationByKubelet: node-pressure eviction or graceful node shutdown;
+# EvictionByEvictionAPI: a drain; PreemptionByScheduler; DeletionByTaintManager), or the
+# kubelet's pod status reason Evicted where the condition is missing.
+DISRUPTION_CONDITION = "DisruptionTarget"
+MESSAGE_CHARS = 200
+
+
+def disrupted_pod(pod: Mapping[str, Any]) -> Disrupted | None:
+    """A worker pod as the pod index keeps it: only a disrupted one (None otherwise, so the
+    index holds no healthy pod)."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    job = labels.get("batch.kubernetes.io/controller-uid") or labels.get("controller-uid")
+    if not job:
+        return None
+    cond = next((c for c in status.get("conditions") or []
+                 if c.get("type") == DISRUPTION_CONDITION and c.get("status") == "True"), None)
+    if cond is None and status.get("reason") != "Evicted":
+        return None
+    src = cond or status
+    return {"job": str(job), "pod": str(meta.get("name") or ""),
+            "revision": str(labels.get(REVISION_LABEL) or ""),
+            "reason": str(src.get("reason") or "Evicted"),
+            "message": str(src.get("message") or "")[:MESSAGE_CHARS],
+            "time": str((cond or {}).get("lastTransitionTime") or status.get("startTime") or "")}
+
+
+def disruptions(previous: Disruptions, pods: Sequence[Disrupted]) -> Disruptions:
+    """Disrupted worker pods, counted for good: the failure policy ignores a disruption
+    (the index runs again, nothing counts against its retries), so without this an eviction
+    loop (node disk or memory pressure, spot reclaims) would never show. Per worker Job uid
+    the most disrupted pods seen at once: pods the garbage collector removed stay counted
+    (the Job controller keeps a Job's failed pods; only the cluster's terminated-pod GC
+    removes them, and new disruptions in the same round as such a removal may be counted
+    short). A Job with no disrupted pod left leaves `seen`."""
+    by_job: dict[str, list[Disrupted]] = {}
+    for p in pods:
+        by_job.setdefault(p["job"], []).append(p)
+    seen_before = previous.get("seen") or {}
+    total = int(previous.get("total") or 0)
+    by_reason = dict(previous.get("byReason") or {})
+    seen: dict[str, int] = {}
+    last = previous.get("last")
+    for job, items in sorted(by_job.items()):
+        items.sort(key=lambda p: (p.get("time") or "", p.get("pod") or ""))
+        before = int(seen_before.get(job, 0))
+        seen[job] = max(before, len(items))
+        for p in items[before:]:  # the newest are the ones not counted yet
+            total += 1
+            reason = p.get("reason") or "Evicted"
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+            if last is None or (p.get("time") or "") >= (last.get("time") or ""):
+                last = p
+    out: Disruptions = {"total": total, "byReason": by_reason, "seen": seen}
+    if last is not None:
+        out["last"] = last
+    return out
+
+
 def failures_in_window(failures: Failures, job: Job) -> int:
     return sum(int(e.get("failed") or 0) for e in failures.get("recent") or []
                if e.get("uid") == _uid(job))
@@ -116,20 +179,27 @@ class Retry:
 
 def retries(previous: dict[str, RetryRecord], jobs: list[Job], rev: str,
             now: datetime) -> tuple[dict[str, RetryRecord], list[Retry]]:
-    """The retry record of failed worker Jobs (status.retries: per group the attempts, the
-    uid of the failed Job counted last and the next retry time), and the Jobs due now.
-    A group whose Job runs again without a failure in the window starts over at 0.
-    A slice JobSet (jobsets.as_worker_job) is never retried here: JobSet restarts its own
-    slice, and one that failed has spent its restarts."""
-    present = {labels_of(j).get(GROUP_LABEL) for j in jobs}
+    """The retry record of failed worker Jobs (status.retries: per group, or per group and
+    slice, the attempts, the uid of the failed Job counted last and the next retry time),
+    and the Jobs due now. A group whose Job runs again without a failure in the window
+    starts over at 0. A slice JobSet (jobsets.as_worker_job) restarts its own slice
+    (maxRestarts); one that spent them (spot TPU slices reclaimed over and over) is
+    recreated here with the same backoff, so a spot campaign does not lose the slice for
+    good. One failed by its fatal rule (exit 2, a deadline: jobsets.FATAL_JOB_REASONS) is
+    not: a new slice would fail the same way."""
+    present = {_retry_key(j) for j in jobs}
     # A group between the deletion of its failed Job and the new one keeps its count.
     record = {g: e for g, e in previous.items() if g not in present}
     due: list[Retry] = []
     for job in jobs:
         labels = labels_of(job)
-        if labels.get(REVISION_LABEL) != rev or job.get("kind") == jobsets.KIND:
+        if labels.get(REVISION_LABEL) != rev:
             continue
-        group = str(labels.get(GROUP_LABEL) or job["metadata"]["name"])
+        failed = _job_condition(job, "Failed")
+        if (job.get("kind") == jobsets.KIND and failed is not None
+                and failed.get("reason") != jobsets.SPENT_RESTARTS):
+            continue
+        group = _retry_key(job)
         before: RetryRecord = previous.get(group) or {}
         if _job_condition(job, "Failed") is None:
             if before and before.get("failedUid") != _uid(job):
@@ -148,6 +218,15 @@ def retries(previous: dict[str, RetryRecord], jobs: list[Job], rev: str,
     return record, due
 
 
+def _retry_key(job: Job) -> str:
+    """Whose retries a worker Job's are: its group's; a slice JobSet's, its group's slice."""
+    labels = labels_of(job)
+    group = str(labels.get(GROUP_LABEL) or job["metadata"]["name"])
+    if job.get("kind") == jobsets.KIND and SLICE_LABEL in labels:
+        return f"{group}/s{labels[SLICE_LABEL]}"
+    return group
+
+
 def healthy_again(record: dict[str, RetryRecord], jobs: list[Job], rev: str,
                   failures: Failures) -> dict[str, RetryRecord]:
     """Drop the retry record of groups whose current Job has active pods and no failure in
@@ -155,7 +234,7 @@ def healthy_again(record: dict[str, RetryRecord], jobs: list[Job], rev: str,
     out = dict(record)
     for job in jobs:
         labels = labels_of(job)
-        group = labels.get(GROUP_LABEL)
+        group = _retry_key(job) if GROUP_LABEL in labels else None
         if (group is not None and labels.get(REVISION_LABEL) == rev and group in out
                 and out[group].get("failedUid") != _uid(job)
                 and int(job_status(job).get("active") or 0) > 0
@@ -465,8 +544,9 @@ def _worker_key(worker: str) -> tuple[str, int]:
 
 def status(spec: CampaignSpec, generation: int, jobs: list[Job],
            reports: list[WorkerReport], rev: str, previous: CampaignStatus,
-           now: datetime) -> CampaignStatus:
-    """The whole status block of a campaign from its children and its previous status."""
+           now: datetime, disrupted: Sequence[Disrupted] = ()) -> CampaignStatus:
+    """The whole status block of a campaign from its children (`disrupted`: its disrupted
+    worker pods, the pod index's) and its previous status."""
     now_text = _text(now)
     totals = counters(reports)
     current = _current(jobs, rev)
@@ -512,6 +592,7 @@ def status(spec: CampaignSpec, generation: int, jobs: list[Job],
         "storageErrors": stored[:ERRORS_MAX],
         "storageErrorsTotal": len(stored),
         "failures": failures,
+        "disruptions": disruptions(previous.get("disruptions") or {}, disrupted),
         "retries": record,
         "conditions": conds,
     }

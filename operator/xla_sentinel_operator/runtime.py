@@ -30,7 +30,7 @@ from .bodies import (
 )
 from .config import Config
 from .kube import ApiError, Kube, path
-from .metrics import Liveness, Metrics, serve
+from .metrics import Liveness, Metrics, serve, serve_page
 from .timestamps import rfc3339
 
 # Read-modify-write attempts of one object before the conflict is raised to kopf's retry.
@@ -65,11 +65,16 @@ class Runtime:
     # uids of the campaigns kopf has handed to reconcile() in this operator: kopf calls it
     # only once its indexes are filled, so a roll-up of these never reads empty indexes.
     reconciled: set[str] = field(default_factory=set)
+    # (namespace, campaign) -> the revision its last roll-up saw: when it changes, what
+    # this operator remembers of the older revisions' workers is let go (forget()).
+    revisions: dict[tuple[str, str], str] = field(default_factory=dict)
     limiter: alerting.Limiter = field(init=False)
     # Peering: this replica's identity and priority (kopf's, and the periodic work's gate).
     identity: str = field(default_factory=leadership.own_identity)
     priority: int = field(init=False)
     _runner: Any = None
+    _page_runner: Any = None
+    page_port: int | None = None  # the triage page's, when served (MetricsConfig.page_port)
     _heartbeat: asyncio.Task[None] | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -89,13 +94,17 @@ class Runtime:
         return self.kube
 
     async def start(self) -> None:
-        """Serve /metrics, /healthz and the triage page (unless the port is None) and start
-        the heartbeat; called once kopf has logged in."""
+        """Serve /metrics and the probes, the triage page on its own port where asked, and
+        start the heartbeat; called once kopf has logged in."""
         m = self.config.metrics
         if m.port is not None:
             self._runner, self.metrics_port = await serve(
-                self.metrics, m.host, m.port, self.healthy,
-                page=lambda ns: dashboard.render(self.api, ns, self.config.namespaces))
+                self.metrics, m.host, m.port, self.healthy, alive=self.alive)
+        if m.page_port is not None:
+            self._page_runner, self.page_port = await serve_page(
+                m.host, m.page_port,
+                lambda ns: dashboard.render(self.api, ns, self.config.namespaces),
+                m.page_token_file)
         self._heartbeat = asyncio.create_task(heartbeat(self))
         self.liveness.started = True
 
@@ -111,13 +120,53 @@ class Runtime:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if self._runner is not None:
-            await self._runner.cleanup()
+        for runner in (self._runner, self._page_runner):
+            if runner is not None:
+                await runner.cleanup()
         if self.kube is not None:
             await self.kube.close()
 
+    def forget(self, namespace: str, campaign: str, keep_revision: str | None = None,
+               uid: str | None = None) -> int:
+        """Let go of what this operator remembers of a campaign's workers: the hit counts of
+        its older revisions (all of them with `keep_revision` None: the campaign is gone),
+        and, gone, its parsed spec. Months of revisions and campaigns otherwise pile up in
+        `hits_seen` (an entry per worker, revision and signature). Only a shortcut is lost:
+        a report read again is compared with the signature instead. Entries let go."""
+        prefix = f"{campaign}/"
+
+        def old(key: str) -> bool:
+            if not key.startswith(prefix):
+                return False
+            parts = key.split("/")
+            return keep_revision is None or (len(parts) == 3 and parts[1] != keep_revision)
+
+        gone = [k for k in self.hits_seen if k[0] == namespace and old(k[2])]
+        for k in gone:
+            del self.hits_seen[k]
+        if keep_revision is None:
+            self.revisions.pop((namespace, campaign), None)
+            if uid is not None:
+                self.parsed.pop(uid, None)
+        return len(gone)
+
+    def revision_seen(self, namespace: str, campaign: str, rev: str) -> None:
+        """A roll-up saw `rev`: on a change, forget the older revisions' hit counts."""
+        before = self.revisions.get((namespace, campaign))
+        self.revisions[(namespace, campaign)] = rev
+        if before is not None and before != rev:
+            self.forget(namespace, campaign, keep_revision=rev)
+
+    def forget_report(self, namespace: str, name: str) -> None:
+        """A WorkerReport was deleted: its ingestion and refusal records go with it."""
+        for records in (self.ingested, self.announced, self.unreadable):
+            records.pop((namespace, name), None)
+
     def healthy(self) -> tuple[bool, str]:
         return self.liveness.healthy(time.monotonic(), self.config.rollup_interval)
+
+    def alive(self) -> tuple[bool, str]:
+        return self.liveness.alive(time.monotonic(), self.config.rollup_interval)
 
     async def event(self, ref: ObjectRef, type: str, reason: str, message: str) -> None:
         """Post a core/v1 Event about `ref` (object_ref, campaign_ref). Posted directly, not
@@ -246,9 +295,10 @@ async def heartbeat(rt: Runtime) -> None:
             try:
                 data = await rt.kube.request("GET", path(API_VERSION, "fuzzcampaigns", namespace),
                                              params={"limit": "1"})
-                rt.liveness.last_api_ok = time.monotonic()
+                rt.liveness.api_answered(time.monotonic())
                 rt.liveness.campaigns = bool(data.get("items"))
                 await refresh_leadership(rt)
             except (TimeoutError, ApiError, OSError, aiohttp.ClientError) as e:
+                rt.liveness.api_failed()
                 log.warning("heartbeat.failed", error=str(e))
         await asyncio.sleep(rt.config.rollup_interval)

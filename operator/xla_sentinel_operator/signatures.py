@@ -82,19 +82,64 @@ def new_signature(c: Campaign, worker: str, signature: str, entry: SignatureEntr
             "spec": spec}
 
 
+# Per-worker hit counts kept on one signature (about 60 bytes each: 30 KB, far below
+# etcd's 1.5 MiB object limit, past which the status could never be written again). A
+# common bug hit by thousands of workers over many revisions keeps the newest; the counts
+# of those let go add to status.hitsRetired, so status.count stays the total.
+HITS_MAX = 500
+
+
+def _revision_of(key: str) -> str | None:
+    parts = key.split("/")
+    return parts[1] if len(parts) == 3 else None
+
+
+def bounded_hits(hits: dict[str, int], retired: int, keep: str, campaign: str,
+                 current: str | None, limit: int = HITS_MAX) -> tuple[dict[str, int], int, list[str]]:
+    """`hits` cut to `limit` keys: first those of `campaign`'s older revisions (their
+    workers are gone and write no more), then the smallest counts; never `keep` (the key
+    just written) nor a bisected finding's (`bisect/...`, the key that keeps it counted
+    once). (hits, retired, the keys let go)."""
+    if len(hits) <= limit:
+        return hits, retired, []
+    prefix = f"{campaign}/"
+
+    def order(key: str) -> tuple[int, int, str]:
+        old = key.startswith(prefix) and _revision_of(key) not in (None, current)
+        return (0 if old else 1, hits[key], key)
+
+    candidates = sorted((k for k in hits if k != keep and not k.startswith("bisect/")), key=order)
+    gone = candidates[:len(hits) - limit]
+    out = {k: v for k, v in hits.items() if k not in set(gone)}
+    return out, retired + sum(hits[k] for k in gone), gone
+
+
 def hits_update(status: BugSignatureStatus, campaign: str, worker: str,
-                entry: SignatureEntry, revision: str = "") -> BugSignatureStatus | None:
-    """The status fields to write after `worker` reported `entry`; None when nothing changed."""
+                entry: SignatureEntry, revision: str = "",
+                current: str | None = None) -> BugSignatureStatus | None:
+    """The status fields to write after `worker` reported `entry` (of campaign revision
+    `revision`; `current`: the campaign's revision now); None when nothing changed. The
+    hits are bounded (bounded_hits): a key let go is written as null (a merge patch keeps
+    a key it does not name), and a report of an older revision whose key was let go is not
+    counted again."""
     hits = dict(status.get("hits") or {})
+    retired = int(status.get("hitsRetired") or 0)
     key = hit_key(campaign, worker, revision)
     if hits.get(key) == entry.count:
         return None
+    if key not in hits and retired and current is not None and revision not in ("", current):
+        return None  # an older revision's worker, most likely counted and let go already
     hits[key] = entry.count
+    hits, retired, gone = bounded_hits(hits, retired, key, campaign, current)
     campaigns = sorted(set(status.get("campaigns") or []) | {campaign})
     first = min(filter(None, [status.get("firstSeen"), entry.first_seen]), default=None)
     last = max(filter(None, [status.get("lastSeen"), entry.last_seen]), default=None)
-    update: BugSignatureStatus = {"hits": hits, "count": sum(hits.values()),
+    written: dict[str, int | None] = {**hits, **dict.fromkeys(gone)}
+    update: BugSignatureStatus = {"hits": cast(dict[str, int], written),
+                                  "count": retired + sum(hits.values()),
                                   "campaigns": campaigns}
+    if gone:
+        update["hitsRetired"] = retired
     if first:
         update["firstSeen"] = first
     if last:
@@ -129,6 +174,19 @@ def regressed(spec: BugSignatureSpec, status: BugSignatureStatus,
         return False
     fixed_in = spec.get("fixedIn")
     return not fixed_in or at_or_after((versions or {}).get("jaxlib"), str(fixed_in))
+
+
+def regression(sig: BugSignature) -> BugSignatureStatus:
+    """The status fields that record a regression of `sig`: one more, not fixed any more,
+    and the state regressed at the spec's generation (bodies.sig_spec). Status only: the
+    spec is people's (or their GitOps tool's), and a write there would fight it."""
+    status = sig_status(sig)
+    update: BugSignatureStatus = {"regressions": int(status.get("regressions") or 0) + 1,
+                                  "fixedAt": None, "state": "regressed"}
+    generation = sig["metadata"].get("generation")
+    if generation is not None:
+        update["regressedGeneration"] = int(generation)
+    return update
 
 
 SEEN_ON_MAX = 20  # version combinations kept per signature (the most recently seen)

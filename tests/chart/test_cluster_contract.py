@@ -156,6 +156,35 @@ def test_the_hosts_of_a_slice_reach_each_other_and_nothing_else_reaches_them():
     assert not allowed(POLICIES, "egress", host0, NS, Peer("10.8.0.30", {"app": "x"}, KUBE_SYSTEM), 53, "UDP")
 
 
+def _slice_pod_labels(role: str) -> dict[str, str]:
+    """The pod labels of a host of a multi-host TPU slice JobSet the operator makes for
+    `role` (v6e 4x4: 4 hosts)."""
+    spec = parse_spec({"accelerator": {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice",
+                                       "tpuTopology": "4x4", "count": 4}})
+    c = desired.Campaign(name="nightly", namespace=WORKER_NS, uid="u", spec=spec)
+    if role == "worker":
+        js = desired.worker_jobs(c, default_image="img")[0]
+    elif role == "verifier":
+        js = desired.verify_job(c, "sig", "/r", "0.10.1", default_image="img")
+    else:
+        js = desired.bisector_job(c, {"signature": "sig", "id": "f00d", "dir": "d"}, "main-0",
+                                  default_image="img")
+    assert js["kind"] == "JobSet"
+    return js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("role", ["worker", "bisector", "verifier"])
+def test_the_hosts_of_every_multi_host_role_reach_each_other(role):
+    # A bisector or verifier of a TPU campaign runs on a whole slice as well: its hosts
+    # meet through libtpu and jax.distributed like a worker slice's.
+    host = _slice_pod_labels(role)
+    other = Peer("10.4.0.13", dict(host), NS)
+    for port in (8471, 8476, 8431):
+        assert allowed(POLICIES, "egress", host, NS, other, port), (role, port)
+        assert allowed(POLICIES, "ingress", host, NS, other, port), (role, port)
+    assert not allowed(POLICIES, "ingress", host, NS, Peer("10.4.0.99", {"app": "web"}, NS), 8476)
+
+
 OPERATOR = {"app.kubernetes.io/name": "xla-sentinel", "app.kubernetes.io/instance": "xs",
             "app.kubernetes.io/component": "operator"}
 RELEASE = {"kubernetes.io/metadata.name": "xla-sentinel"}
@@ -244,3 +273,21 @@ def test_the_worker_report_policy_binds_the_worker_service_account_in_watched_na
     assert f":{worker_sa}'" in condition["expression"]
     off = helm(*template_args(NP_VALUES, sets=("rbac.workerReportPolicy=false",)))
     assert "ValidatingAdmissionPolicy" not in off.stdout
+
+
+def test_helm_test_checks_the_operator_through_its_service_and_is_let_in():
+    from .podsecurity import restricted_violations
+
+    objs = tuple(d for d in yaml.safe_load_all(helm(*template_args(NP_VALUES)).stdout) if d)
+    (pod,) = [o for o in by_kind(objs, "Pod")
+              if o["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+    assert restricted_violations(pod["spec"], pod["spec"]["containers"][0]) == []
+    (service,) = [s for s in by_kind(objs, "Service") if s["metadata"]["name"].endswith("-operator")]
+    script = pod["spec"]["containers"][0]["command"][-1]
+    port = service["spec"]["ports"][0]["port"]
+    assert f"http://{service['metadata']['name']}.xla-sentinel.svc:{port}" in script
+    assert "/healthz" in script and "/metrics" in script
+    # The operator's policy admits scrapes from monitoring only, and this pod besides.
+    labels = pod["metadata"]["labels"]
+    assert allowed(POLICIES, "ingress", OPERATOR, RELEASE, Peer("10.4.0.7", labels, RELEASE),
+                   port, named={"http": port})

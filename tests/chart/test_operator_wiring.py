@@ -35,6 +35,10 @@ def test_operator_flags_parse_and_match_the_chart(rendered: tuple[dict, ...]) ->
     (port,) = container["ports"]
     assert config.metrics.port == port["containerPort"]
     assert container["livenessProbe"]["httpGet"]["port"] == port["name"]
+    # Liveness judges the process, readiness the API server too: an unreachable API server
+    # (a control-plane upgrade) must not restart every operator pod (metrics.Liveness.alive).
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert config.jobs.service_account == _worker_sa(rendered)
     peering_kinds = {o["kind"] for o in rendered if o["apiVersion"] == "kopf.dev/v1"}
     # kopf uses ClusterKopfPeering when cluster-wide, KopfPeering per namespace otherwise.

@@ -166,3 +166,63 @@ def test_a_chat_webhook_where_an_alertmanager_belongs_is_named(url, receiver):
     assert problem is not None and receiver in problem
     assert "Alertmanager receiver" in problem
     assert alerting.url_problem("http://alertmanager.monitoring:9093/api/v2/alerts") is None
+
+
+def test_a_secret_may_name_every_instance_of_an_ha_alertmanager():
+    assert alerting.webhook_urls(" http://am-0:9093/api/v2/alerts,http://am-1:9093/api/v2/alerts\n"
+                                 "http://am-2:9093/api/v2/alerts ") == [
+        "http://am-0:9093/api/v2/alerts", "http://am-1:9093/api/v2/alerts",
+        "http://am-2:9093/api/v2/alerts"]
+    assert alerting.urls_problem(["http://am-0/x", "ftp://am-1/x"]) == "'ftp://am-1/x' is not an http(s) URL"
+    assert alerting.urls_problem([]) is not None
+    F, S, R, T = Delivery.FAILED, Delivery.SENT, Delivery.REJECTED, Delivery.THROTTLED
+    assert [alerting.combined(o) for o in ([S, S], [S, F], [R, S], [R, R], [T, S])] == [S, F, S, R, T]
+
+
+async def test_every_alertmanager_instance_gets_each_alert():
+    runners, urls, seen = [], [], []
+    for statuses in ([200], [200], [503, 200]):
+        runner, url, got = await serve(statuses)
+        runners.append(runner), urls.append(url), seen.append(got)
+    try:
+        body = signatures.alerts(sig(), "new", now=NOW)
+        assert await alerting.post_to_all(urls, body, attempts=2, backoff=0.01) is Delivery.SENT
+        assert [len(s) for s in seen] == [1, 1, 2] and all(s[-1] == body for s in seen)
+    finally:
+        for r in runners:
+            await r.cleanup()
+
+
+async def test_an_open_bug_keeps_firing_after_the_campaigns_that_found_it_are_deleted():
+    import base64
+
+    from xla_sentinel_operator import notify
+    from xla_sentinel_operator.config import Config, MetricsConfig
+    from xla_sentinel_operator.runtime import Runtime
+
+    runner_a, url_a, seen_a = await serve([200])
+    runner_b, url_b, seen_b = await serve([200])
+
+    class Secrets:
+        """The one API read of a re-send: the webhook Secret (no cluster here)."""
+
+        async def get(self, url_path, shape=None):
+            assert url_path.endswith("/secrets/am")
+            value = base64.b64encode(f"{url_a},{url_b}".encode()).decode()
+            return {"metadata": {"name": "am"}, "data": {"url": value}}
+
+    rt = Runtime(Config(metrics=MetricsConfig(port=None)))
+    rt.kube = Secrets()  # type: ignore[assignment]
+    try:
+        # Its campaigns are gone (nightly, pruned by Argo CD): no campaign routes it; the
+        # route its last alert took does.
+        opened = sig(alertKey="new", campaigns=["nightly-1206"],
+                     alertRoute={"secretName": "am", "secretKey": "url"})
+        assert await notify.resend(rt, [opened], campaigns={}) == 2
+        assert len(seen_a) == len(seen_b) == 1
+        assert seen_a[0][0]["labels"]["signature"] == "00000000000000aa"
+        # Without the remembered route (a signature alerted by an older operator) it cannot.
+        assert await notify.resend(rt, [sig(alertKey="new", campaigns=["nightly-1206"])], campaigns={}) == 0
+    finally:
+        await runner_a.cleanup()
+        await runner_b.cleanup()

@@ -38,6 +38,10 @@ class FakeApi:
     async def create(self, url: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         raise AssertionError("the signature exists")
 
+    async def request(self, method: str, url: str, body: Any = None, **_: Any) -> dict[str, Any]:
+        assert (method, url.rsplit("/", 1)[-1]) == ("POST", "events")  # Events only
+        return {}
+
     async def patch(self, url: str, body: dict[str, Any], shape: object = None) -> dict[str, Any]:
 
         self.patches.append(body)
@@ -75,6 +79,32 @@ async def test_a_conflicting_count_update_is_redone_from_a_fresh_read():
     assert len(status_patches) == 2 and all(p["metadata"]["resourceVersion"] for p in status_patches)
     assert api.sig["status"]["hits"] == {"other/main-0": 4, "other/main-1": 2, "nightly/main-0": 3}
     assert api.sig["status"]["count"] == 9  # the other writer's hit survived
+
+
+async def test_a_regression_is_recorded_in_status_and_the_spec_is_left_to_people():
+    from xla_sentinel_operator.bodies import sig_spec
+
+    api = FakeApi(conflicts=0)
+    api.sig["metadata"]["generation"] = 3
+    api.sig["spec"].update({"state": "fixed", "fixedIn": "0.10.3"})
+    api.sig["status"]["fixedAt"] = "2026-12-01T00:00:00Z"
+    await ingest.ingest_signature(runtime(api), CAMPAIGN, "main-0", "00000000000000aa",
+                                  SignatureEntry(verdict="crash", count=1), {"jaxlib": "0.10.3"})
+    # Not one write to the spec (a GitOps tool that keeps signatures in Git owns it).
+    assert not [p for p in api.patches if "spec" in p]
+    status = api.sig["status"]
+    assert (status["state"], status["regressedGeneration"], status["regressions"]) == ("regressed", 3, 1)
+    assert status["fixedAt"] is None and status["alertKey"] == "regressed-1"
+    assert api.sig["spec"]["state"] == "fixed"
+    assert sig_spec(api.sig)["state"] == "regressed"  # what the operator acts on
+    # Counted once: the next hit is not a second regression.
+    await ingest.ingest_signature(runtime(api), CAMPAIGN, "main-0", "00000000000000aa",
+                                  SignatureEntry(verdict="crash", count=2), {"jaxlib": "0.10.3"})
+    assert api.sig["status"]["regressions"] == 1
+    # People edit the spec (a new fixedIn): their word holds again.
+    api.sig["metadata"]["generation"] = 4
+    api.sig["spec"]["fixedIn"] = "0.10.5"
+    assert sig_spec(api.sig)["state"] == "fixed"
 
 
 async def test_conflicts_that_never_end_are_raised_for_kopf_to_retry():
@@ -119,6 +149,11 @@ def test_watches_select_worker_jobs_on_the_server_and_reports_are_their_own_kind
     assert _matches(job_selector, worker["metadata"]["labels"])
     assert not _matches(job_selector, bisector["metadata"]["labels"])
     assert not _matches(job_selector, {"app": "someone-elses-job"})
+    # Pods: only worker pods stream (their disruptions are counted), never the cluster's.
+    pods = Resource(group="", version="v1", plural="pods")
+    (pod_selector,) = settings.watching.label_selectors.collect(pods)
+    assert _matches(pod_selector, worker["spec"]["template"]["metadata"]["labels"])
+    assert not _matches(pod_selector, {"app": "web"})
     # No ConfigMap is watched at all: reports are WorkerReport objects.
     configmaps = Resource(group="", version="v1", plural="configmaps")
     assert settings.watching.label_selectors.collect(configmaps) == []

@@ -47,7 +47,8 @@ def test_a_multi_host_slice_is_one_jobset_of_its_hosts_per_shard():
         name = js["metadata"]["name"]
         assert (js["apiVersion"], js["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
         assert js["metadata"]["annotations"] == {
-            "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}
+            "alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool",
+            desired.TEMPLATE_ANNOTATION: desired.template_hash(js)}
         owner = js["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["uid"], owner["controller"]) == ("FuzzCampaign", "u-1", True)
         assert js["spec"]["failurePolicy"]["maxRestarts"] == desired.SLICE_RESTARTS == 3
@@ -159,7 +160,7 @@ def test_the_roll_up_reads_slices_from_jobset_status():
     assert rollup.status(c.spec, 1, done, [], rev, {}, NOW)["phase"] == "Completed"
 
 
-def test_a_failed_slice_stalls_the_campaign_and_is_not_retried_by_the_roll_up():
+def test_a_slice_that_spent_its_restarts_stalls_the_campaign_and_is_recreated_with_backoff():
     c = camp()
     rev = desired.revision(c.spec)
     want = desired.worker_jobs(c, default_image="img")
@@ -167,14 +168,28 @@ def test_a_failed_slice_stalls_the_campaign_and_is_not_retried_by_the_roll_up():
         {"type": "Failed", "status": "True", "reason": "ReachedMaxRestarts",
          "message": "jobset failed due to reaching max number of restarts"}]))
     running = jobsets.as_worker_job(jobset_status(want[1], active=1, ready=1, uid="u2"))
+    # Spot TPU slices reclaimed 3 times: the slice is recreated after the backoff, keyed
+    # per slice (the other slice of the group runs on).
     record, due = rollup.retries({}, [failed, running], rev, NOW)
-    assert (record, due) == ({}, [])  # JobSet restarted the slice 3 times already
+    assert list(record) == ["main/s0"] and record["main/s0"]["attempts"] == 1
+    assert [(r.job, r.now) for r in due] == [(want[0]["metadata"]["name"], False)]
+    later = NOW + rollup.RETRY_BASE
+    record2, due2 = rollup.retries(record, [failed, running], rev, later)
+    assert [(r.job, r.now) for r in due2] == [(want[0]["metadata"]["name"], True)]
+    # Deleted and not yet recreated: the count is kept for the next failure's backoff.
+    assert rollup.retries(record2, [running], rev, later)[0] == record2
     st = rollup.status(c.spec, 1, [failed, running], [], rev, {}, NOW)
     assert st["phase"] == "Stalled"
     stalled = next(x for x in st["conditions"] if x["type"] == "Stalled")
     assert stalled["reason"] == "WorkerJobFailed"
     assert stalled["message"].startswith(f"JobSet {want[0]['metadata']['name']}: ")
-    assert "after 3 restarts of the slice" in stalled["message"] and "recreating" not in stalled["message"]
+    assert "after 3 restarts of the slice" in stalled["message"]
+    assert "recreating it (attempt 1)" in stalled["message"]
+    # Failed by its fatal rule (exit 2, a deadline): a new slice would fail the same way.
+    fatal = jobsets.as_worker_job(jobset_status(want[0], restarts=0, conditions=[
+        {"type": "Failed", "status": "True", "reason": "FailJobSetFailurePolicyAction",
+         "message": "PodFailurePolicy"}]))
+    assert rollup.retries({}, [fatal, running], rev, NOW) == ({}, [])
     # An Indexed Job that failed is still retried by the roll-up, as before.
     job = {"metadata": {"name": "j", "uid": "j1", "labels": {REVISION_LABEL: rev,
                                                              desired.GROUP_LABEL: "main"}},

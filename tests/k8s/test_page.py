@@ -1,5 +1,5 @@
-"""The operator's triage page for a namespace, fetched over HTTP from its metrics server
-after real workers (the real reporter) reported findings to the real API server: a row per
+"""The operator's triage page for a namespace, fetched over HTTP from its own port (opt-in,
+behind a bearer token; not the metrics port) after real workers (the real reporter) reported findings to the real API server: a row per
 BugSignature with what the operator recorded, the campaign, the plot; other namespaces are
 not served."""
 
@@ -26,8 +26,10 @@ def rows(page: str, attribute: str) -> dict[str, list[str]]:
 
 
 async def test_namespace_page_lists_signatures_and_campaigns(api, ns, client, start_operator,
-                                                             worker_kubeconfig):
-    op = await start_operator()
+                                                             worker_kubeconfig, tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    op = await start_operator(metrics={"page_port": 0, "page_token_file": str(token)})
     fc = await create(client, campaign(ns, workers=1))
     w = await Worker(worker_kubeconfig, fc, "main-0").start()
     await w.find(finding(ADD, 1, op="add"), finding(ADD, 2, op="add"),
@@ -37,11 +39,16 @@ async def test_namespace_page_lists_signatures_and_campaigns(api, ns, client, st
     await eventually(lambda: api.get(f"{API}/fuzzcampaigns", ns, "nightly").get("status", {})
                      .get("findingsTotal") == 3)
 
-    base = f"http://127.0.0.1:{op.runtime.metrics_port}"
+    base = f"http://127.0.0.1:{op.runtime.page_port}"
+    auth = {"Authorization": "Bearer s3cret"}
     async with aiohttp.ClientSession() as http:
-        resp = await http.get(f"{base}/namespaces/{ns}")
+        resp = await http.get(f"{base}/namespaces/{ns}", headers=auth)
         page = await resp.text()
-        other = await http.get(f"{base}/namespaces/kube-system")
+        other = await http.get(f"{base}/namespaces/kube-system", headers=auth)
+        # Not without the token, and not on the metrics port every scraper reaches.
+        anonymous = await http.get(f"{base}/namespaces/{ns}")
+        on_metrics = await http.get(f"http://127.0.0.1:{op.runtime.metrics_port}/namespaces/{ns}")
+    assert anonymous.status == 401 and on_metrics.status == 404
 
     assert resp.status == 200 and resp.content_type == "text/html"
     assert "default-src 'none'" in resp.headers["Content-Security-Policy"]

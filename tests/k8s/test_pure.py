@@ -30,7 +30,7 @@ def test_cpu_campaign_has_no_accelerator_fields():
     (job,) = desired.worker_jobs(camp(resources={"requests": {"cpu": "2"}}), default_image="img")
     pod = job["spec"]["template"]["spec"]
     assert "nodeSelector" not in pod and "tolerations" not in pod
-    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "2"}}
+    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "2", "ephemeral-storage": "1Gi"}}
     assert pod["containers"][0]["image"] == "img"
 
 

@@ -73,3 +73,52 @@ def test_workerreport_crd_pins_campaign_and_worker():
     assert any(r["rule"] == "has(self.report) != has(self.result)" for r in spec["x-kubernetes-validations"])
     assert any("oldSelf.campaign" in r["rule"] for r in spec["x-kubernetes-validations"])
     assert crd["spec"]["names"]["plural"] == REPORT_PLURAL
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _hour_of_progress(monkeypatch, interval_env: str | None) -> tuple[int, int]:
+    """One worker fuzzing for an hour, the engine calling progress() every second; then an
+    idle hour after its last program (a worker waiting on its store). Patches each hour."""
+    from xla_sentinel.cluster import reporter as reporter_mod
+
+    if interval_env is None:
+        monkeypatch.delenv(reporter_mod.REPORT_INTERVAL_ENV, raising=False)
+    else:
+        monkeypatch.setenv(reporter_mod.REPORT_INTERVAL_ENV, interval_env)
+    api, clock = FakeCustomObjects(), Clock()
+    r = K8sReporter(api, namespace="fuzz", campaign="nightly", campaign_uid="u-1",
+                    worker="main-0", clock=clock)
+    r.start()
+    for s in range(3600):
+        clock.t = float(s)
+        r.progress({"programs": s, "executions": 3 * s, "elapsed_s": float(s)})
+    busy = sum(1 for c, _ in api.calls if c == "patch")
+    elapsed = float(3599)
+    for s in range(3600, 7200):
+        clock.t = float(s)  # nothing moves: the same counters, over and over
+        r.progress({"programs": 3599, "executions": 3 * 3599, "elapsed_s": elapsed})
+    idle = sum(1 for c, _ in api.calls if c == "patch") - busy
+    return busy, idle
+
+
+def test_steady_state_writes_follow_the_operators_interval_and_skip_unchanged_reports(monkeypatch):
+    from xla_sentinel.spec.campaign import parse_spec
+    from xla_sentinel_operator import desired
+
+    default_busy, default_idle = _hour_of_progress(monkeypatch, None)
+    assert 700 <= default_busy <= 722  # every 5 s (and the first write)
+    assert default_idle == 1  # the last counts once; then nothing changed: nothing written
+    big = desired.report_interval(parse_spec({"workers": 4096}))
+    assert big == desired.REPORT_INTERVAL_MAX_S == 100
+    busy, idle = _hour_of_progress(monkeypatch, str(big))
+    assert busy <= 3600 / big + 2 and idle == 1
+    # The whole campaign: 4,096 workers at that interval, under 50 writes/s.
+    assert 4096 * busy / 3600 < 50
+    assert desired.report_interval(parse_spec({"workers": 2})) == 5  # small ones as before

@@ -177,3 +177,66 @@ def test_a_short_rollup_interval_still_gives_a_busy_operator_thirty_seconds():
     live = Liveness(started=True, last_api_ok=100.0, last_rollup=100.0, campaigns=True, acting=True)
     assert live.healthy(129.0, 0.3)[0]
     assert not live.healthy(131.0, 0.3)[0]
+
+
+def test_liveness_holds_while_only_the_api_server_is_unreachable():
+    # A control-plane upgrade: the API server gone for minutes. Unready, not restarted.
+    live = Liveness(started=True, last_api_ok=100.0, last_rollup=100.0, campaigns=True, acting=True)
+    live.api_failed()
+    assert live.healthy(400.0, 10.0) == (False, "no successful API call recently")
+    assert live.alive(400.0, 10.0)[0]
+    # The API is back: roll-ups get their whole limit from then, not from before the outage.
+    live.api_answered(400.0)
+    assert live.alive(440.0, 10.0)[0] and live.healthy(440.0, 10.0)[0]
+    live.api_answered(450.0)  # the heartbeat keeps answering; no roll-up comes
+    assert live.alive(451.0, 10.0) == (False, "roll-ups stopped")  # wedged with the API up
+    assert not live.healthy(451.0, 10.0)[0]
+    assert Liveness().alive(1.0, 10.0) == (False, "starting")
+
+
+async def test_the_probes_are_served_apart_on_the_metrics_port():
+    import aiohttp
+    from xla_sentinel_operator.metrics import Metrics, serve
+
+    state = {"ready": (False, "no successful API call recently"), "alive": (True, "API server unreachable")}
+    runner, port = await serve(Metrics(), "127.0.0.1", 0, lambda: state["ready"],
+                               alive=lambda: state["alive"])
+    try:
+        async with aiohttp.ClientSession() as http:
+            got = {p: (await http.get(f"http://127.0.0.1:{port}/{p}")).status
+                   for p in ("livez", "readyz", "healthz")}
+        assert got == {"livez": 200, "readyz": 503, "healthz": 503}
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_triage_page_has_its_own_port_and_asks_for_the_token(tmp_path):
+    import aiohttp
+    from xla_sentinel_operator.metrics import Metrics, serve, serve_page
+
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+
+    async def page(ns):
+        return "<html>ok</html>" if ns == "fuzz" else None
+
+    metrics, mport = await serve(Metrics(), "127.0.0.1", 0, lambda: (True, "ok"))
+    pages, pport = await serve_page("127.0.0.1", 0, page, str(token))
+    try:
+        async with aiohttp.ClientSession() as http:
+            async def get(port, path, auth=None):
+                headers = {"Authorization": auth} if auth else {}
+                async with http.get(f"http://127.0.0.1:{port}{path}", headers=headers) as r:
+                    return r.status
+            assert await get(mport, "/namespaces/fuzz") == 404  # not on the metrics port
+            assert await get(pport, "/namespaces/fuzz") == 401
+            assert await get(pport, "/namespaces/fuzz", "Bearer wrong") == 401
+            assert await get(pport, "/namespaces/fuzz", "Basic s3cret") == 401
+            assert await get(pport, "/namespaces/fuzz", "Bearer s3cret") == 200
+            assert await get(pport, "/namespaces/other", "Bearer s3cret") == 404
+            token.write_text("rotated")  # read at each request
+            assert await get(pport, "/namespaces/fuzz", "Bearer s3cret") == 401
+            assert await get(pport, "/namespaces/fuzz", "Bearer rotated") == 200
+    finally:
+        await metrics.cleanup()
+        await pages.cleanup()

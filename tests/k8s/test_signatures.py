@@ -126,12 +126,17 @@ async def test_fixed_signature_resolves_then_regresses_and_alerts_again(
 
     await eventually(lambda: len(receiver.posts) == 3)
     sig = api.get(SIGS, ns, f"sig-{SIG}")
-    assert sig["spec"]["state"] == "regressed"
+    assert sig["spec"]["state"] == "fixed" and sig["status"]["state"] == "regressed"
     assert sig["status"]["regressions"] == 1 and sig["status"]["alertKey"] == "regressed-1"
     assert receiver.posts[2][0]["labels"]["reason"] == "regressed"
     await w.find(finding(SIG, 3))  # still regressed: counted, not re-alerted
     await eventually(lambda: sig_status(api, ns)["count"] == 3)
     assert len(receiver.posts) == 3
+    # People answer the regression with a new fixedIn: fixed again, the alert resolved.
+    await client.patch(path(API, "bugsignatures", ns, f"sig-{SIG}"), {"spec": {"fixedIn": "0.10.9"}})
+    await eventually(lambda: sig_status(api, ns).get("fixedAt") and "state" not in sig_status(api, ns))
+    await eventually(lambda: len(receiver.posts) == 4)
+    assert receiver.posts[3][0]["labels"] == receiver.posts[2][0]["labels"]  # resolved
 
 
 async def test_webhook_failures_are_retried_with_backoff_and_deliver_once(

@@ -137,6 +137,10 @@ calls of operator/xla_sentinel_operator/handlers.py and kopf's own bookkeeping, 
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
+# Worker pods: indexed for their disruptions only (evictions, preemptions: rollup.disruptions).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
 # Worker reports (runners/xla_sentinel/cluster/report.py): indexed, and removed with their campaign.
 - apiGroups: [xlasentinel.dev]
   resources: [workerreports]
@@ -196,11 +200,14 @@ namespaceSelector cannot match; Cloud DNS for GKE answered by the node's metadat
 {{- end }}
 
 {{/* The worker pods of the same namespace: a multi-host slice's hosts, any port. */}}
+{{/* The pods a slice host talks to: the other hosts of its slice. Every role that runs on
+a multi-host slice does (workers, and the bisector and verifier slice JobSets of a TPU
+campaign: desired._followup), so each must admit its own kind, not workers only. */}}
 {{- define "xla-sentinel.slicePeers" -}}
 - podSelector:
     matchExpressions:
       - {key: xlasentinel.dev/campaign, operator: Exists}
-      - {key: xlasentinel.dev/role, operator: In, values: [worker]}
+      - {key: xlasentinel.dev/role, operator: In, values: [worker, bisector, verifier]}
 {{- end }}
 
 {{/* Objects whose kind comes from crds/: Argo CD's dry run must not fail on a first sync,

@@ -44,15 +44,35 @@ def refused(status: int | None, body: str) -> bool:
     return status in REFUSED or (status == 500 and "too large" in (body or ""))
 
 
+# The least time between two progress writes of one worker, set by the operator from the
+# campaign's size (desired.report_interval): every worker writing every 5 s makes 820
+# writes/s at 4,096 workers, each a whole report, for etcd, the API server and every watch.
+REPORT_INTERVAL_ENV = "XLA_SENTINEL_REPORT_INTERVAL"
+
+
+def report_interval(default: float, env: Any = None) -> float:
+    """The progress interval: the operator's (REPORT_INTERVAL_ENV) when longer than
+    `default`; a bad value is ignored."""
+    import os
+
+    try:
+        given = float((env if env is not None else os.environ).get(REPORT_INTERVAL_ENV) or 0)
+    except ValueError:
+        given = 0.0
+    return max(default, given)
+
+
 class K8sReporter:
     """The engine's reporter in a worker pod: writes the worker's WorkerReport object
     through `api`, a kubernetes.client.CustomObjectsApi.
 
     Writes are bounded in rate: `finding()` writes through when it adds a signature or a
     sample (at most Limits.signatures x Limits.samples times per attempt, so a new bug
-    reaches the operator at once), otherwise at most every `progress_interval` seconds, like
-    `progress()`; `close()` flushes. Counts a kill loses since the last write come back:
-    the next attempt replays the shard and counts them again.
+    reaches the operator at once), otherwise at most every `progress_interval` seconds (or
+    the operator's longer REPORT_INTERVAL_ENV), like `progress()`; `close()` flushes. A
+    report that would read as the one last written (its time apart) is not written at all.
+    Counts a kill loses since the last write come back: the next attempt replays the shard
+    and counts them again.
     """
 
     def __init__(self, api: Any, *, namespace: str, campaign: str, campaign_uid: str,
@@ -69,7 +89,7 @@ class K8sReporter:
         # In a pod, its writer_name(); elsewhere (tests, local runs) derived from the worker.
         self.name = name or report_name(campaign, worker, revision)
         self.limits = dataclasses.replace(limits, samples=max(1, min(samples, limits.samples)))
-        self.progress_interval = progress_interval
+        self.progress_interval = report_interval(progress_interval)
         self.retries = retries
         self.versions = dict(versions or {})
         self.clock = clock
@@ -83,8 +103,10 @@ class K8sReporter:
         self._version: str | None = None  # resourceVersion last read or written
         self._last_write = float("-inf")
         self._dirty = False
+        self._written: str | None = None  # the last report written, its time left out
         self.error = ""
         self.writes = 0
+        self.skipped = 0  # writes left out: nothing changed since the last
         self._lock = threading.RLock()
 
     def start(self) -> WorkerReport:
@@ -204,6 +226,14 @@ class K8sReporter:
 
         for _ in range(5):
             self.report = self.published()
+            content = dataclasses.replace(self.report, updated="").to_json()
+            if content == self._written and not self.error:
+                # Nothing a reader would see but the time: a worker waiting on its store,
+                # or finished and flushed, writes nothing.
+                self.skipped += 1
+                self._last_write = self.clock()
+                self._dirty = False
+                return
             spec: dict[str, Any] = {"report": self.report.to_json()}
             if self.error:
                 spec["error"] = None  # this write goes through: the refusal is over
@@ -224,6 +254,7 @@ class K8sReporter:
                     return
                 raise
             self._version = _resource_version(written)
+            self._written = content
             self.error = ""
             self.writes += 1
             self._last_write = self.clock()
