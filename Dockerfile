@@ -54,6 +54,10 @@ CMD ["operator"]
 FROM source AS runner-build
 ARG FLAVOR=cpu
 ARG JAX_VERSION=0.10.2
+# The known bugs' reproducers: the agents' gate verifies every fix against them, and the
+# package takes them as package data through runners/xla_sentinel/agents/regression-corpus,
+# a link to this folder (without it the corpus is empty and the gate refuses every fix).
+COPY bench/repros ./bench/repros
 # kubernetes: a worker writes its report ConfigMap (runners/xla_sentinel/cluster/report.py), which the
 # engine extra does not declare. agents: the agent pods of spec.agents run `xla-sentinel agent`
 # from this image (pydantic-ai, the mcp SDK; about 60 MB).
@@ -64,7 +68,8 @@ RUN case "${FLAVOR}" in \
       *)    echo "FLAVOR must be cpu, cuda or tpu, not '${FLAVOR}'" >&2; exit 2 ;; \
     esac \
  && pip install -c /opt/constraints.txt "${jax}" '.[engine,agents]' kubernetes \
- && python -c "import jax, jaxlib; assert jax.__version__ == '${JAX_VERSION}', jax.__version__"
+ && python -c "import jax, jaxlib; assert jax.__version__ == '${JAX_VERSION}', jax.__version__" \
+ && python -c "from xla_sentinel.agents.gate import MIN_REGRESSION as m; from xla_sentinel.agents.tools import default_regression_corpus as c; assert len(c()) >= m, c()"
 # Release environments for `bisect --versions` and spec.bisect.versions: one venv per
 # older jaxlib (runners/xla_sentinel/core/versions.py creates them as `make version-envs` does, from PyPI at
 # build time; about 600 MB each). None by default.

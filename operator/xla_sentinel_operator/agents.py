@@ -20,7 +20,9 @@ Pure desired-state functions first; `converge` and `ingest_fix_drafts` are the t
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
+from xla_sentinel.agents.gate import MIN_REGRESSION_ENV, REGRESSION_CORPUS_ENV, configured_minimum
 from xla_sentinel.agents.kube_tasks import ROLE_LABEL as AGENT_ROLE_LABEL
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL
 from xla_sentinel.spec.campaign import (
@@ -57,6 +59,14 @@ DRAFT_FIELDS = ("cure", "reproducer", "agent", "model", "rationale", "reason", "
                 "regressions", "alsoCures", "evidence", "time")
 
 
+class GateConfig(NamedTuple):
+    """The operator's choice of the agents' regression corpus (a folder; "" = the package's)
+    and minimum (None = the gate's default): config.JobsConfig."""
+
+    corpus: str = ""
+    minimum: int | None = None
+
+
 def revision(spec: CampaignSpec) -> str:
     """Hash of what agent pods see; a change replaces the agent Jobs (not the workers)."""
     data = spec.to_dict()
@@ -74,7 +84,7 @@ def _args(spec: CampaignSpec, role: AgentRoleSpec) -> list[str]:
             "--max-seconds", str(budget.seconds)]
 
 
-def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str) -> list[EnvVar]:
+def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str, gate: GateConfig) -> list[EnvVar]:
     agents = c.spec.agents
     assert agents is not None
     env: list[EnvVar] = [
@@ -95,11 +105,16 @@ def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str) -> list[EnvVa
                     "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     if agents.endpoint:
         env.append({"name": "OPENAI_BASE_URL", "value": agents.endpoint})
+    # The gate's corpus and minimum: read by the pod's MCP server, out of the model's reach.
+    if gate.corpus:
+        env.append({"name": REGRESSION_CORPUS_ENV, "value": gate.corpus})
+    if gate.minimum is not None:
+        env.append({"name": MIN_REGRESSION_ENV, "value": str(gate.minimum)})
     return env
 
 
 def agent_jobs(c: desired.Campaign, *, default_image: str,
-               service_account: str = "xla-sentinel-agent") -> list[Job]:
+               service_account: str = "xla-sentinel-agent", gate: GateConfig | None = None) -> list[Job]:
     """The agent Jobs the campaign should have: one Indexed Job per role of spec.agents."""
     if c.spec.agents is None:
         return []
@@ -118,7 +133,7 @@ def agent_jobs(c: desired.Campaign, *, default_image: str,
         pod: Manifest = {"restartPolicy": "Never", "serviceAccountName": service_account,
                "securityContext": desired.POD_SECURITY,
                "containers": [{"name": "agent", "image": image, "args": _args(c.spec, role),
-                               "env": _env(c, role, spec_json), "volumeMounts": mounts,
+                               "env": _env(c, role, spec_json, gate or GateConfig()), "volumeMounts": mounts,
                                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
                                "securityContext": desired.CONTAINER_SECURITY}],
                "volumes": volumes}
@@ -154,7 +169,8 @@ async def converge(rt: Runtime, c: desired.Campaign) -> None:
     have = await rt.api.list(jobs_path, Job,
                              {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent"})
     want = agent_jobs(c, default_image=rt.runner_image(c),
-                      service_account=rt.config.jobs.agent_service_account)
+                      service_account=rt.config.jobs.agent_service_account,
+                      gate=GateConfig(rt.config.jobs.agent_regression_corpus, rt.config.jobs.agent_min_regression))
     create, delete, suspend = plan_agents(c, want, have)
     for job in create:
         _, created = await rt.api.create(jobs_path, job)
@@ -182,15 +198,30 @@ def writer_problem(c: desired.Campaign, name: str, job: Job | None) -> str | Non
     return None
 
 
-def draft_problem(draft: object) -> str | None:
+def min_regression(configured: int | None = None) -> int:
+    """The fewest known bugs' reproducers a fix of the compiler must have been verified
+    against: the operator's --agent-min-regression, else $XLA_SENTINEL_MIN_REGRESSION on the
+    operator, else the gate's own default."""
+    return configured if configured is not None else configured_minimum()
+
+
+def draft_problem(draft: object, minimum: int | None = None) -> str | None:
     """Why a fix draft does not count, or None: only what the gate verified does (it cured
-    the reproducer, no reproducer of the regression corpus got worse)."""
+    the reproducer, no reproducer of the regression corpus got worse), and for a cure of the
+    compiler only on a regression corpus of at least `minimum` reproducers (a rewrite of
+    the program changes no compiler: the gate checks it on fresh inputs instead)."""
     if not isinstance(draft, dict) or not draft.get("signature") or not draft.get("cure"):
         return "a fix draft names its signature and cure"
     if not (draft.get("verified") is True and draft.get("cured") is True):
         return f"fix draft for {draft['signature']}: not verified by the gate"
     if draft.get("regressions"):
         return f"fix draft for {draft['signature']}: regressions {draft['regressions']}"
+    floor = min_regression() if minimum is None else minimum
+    corpus = draft.get("regressionCorpus")
+    rewrite = str(draft["cure"]).startswith("rewrite (")
+    if not rewrite and not (isinstance(corpus, int) and corpus >= floor):
+        return (f"fix draft for {draft['signature']}: verified against {corpus} known bugs' reproducers, "
+                f"fewer than the minimum {floor}")
     return None
 
 
@@ -213,7 +244,7 @@ async def ingest_fix_drafts(rt: Runtime, c: desired.Campaign, name: str,
         log.warning("fixdraft.refused", campaign=c.name, namespace=c.namespace, reason=problem)
         return
     for draft in result.get("drafts") or []:
-        problem = draft_problem(draft)
+        problem = draft_problem(draft, min_regression(rt.config.jobs.agent_min_regression))
         if problem is not None or not isinstance(draft, dict):
             await rt.event(campaign_ref(c), "Warning", "FixDraftRefused", f"{name}: {problem}")
             continue

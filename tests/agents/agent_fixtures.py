@@ -33,6 +33,16 @@ print("got", got.tolist(), "want", want.tolist())
 sys.exit(0 if np.array_equal(got, want) else 1)
 '''
 
+# The same bug as a program the engine judges (run_test's form): the reproduce agent's
+# submission. Its default target's verdict is mismatch; with algsimp disabled, pass.
+SHIFT_PROGRAM = '''\
+INPUTS = [("s32", (7,))]
+
+
+def f(v):
+    return v.at[1:].set(v[:-1])[:, None]
+'''
+
 DIVIDE = REPROS / "divide_by_broadcast_reciprocal.py"  # a real XLA:CPU bug: x / y done as x * (1 / y)
 
 # The fix agent's HLO pass plugin for DIVIDE: undo x * (1 / y) into x / y. FUSIONS_ONLY is

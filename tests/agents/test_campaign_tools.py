@@ -13,8 +13,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from agent_fixtures import DUS_REWRITE, DUS_SNIPPET, SERVER, tool_result
+from agent_fixtures import DUS_REWRITE, DUS_SNIPPET, REGRESSION, SERVER, tool_result
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from xla_sentinel.agents.tools import Workbench
@@ -40,7 +41,8 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 async def test_tools_over_a_campaign_with_a_finding(campaign: dict[str, Path]) -> None:
     out = campaign["out"]
     params = StdioServerParameters(command=SERVER[0], args=[
-        *SERVER[1:], "--campaign", str(campaign["campaign"]), "--out", str(out), "--inject-pass", FAULT])
+        *SERVER[1:], "--campaign", str(campaign["campaign"]), "--out", str(out), "--inject-pass", FAULT,
+        "--regression", REGRESSION[2], "--min-regression", "1"])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
 
@@ -64,11 +66,13 @@ async def test_tools_over_a_campaign_with_a_finding(campaign: dict[str, Path]) -
         issue = await call("draft_issue", signature=sig["id"])
         assert issue["source"].endswith("issue.md") and "Do not file upstream" in issue["text"]
 
-        # The cure the bisector named, tried on the bundle's own repro.py (no regression corpus).
+        # The cure the bisector named, tried on the bundle's own repro.py and the server's
+        # regression corpus (one reproducer here): an agent's `regression: []` is not taken.
         cured = await call("try_cure", reproducer=sig["repro"], disable_passes=["algsimp", "copy-insertion"],
                            regression=[])
         assert cured["reproducer"] == {"affected": "bug", "under_cure": "clean"} and cured["verified_fix"]
-        not_cured = await call("try_cure", reproducer=sig["repro"], disable_passes=["cse"], regression=[])
+        assert cured["regression_corpus"] == 1
+        not_cured = await call("try_cure", reproducer=sig["repro"], disable_passes=["cse"])
         assert not not_cured["cured"]
 
         bisected = await call("bisect_finding", finding=finding)
@@ -107,7 +111,23 @@ async def test_a_rewrite_of_the_bundle_s_program_verified_and_recorded_for_its_s
         cured = await call("try_cure", reproducer=sig["repro"], rewrite=DUS_REWRITE)
         assert cured["verified_fix"], cured["reason"]
         assert cured["reproducer"] == {"affected": "bug", "under_cure": "clean"}
-        assert cured["rewrite_verdicts"] == [{"target": "default", "verdict": "pass", "status": "judged"}]
+        # Judged on the bundle's inputs, on two sets drawn afresh and on special values.
+        assert {(v["inputs"], v["verdict"]) for v in cured["rewrite_verdicts"]} == {
+            ("bundle", "pass"), ("fresh-0", "pass"), ("fresh-1", "pass"), ("special", "pass")}
+        assert [e["same"] for e in cured["equivalence"]] == [True, True, True]
+        # A rewrite that answers the bundle's stored inputs with its stored float64 values:
+        # the bundle's repro.py passes on it, the fresh inputs tell it from the program.
+        expected = np.load(out / sig["repro"] / "expected.npz")
+        stored = [expected[k] for k in expected.files]
+        # (Each input is read, times 0, so that it stays a parameter of the rewrite.)
+        constants = ("import jax.numpy as jnp\n\n\ndef f(x, i, v, c):\n"
+                     "    zero = 0 * (x.sum() + i.sum().astype(jnp.float32) + v.sum() + c.sum())\n    return "
+                     + ", ".join(f"jnp.asarray({a.tolist()!r}, jnp.float32) + zero" for a in stored) + "\n")
+        canned = await call("try_cure", reproducer=sig["repro"], rewrite=constants)
+        assert canned["reproducer"] == {"affected": "bug", "under_cure": "clean"}, canned
+        assert not canned["verified_fix"] and "does not compute the original module's float64 values" \
+            in canned["reason"]
+        assert [e["same"] for e in canned["equivalence"]] == [False, False, False]
         wrong = await call("try_cure", reproducer=sig["repro"], rewrite="def f(x, i, v, c):\n    return x, x * c\n")
         assert not wrong["verified_fix"] and wrong["reproducer"]["under_cure"] == "bug"
         other = await session.call_tool("try_cure", {"reproducer": sig["repro"], "rewrite": "def f(x, i, v, c):\n"
@@ -117,8 +137,8 @@ async def test_a_rewrite_of_the_bundle_s_program_verified_and_recorded_for_its_s
                                                     "disable_passes": ["algsimp"]})
         assert both.isError and "one of the two" in both.content[0].text
 
-        fix = await call("submit_fix", reproducer=sig["repro"], rewrite=DUS_REWRITE, agent="fix-1",
-                         model="scripted", signature=sig["id"], rationale="a select, not an in-place update")
+        fix = await call("submit_fix", reproducer=sig["repro"], rewrite=DUS_REWRITE,
+                         signature=sig["id"], rationale="a select, not an in-place update")
         assert fix["verified"] and fix["recorded_for"] == sig["id"]
         [stored] = json.loads((await session.read_resource("sentinel://signatures")).contents[0].text)
         assert stored["verified_fix"]["cure"] == cured["cure"] and stored["verified_fix"]["kind"] == "rewrite"

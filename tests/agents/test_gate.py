@@ -8,12 +8,19 @@ from pathlib import Path
 import pytest
 from agent_fixtures import DIVIDE, EXACT_DIVISION, FUSIONS_ONLY, REGRESSION, SHIFT, SHIFT_REPRO
 from xla_sentinel.agents.gate import (
+    MIN_REGRESSION,
+    MIN_REGRESSION_ENV,
+    REGRESSION_CORPUS_ENV,
     Cure,
+    Failure,
     GateError,
     Ledger,
     Trial,
+    configured_corpus,
+    configured_minimum,
     run_script,
     verify_fix,
+    verify_judged_reproduction,
     verify_reproduction,
     verify_test,
 )
@@ -95,7 +102,7 @@ def test_a_real_bug_reproduction_and_fix_verified_and_a_wrong_cure_refused(tmp_p
     ledger = Ledger(tmp_path / "agents.sqlite")
     repro = _script(tmp_path, "repro.py", SHIFT_REPRO)
     assert verify_reproduction(ledger, repro, ALGSIMP).verified
-    fix = verify_fix(ledger, SHIFT, ALGSIMP, [Path(r) for r in REGRESSION])
+    fix = verify_fix(ledger, SHIFT, ALGSIMP, [Path(r) for r in REGRESSION], min_regression=len(REGRESSION))
     assert fix.verified, fix.reason
     assert [Path(r["script"]).name for r in fix.evidence["also_cures"]] == ["divide_by_broadcast_reciprocal.py"]
     assert fix.evidence["regressions"] == []
@@ -115,7 +122,8 @@ def test_a_pass_plugin_cures_a_real_bug_and_a_partial_or_broken_one_does_not(tmp
     def plugin(name: str, code: str) -> Cure:
         return Cure(plugin=f"{_script(tmp_path, name, code).resolve()}:transform")
 
-    fix = verify_fix(ledger, DIVIDE, plugin("exact_division.py", EXACT_DIVISION), [Path(REGRESSION[1])])
+    fix = verify_fix(ledger, DIVIDE, plugin("exact_division.py", EXACT_DIVISION), [Path(REGRESSION[1])],
+                     min_regression=1)
     assert fix.verified, fix.reason
     assert fix.evidence["under_cure"]["outcome"] == "clean" and fix.evidence["regressions"] == []
     assert fix.evidence["regression_corpus"] == [
@@ -133,6 +141,61 @@ def test_a_pass_plugin_cures_a_real_bug_and_a_partial_or_broken_one_does_not(tmp
     assert not verify_fix(ledger, DIVIDE, edited, []).verified
 
 
+def test_a_fix_verified_against_a_corpus_under_the_minimum_is_refused(tmp_path: Path) -> None:
+    """An empty regression corpus (an installed package without its data, or what an agent
+    once could name) verified any cure; below the server's minimum a cure is refused."""
+    ledger = Ledger(tmp_path / "agents.sqlite")
+    empty = verify_fix(ledger, SHIFT, ALGSIMP, [])
+    assert not empty.verified and empty.evidence["cured"]
+    assert f"ran 0 known bugs' reproducers, fewer than the server's minimum of {MIN_REGRESSION}" in empty.reason
+    # The reproducer itself does not count towards the corpus.
+    short = verify_fix(ledger, SHIFT, ALGSIMP, [SHIFT, Path(REGRESSION[1])], min_regression=2)
+    assert not short.verified and "ran 1 known bugs'" in short.reason
+
+
+def _verdicts(**by_target: str) -> list[dict]:
+    return [{"target": t, "verdict": v, "status": "judged"} for t, v in by_target.items()]
+
+
+@pytest.mark.parametrize("failure, before, after, reason", [
+    (Failure("default", "mismatch"), _verdicts(default="mismatch", O0="pass"), _verdicts(default="pass"), None),
+    # nan_mismatch and mismatch are one class of failure: wrong numbers.
+    (Failure("default", "nan_mismatch"), _verdicts(default="mismatch"), _verdicts(default="pass"), None),
+    (Failure("O0", "mismatch"), _verdicts(default="mismatch", O0="pass"), _verdicts(O0="pass"),
+     "judged the program pass under O0"),
+    (Failure("default", "compile_error"), _verdicts(default="mismatch"), _verdicts(default="pass"),
+     "not the reported compile_error"),
+    (Failure("gpu", "mismatch"), _verdicts(default="mismatch"), _verdicts(default="pass"), "not a target"),
+    (Failure("default", "mismatch"), _verdicts(default="mismatch"), _verdicts(default="mismatch"),
+     "the engine judged the program mismatch under default, not pass"),
+    (Failure("default", "mismatch", "cosine"), _verdicts(default="mismatch"), _verdicts(default="pass"),
+     "names the culprit op cosine"),
+    (Failure("default", "mismatch", "dynamic-update-slice"), _verdicts(default="mismatch"),
+     _verdicts(default="pass"), None),
+])
+def test_a_reproduction_is_the_engine_s_verdict_on_the_program(failure: Failure, before: list, after: list,
+                                                              reason: str | None) -> None:
+    """No exit code: the engine's verdicts on the submitted program, before and under the cure
+    (in the targets' options), against the reported failure."""
+    module = "func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n" \
+             "  %0 = stablehlo.dynamic_update_slice %arg0, %arg0, %c : tensor<4xf32>\n}"
+    d = verify_judged_reproduction(failure, module, before, after, ALGSIMP)
+    assert d.verified == (reason is None), d.reason
+    assert reason is None or reason in d.reason
+
+
+def test_a_failure_must_be_a_failing_verdict_and_a_cure_becomes_compile_options() -> None:
+    with pytest.raises(GateError, match="no failing verdict"):
+        Failure("default", "pass")
+    with pytest.raises(GateError, match="no failing verdict"):
+        Failure("default", "exit 1")
+    cure = Cure(xla_flags=("--xla_cpu_enable_fast_math=false", "--xla_backend_optimization_level=0",
+                           "--xla_cpu_use_thunk_runtime"), disable_passes=("algsimp",))
+    assert cure.options({"xla_disable_hlo_passes": "fusion"}) == {
+        "xla_disable_hlo_passes": "fusion,algsimp", "xla_cpu_enable_fast_math": False,
+        "xla_backend_optimization_level": 0, "xla_cpu_use_thunk_runtime": True}
+
+
 def test_the_verdicts_doc_agents_read_names_every_verdict_the_engine_gives() -> None:
     """sentinel://docs/verdicts is how an agent learns what a verdict means; it had fallen
     behind the buffer and invariant verdicts. Each Verdict value must be in it."""
@@ -143,3 +206,18 @@ def test_the_verdicts_doc_agents_read_names_every_verdict_the_engine_gives() -> 
 
     named = set(re.findall(r"[a-z_]+", VERDICTS_DOC))
     assert {v.value for v in Verdict} - named == set()
+
+
+def test_the_corpus_and_minimum_an_operator_sets_are_read_and_bad_values_refused(tmp_path: Path) -> None:
+    # An agent pod's MCP server is started by the agent runtime, not by the operator: the
+    # operator's choice reaches it through the pod's environment, out of the model's reach.
+    (tmp_path / "a.py").write_text("")
+    (tmp_path / "notes.txt").write_text("")
+    assert configured_corpus({REGRESSION_CORPUS_ENV: str(tmp_path)}) == [tmp_path / "a.py"]
+    assert configured_corpus({}) is None
+    with pytest.raises(GateError, match="not a folder"):
+        configured_corpus({REGRESSION_CORPUS_ENV: str(tmp_path / "missing")})
+    assert configured_minimum({MIN_REGRESSION_ENV: "3"}) == 3
+    assert configured_minimum({}) == MIN_REGRESSION
+    with pytest.raises(GateError, match="not a count"):
+        configured_minimum({MIN_REGRESSION_ENV: "-1"})

@@ -34,7 +34,7 @@ TOOLS = {"coverage_gaps", "open_signatures", "failure_reports", "run_test", "sub
 async def test_stdio_tools_resources_and_a_crashing_snippet(tmp_path: Path) -> None:
     params = StdioServerParameters(command=SERVER[0], args=[
         *SERVER[1:], "--out", str(tmp_path), "--inject-pass", fault_path("dus_copy_elided"),
-        *[a for r in REGRESSION[:1] for a in ("--regression", r)]])
+        *[a for r in REGRESSION[:1] for a in ("--regression", r)], "--min-regression", "1"])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         assert TOOLS <= {t.name for t in (await session.list_tools()).tools}
@@ -101,7 +101,7 @@ async def test_replay_and_a_pass_plugin_cure_over_stdio(tmp_path: Path) -> None:
     (traces / "affine.mlir").write_text(_lowered(lambda x: x * 3 + 1, np.ones(4, np.float32)))
     params = StdioServerParameters(command=SERVER[0], args=[
         *SERVER[1:], "--out", str(tmp_path / "out"), "--inject-pass", fault_path("dus_copy_elided"),
-        *[a for r in REGRESSION[1:2] for a in ("--regression", r)]])
+        *[a for r in REGRESSION[1:2] for a in ("--regression", r)], "--min-regression", "1"])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         replayed = tool_result(await session.call_tool("replay", {"paths": [str(traces)]}))
@@ -137,7 +137,8 @@ def _free_port() -> int:
 @pytest.fixture
 def http_server(tmp_path: Path):
     port = _free_port()
-    proc = subprocess.Popen([*SERVER, "--out", str(tmp_path), "--http", f"127.0.0.1:{port}"],
+    # No token: allowed on loopback only, and only when asked for (test_adversarial.py has the token).
+    proc = subprocess.Popen([*SERVER, "--out", str(tmp_path), "--http", f"127.0.0.1:{port}", "--insecure-loopback"],
                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "w"))
     deadline = time.time() + 120
     while time.time() < deadline:

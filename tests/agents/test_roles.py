@@ -17,7 +17,7 @@ from agent_fixtures import (
     FUSIONS_ONLY,
     REGRESSION,
     SHIFT,
-    SHIFT_REPRO,
+    SHIFT_PROGRAM,
     scripted,
 )
 from xla_sentinel.agents.gate import Ledger
@@ -49,17 +49,23 @@ async def test_stress_agent_submits_a_test_that_reaches_an_injected_fault(tmp_pa
     model = scripted([
         ("coverage_gaps", {}),
         ("run_test", {"code": DUS_SNIPPET, "inputs": DUS_INPUTS}),
-        lambda judged: ("submit_test", {"code": DUS_SNIPPET, "inputs": DUS_INPUTS, "agent": "stress-1",
-                                        "model": "scripted",
+        # An agent naming itself: the server records its own name for it, not this one.
+        lambda judged: ("submit_test", {"code": DUS_SNIPPET, "inputs": DUS_INPUTS, "agent": "root",
+                                        "model": "gpt-99",
                                         "rationale": f"x read after x.at[2].set: {judged['failing']} fail"}),
         "Submitted one test: an in-place update whose source is read again.",
     ], seen)
-    toolset = mcp_toolset(None, tmp_path, inject_passes=[fault_path("dus_copy_elided")])
+    toolset = mcp_toolset(None, tmp_path, inject_passes=[fault_path("dus_copy_elided")], agent="stress-1",
+                          model="scripted")
     record = await run_agent("stress", model, toolset, tmp_path, "stress-1", BUDGET)
     assert record["exit"] == 0 and record["status"] == "done"
     assert "dynamic_update_slice" in seen[0]["ops_never"]  # it took a task from the queue's gaps
     assert seen[1]["failing"] == ["default", "O0", "no_fusion_emitters"]
     assert seen[2]["verified"] and Path(seen[2]["corpus_entry"]).is_file()
+    assert Path(seen[2]["corpus_entry"]).name.startswith("stress-1-")
+    provenance = json.loads(Path(seen[2]["corpus_entry"]).with_suffix(".provenance.json").read_text())
+    assert (provenance["agent"], provenance["model"]) == ("stress-1", "scripted")
+    assert [(c["agent"], c["model"]) for c in _claims(tmp_path)][0] == ("stress-1", "scripted")
     assert [c["kind"] for c in record["claims"]] == ["test"] and record["claims"][0]["verified"]
     transcript = json.loads(Path(record["transcript"]).read_text())
     assert transcript["task"].startswith("gap:") and len(transcript["messages"]) >= 8
@@ -72,36 +78,38 @@ async def test_reproduce_agent_turns_a_report_into_a_verified_reproducer(tmp_pat
     seen: list = []
     model = scripted([
         ("failure_reports", {}),
-        ("submit_reproducer", {"code": SHIFT_REPRO, "disable_passes": ["algsimp"], "agent": "repro-1",
-                               "model": "scripted", "report": "shift-set-then-reshape"}),
-        "The reproducer exits 1 on this build and 0 with algsimp disabled.",
+        ("submit_reproducer", {"code": SHIFT_PROGRAM, "target": "default", "verdict": "mismatch",
+                               "disable_passes": ["algsimp"], "report": "shift-set-then-reshape"}),
+        "The program is wrong under the default target and right with algsimp disabled.",
     ], seen)
     from xla_sentinel.agents.tools import Workbench
 
     bench = Workbench(None, tmp_path)
     bench.add_report("shift-set-then-reshape", report)
     bench.close()
-    record = await run_agent("reproduce", model, mcp_toolset(None, tmp_path), tmp_path, "repro-1", BUDGET)
-    assert seen[0][0]["report"] == "shift-set-then-reshape"
+    record = await run_agent("reproduce", model, mcp_toolset(None, tmp_path, agent="repro-1"), tmp_path,
+                             "repro-1", BUDGET)
+    assert seen[0][0]["report"] == "shift-set-then-reshape" and "follow no instruction" in seen[0][0]["untrusted"]
     verdict = seen[1]
     assert verdict["verified"], verdict["reason"]
-    assert verdict["evidence"]["affected"]["outcome"] == "bug"
-    assert verdict["evidence"]["under_cure"]["outcome"] == "clean"
+    by_target = {v["target"]: v["verdict"] for v in verdict["evidence"]["affected"]}
+    assert by_target["default"] == "mismatch"
+    assert {v["target"]: v["verdict"] for v in verdict["evidence"]["under_cure"]}["default"] == "pass"
     assert record["task"] == "report:shift-set-then-reshape" and record["claims"][0]["verified"]
 
 
 async def test_fix_agent_finds_and_verifies_the_cure_of_a_real_bug(tmp_path: Path) -> None:
     seen: list = []
     model = scripted([
-        ("try_cure", {"reproducer": str(SHIFT), "disable_passes": ["cse"], "regression": REGRESSION}),
-        lambda r: ("try_cure", {"reproducer": str(SHIFT), "disable_passes": ["algsimp"], "regression": REGRESSION})
+        ("try_cure", {"reproducer": str(SHIFT), "disable_passes": ["cse"]}),
+        lambda r: ("try_cure", {"reproducer": str(SHIFT), "disable_passes": ["algsimp"]})
         if not r["cured"] else "cse cured it",
-        lambda r: ("submit_fix", {"reproducer": str(SHIFT), "disable_passes": ["algsimp"], "agent": "fix-1",
-                                  "model": "scripted", "regression": REGRESSION,
+        lambda r: ("submit_fix", {"reproducer": str(SHIFT), "disable_passes": ["algsimp"],
                                   "rationale": "algsimp merges the reshape into the in-place copy"}),
         "Fix: --xla_disable_hlo_passes=algsimp.",
     ], seen)
-    record = await run_agent("fix", model, mcp_toolset(None, tmp_path), tmp_path, "fix-1", BUDGET,
+    toolset = mcp_toolset(None, tmp_path, regression=REGRESSION, min_regression=len(REGRESSION), agent="fix-1")
+    record = await run_agent("fix", model, toolset, tmp_path, "fix-1", BUDGET,
                              task_text=f"Find the cure of the bug {SHIFT.name} reproduces: {SHIFT}")
     assert not seen[0]["cured"] and seen[0]["reproducer"]["under_cure"] == "bug"
     assert seen[1]["cured"] and seen[1]["regressions"] == []
@@ -117,16 +125,16 @@ async def test_fix_agent_writes_a_pass_plugin_that_cures_a_real_bug(tmp_path: Pa
     seen: list = []
     regression = REGRESSION[1:]  # its two known bugs that algsimp does not touch either
     model = scripted([
-        ("try_cure", {"reproducer": str(DIVIDE), "plugin_code": FUSIONS_ONLY, "regression": regression}),
-        lambda r: ("try_cure", {"reproducer": str(DIVIDE), "plugin_code": EXACT_DIVISION, "regression": regression})
+        ("try_cure", {"reproducer": str(DIVIDE), "plugin_code": FUSIONS_ONLY}),
+        lambda r: ("try_cure", {"reproducer": str(DIVIDE), "plugin_code": EXACT_DIVISION})
         if not r["cured"] else "the first plugin cured it",
-        lambda r: ("submit_fix", {"reproducer": str(DIVIDE), "plugin_code": EXACT_DIVISION, "agent": "fix-2",
-                                  "model": "scripted", "regression": regression,
+        lambda r: ("submit_fix", {"reproducer": str(DIVIDE), "plugin_code": EXACT_DIVISION,
                                   "rationale": "x * (1 / y) flushes 1 / y to 0 for large y: divide instead"})
         if r["cured"] else "no cure",
         "Fix: a pass plugin that turns x * (1 / y) back into x / y.",
     ], seen)
-    record = await run_agent("fix", model, mcp_toolset(None, tmp_path), tmp_path, "fix-2", BUDGET,
+    toolset = mcp_toolset(None, tmp_path, regression=regression, min_regression=2, agent="fix-2")
+    record = await run_agent("fix", model, toolset, tmp_path, "fix-2", BUDGET,
                              task_text=f"Find the cure of the bug {DIVIDE.name} reproduces: {DIVIDE}")
     assert not seen[0]["cured"] and seen[0]["reproducer"]["under_cure"] == "bug"
     assert seen[1]["cured"] and seen[1]["regressions"] == [] and seen[1]["regression_corpus"] == 2
@@ -145,10 +153,11 @@ async def test_a_lying_agent_s_false_cure_is_refused(tmp_path: Path) -> None:
     seen: list = []
     model = scripted([
         ("submit_fix", {"reproducer": str(DIVIDE), "plugin_code": "def transform(proto):\n    return None\n",
-                        "agent": "liar", "model": "scripted", "regression": [], "rationale": "fixed it"}),
+                        "rationale": "fixed it"}),
         "Fixed divide_by_broadcast_reciprocal with a pass plugin.",
     ], seen)
-    await run_agent("fix", model, mcp_toolset(None, tmp_path), tmp_path, "liar", BUDGET, task_text="anything")
+    toolset = mcp_toolset(None, tmp_path, regression=REGRESSION[1:2], min_regression=1, agent="liar")
+    await run_agent("fix", model, toolset, tmp_path, "liar", BUDGET, task_text="anything")
     assert not seen[0]["verified"] and seen[0]["reason"].startswith("not cured")
     assert seen[0]["recorded_for"] is None
     assert [(c["kind"], c["verified"]) for c in _claims(tmp_path)] == [("fix", False), ("report", False)]
@@ -157,19 +166,18 @@ async def test_a_lying_agent_s_false_cure_is_refused(tmp_path: Path) -> None:
 async def test_a_lying_agent_s_claims_are_refused_by_the_gate(tmp_path: Path) -> None:
     seen: list = []
     model = scripted([
-        ("submit_fix", {"reproducer": str(SHIFT), "disable_passes": ["cse"], "agent": "liar", "model": "scripted",
-                        "regression": [], "rationale": "cse is to blame"}),
-        ("submit_reproducer", {"code": "print('BUG!')\n", "disable_passes": ["algsimp"], "agent": "liar",
-                               "model": "scripted"}),
+        ("submit_fix", {"reproducer": str(SHIFT), "disable_passes": ["cse"], "rationale": "cse is to blame"}),
+        ("submit_reproducer", {"code": "print('BUG!')\n", "disable_passes": ["algsimp"], "target": "default",
+                               "verdict": "mismatch"}),
         ("submit_test", {"code": "def f(x):\n    return x.no_such_method()\n", "inputs": [["f32", [3]]],
-                         "agent": "liar", "model": "scripted", "rationale": "crashes XLA"}),
+                         "rationale": "crashes XLA"}),
         "I found three XLA bugs and fixed one of them with --xla_disable_hlo_passes=cse.",
     ], seen)
-    await run_agent("fix", model, mcp_toolset(None, tmp_path), tmp_path, "liar", BUDGET,
-                             task_text="anything")
+    toolset = mcp_toolset(None, tmp_path, regression=REGRESSION[1:2], min_regression=1, agent="liar")
+    await run_agent("fix", model, toolset, tmp_path, "liar", BUDGET, task_text="anything")
     assert [s["verified"] for s in seen] == [False, False, False]
     assert seen[0]["reason"].startswith("not cured")
-    assert "does not show a bug" in seen[1]["reason"]
+    assert "does not load" in seen[1]["reason"]
     assert "load_error" in seen[2]["reason"] and "does not trace" in seen[2]["reason"]
     claims = _claims(tmp_path)
     assert [(c["kind"], c["verified"]) for c in claims] == [

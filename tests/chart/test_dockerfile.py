@@ -105,4 +105,6 @@ def test_dockerignore_lets_in_what_the_build_copies() -> None:
     allowed = {line[1:].rstrip("/") for line in (REPO_ROOT / ".dockerignore").read_text().splitlines()
                if line.startswith("!")}
     copied = set(re.findall(r"^COPY (?!--from)(\S+)", DOCKERFILE, flags=re.M))
-    assert copied == allowed == {"pyproject.toml", "runners", "operator", "deploy/images/constraints.txt"}
+    # bench/repros: the agents' regression corpus, package data through a link (docs/agents.md).
+    assert copied == allowed == {"pyproject.toml", "runners", "operator", "deploy/images/constraints.txt",
+                                 "bench/repros"}

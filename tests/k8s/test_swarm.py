@@ -51,12 +51,14 @@ from .conftest import API, as_service_account, campaign, eventually
 REPO_REPROS = REPO_ROOT / "bench" / "repros"
 SHIFT = REPO_REPROS / "shift_set_then_reshape.py"
 # A regression corpus small enough for the suite (the gate's default is every reproducer
-# in bench/repros): one known bug algsimp cures too, two it does not.
-REGRESSION = [str(REPO_REPROS / n) for n in ("divide_by_broadcast_reciprocal.py", "reduce_max_drops_nan.py",
-                                             "atan2_subnormal_nan.py")]
+# in bench/repros), set by the operator (--agent-regression-corpus), not by the agent: one
+# known bug algsimp cures too, two it does not.
+# Links to them in a folder of the checkout (an agent pod's /tmp is its own emptyDir).
+REGRESSION = ("divide_by_broadcast_reciprocal.py", "reduce_max_drops_nan.py", "atan2_subnormal_nan.py")
+CORPUS = Path(__file__).parent / "data" / "regression-corpus"
 SIGNATURE = "5e1f7a00c0ffee01"
 KEY = "sk-scripted-0123"
-_WHO = re.compile(r"Submit as agent '([^']+)', model '([^']+)'")
+_WHO = re.compile(r"You are agent '([^']+)'")
 
 
 class ScriptedModel:
@@ -75,17 +77,15 @@ class ScriptedModel:
             return "".join(p.get("text", "") for p in content if isinstance(p, dict))
         return str(content or "")
 
-    def step(self, role: str, n: int, task: dict[str, Any], agent: str, model: str) -> Any:
+    def step(self, role: str, n: int, task: dict[str, Any]) -> Any:
         if role == "stress":
             gap = task.get("op") or task.get("fusion_kind") or "x"
             code = f"import jax.numpy as jnp\n\n# gap: {gap}\ndef f(x):\n    return jnp.tanh(x) * 2 + x\n"
-            return [("submit_test", {"code": code, "inputs": [["f32", [8]]], "agent": agent, "model": model,
-                                     "rationale": f"fills the gap {gap}"}),
+            return [("submit_test", {"code": code, "inputs": [["f32", [8]]], "rationale": f"fills the gap {gap}"}),
                     f"submitted a test for {gap}"][n]
         repro = task["repro"]
-        return [("try_cure", {"reproducer": repro, "disable_passes": ["cse"], "regression": REGRESSION}),
-                ("submit_fix", {"reproducer": repro, "disable_passes": ["algsimp"], "agent": agent,
-                                "model": model, "regression": REGRESSION,
+        return [("try_cure", {"reproducer": repro, "disable_passes": ["cse"]}),
+                ("submit_fix", {"reproducer": repro, "disable_passes": ["algsimp"],
                                 "rationale": "algsimp folds the shifted set into the reshape; cse does not cure it"}),
                 "submitted the algsimp fix"][n]
 
@@ -93,14 +93,14 @@ class ScriptedModel:
         body = await request.json()
         msgs = body["messages"]
         prompt = next(self._text(m["content"]) for m in msgs if m["role"] == "user")
-        agent, model = _WHO.search(prompt).groups()
-        task = json.loads(prompt.split("Your task:\n", 1)[1].split("\n\nSubmit as", 1)[0])
+        (agent,) = _WHO.search(prompt).groups()
+        task = json.loads(prompt.split("Your task:\n", 1)[1].split("\n\nYou are agent", 1)[0])
         results = [self._text(m.get("content")) for m in msgs if m["role"] == "tool"]
         role = "fix" if "You are a fix agent" in prompt else "stress"
         self.requests.append({"agent": agent, "role": role, "task": task, "step": len(results),
                               "auth": request.headers.get("Authorization"), "results": results,
                               "tools": sorted(t["function"]["name"] for t in body.get("tools") or [])})
-        out = self.step(role, len(results), task, agent, model)
+        out = self.step(role, len(results), task)
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if isinstance(out, str):
             message["content"], finish = out, "stop"
@@ -177,7 +177,9 @@ async def test_two_stress_agents_and_a_fix_agent_share_one_queue_and_draft_a_ver
     fake = node()
     # The chart's agent ServiceAccount and Role (the ns fixture applied them), as the chart's
     # Deployment passes it.
-    await start_operator(jobs={"agent_service_account": chart_operator_flags()["--agent-service-account"]})
+    assert sorted(p.name for p in CORPUS.glob("*.py")) == sorted(REGRESSION)
+    await start_operator(jobs={"agent_service_account": chart_operator_flags()["--agent-service-account"],
+                               "agent_regression_corpus": str(CORPUS), "agent_min_regression": len(REGRESSION)})
     api.create("v1/secrets", ns, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "model-key"},
                                   "data": {"api-key": base64.b64encode(KEY.encode()).decode()}})
     # The bug, before the campaign: the fix agent's pod seeds its task from it.
@@ -244,7 +246,7 @@ async def test_two_stress_agents_and_a_fix_agent_share_one_queue_and_draft_a_ver
                            and s.get("status", {}).get("fixDraft") and s, timeout=60)
     draft = sig["status"]["fixDraft"]
     assert draft["cure"] == "--xla_disable_hlo_passes=algsimp"
-    assert draft["agent"] == by_role["fix"][0] and draft["model"] == "scripted"
+    assert draft["agent"] == by_role["fix"][0] and draft["model"] == "openai-chat:scripted"  # the spec's, as the server knows it
     assert draft["regressionCorpus"] == 3 and draft.get("regressions", []) == []
     assert [p.rsplit("/", 1)[-1] for p in draft["alsoCures"]] == ["divide_by_broadcast_reciprocal.py"]
     evidence = json.loads(draft["evidence"])

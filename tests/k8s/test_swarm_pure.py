@@ -48,8 +48,11 @@ def test_bad_agents_specs_name_the_field(agents_spec, error):
 
 
 def test_vertex_needs_no_secret_and_roles_default_to_the_shared_model():
-    spec = parse_spec({"agents": {"model": "google-vertex:gemini-2.5-pro", "roles": [{"role": "fix"}]}})
-    assert spec.agents.role_model(spec.agents.roles[0]) == "google-vertex:gemini-2.5-pro"
+    spec = parse_spec({"agents": {"model": "google-cloud:gemini-2.5-pro", "roles": [{"role": "fix"}]}})
+    assert spec.agents.role_model(spec.agents.roles[0]) == "google-cloud:gemini-2.5-pro"
+    # pydantic-ai 2's old names are refused with the new one named.
+    with pytest.raises(SpecError, match="renamed in pydantic-ai 2: use google-cloud:gemini-2.5-pro"):
+        parse_spec({"agents": {"model": "google-vertex:gemini-2.5-pro", "roles": [{"role": "fix"}]}})
 
 
 def test_one_indexed_job_per_role_with_the_credential_from_the_secret():
@@ -78,6 +81,21 @@ def test_one_indexed_job_per_role_with_the_credential_from_the_secret():
     # A budget-stopped agent (exit 1) or a bad credential (exit 2) is not retried.
     rule = fix["spec"]["podFailurePolicy"]["rules"][1]
     assert rule["action"] == "FailIndex" and rule["onExitCodes"]["values"] == [1, 2]
+    # The gate's corpus and minimum are the operator's: unset, the pod's server uses its own.
+    assert not {"XLA_SENTINEL_REGRESSION_CORPUS", "XLA_SENTINEL_MIN_REGRESSION"} & set(env)
+
+
+def test_the_operators_regression_corpus_and_minimum_reach_the_agent_pods_server():
+    c = camp(agents={"credentialSecretRef": SECRET, "roles": [{"role": "fix"}]})
+    (job,) = agents.agent_jobs(c, default_image="i", gate=agents.GateConfig("/corpus", 3))
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["XLA_SENTINEL_REGRESSION_CORPUS"] == "/corpus" and env["XLA_SENTINEL_MIN_REGRESSION"] == "3"
+    # And the operator holds drafts to the same minimum.
+    draft = {"signature": "s", "cure": "--xla_disable_hlo_passes=algsimp", "verified": True, "cured": True,
+             "regressionCorpus": 3}
+    assert agents.draft_problem(draft, agents.min_regression(3)) is None
+    assert "fewer than the minimum 4" in (agents.draft_problem(draft, agents.min_regression(4)) or "")
 
 
 def test_agents_have_their_own_revision_and_leave_the_workers_alone():
@@ -113,8 +131,10 @@ def _claim(**over):
 def test_only_gate_verified_drafts_without_regressions_count():
     task = {"key": "signature:abc", "payload": {"signature": "0123456789abcdef"}}
     draft = fix_draft(_claim(), "nightly-agent-fix-1-0", task)
-    assert draft["signature"] == "0123456789abcdef" and agents.draft_problem(draft) is None
+    assert draft["signature"] == "0123456789abcdef" and agents.draft_problem(draft, minimum=1) is None
     assert draft["regressionCorpus"] == 1
+    # Verified against fewer known bugs than the operator's minimum (default gate.MIN_REGRESSION): refused.
+    assert "fewer than the minimum 8" in agents.draft_problem(draft)
     refused = fix_draft(_claim(verified=False), "a", task)
     assert "not verified by the gate" in agents.draft_problem(refused)
     worse = fix_draft(_claim(evidence={**_claim()["evidence"], "regressions": [{"script": "b.py"}]}), "a", task)

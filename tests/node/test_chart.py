@@ -45,7 +45,7 @@ QUICKSTART = REPO_ROOT / "examples" / "k8s-quickstart.yaml"
 # so a fault plugin's path inside the worker's container.
 RUNNER_SITE = "/opt/venv/lib/python3.11/site-packages"
 FAULT = "fusion_bf16_rounding"  # an injected miscompile the 8 programs hit (tests/k8s/test_end_to_end.py)
-# The chart's own liveness probe (GET /healthz on the http port), its timing set through the
+# The chart's own liveness probe (GET /livez on the http port), its timing set through the
 # chart's values so a wedged operator is seen in ~10 s instead of 60 s (defaults sized for a
 # loaded production node): test time, not a weaker probe. The kill then waits the pod's 30 s
 # grace period (the chart's values schema has no probe-level terminationGracePeriodSeconds).
@@ -300,7 +300,7 @@ def test_wedged_operator_is_restarted_by_the_kubelet_through_the_charts_liveness
     pod = api.get("v1/pods", release, standby)
     (status,) = pod["status"]["containerStatuses"]
     # SIGSTOP from the host to the operator process (its container's PID 1): its event loop
-    # and /healthz stop answering, as a deadlocked process's would; only a restart ends it.
+    # and /livez stop answering, as a deadlocked process's would; only a restart ends it.
     os.kill(node.container_pid(status["containerID"]), signal.SIGSTOP)
 
     def restarted() -> dict[str, Any] | None:

@@ -2,16 +2,20 @@
 
 - a test counts once it compiled and the oracle judged it under the campaign's targets
   (`verify_test`, on what `tools.Workbench.run_test` returned);
-- a reproduction counts once its script exits 1 on this build and 0 under its cure
-  (`verify_reproduction`);
-- a fix counts once it cures the reproducer and changes no verdict of the regression
-  corpus of known bugs for the worse. A fix of the compiler (`Cure`: XLA flags, passes
+- a reproduction counts once the engine judges the submitted program as the reported
+  failure (the same class of verdict under the same target, the culprit op where named)
+  and right under its cure, applied as compile options the program cannot see
+  (`verify_judged_reproduction`); no exit code of agent code is read;
+- a fix counts once it cures the reproducer (a script the engine or the repository wrote:
+  `verify_reproduction`, exit 1 on this build and 0 under the cure) and changes no verdict
+  of the regression corpus of known bugs for the worse, a corpus the server chose, of at
+  least MIN_REGRESSION reproducers. A fix of the compiler (`Cure`: XLA flags, passes
   to disable, an HLO pass plugin) is run on every reproducer of the corpus (`verify_fix`:
   a known bug's reproducer that passed must still pass, one that failed must still run;
   one it cures as well is reported under `also_cures`, not refused). A rewrite of the
   program (`verify_rewrite`) changes no compiler, so no known bug's verdict: it counts once
-  the bundle's repro.py passes on the rewritten module (the same inputs, the same float64
-  reference values) and the campaign's targets judge the rewrite right.
+  the bundle's repro.py passes on the rewritten module, its float64 values equal the
+  original module's on fresh and special inputs, and the campaign's targets judge it right.
 
 Every claim is written to the claims table (OUT/agents.sqlite) with the gate's decision
 and evidence: a verified claim is what the campaign keeps (a corpus entry, a reproducer,
@@ -30,26 +34,57 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from xla_sentinel.core.errors import UserError
-from xla_sentinel.core.model import UNJUDGED, ProgramStatus, Verdict
+from xla_sentinel.core.model import UNJUDGED, VERDICT_TABLE, ProgramStatus, StillFails, Verdict
 from xla_sentinel.spec.plugins import split_ref
 
 # What a reproducer's exit tells: 1 the bug shows, 0 it does not. An uncaught exception
 # also exits 1, so a traceback on stderr makes it `error`, not `bug`.
 OUTCOMES = ("bug", "clean", "error", "timeout")
 SCRIPT_SECONDS = 300.0
+# The fewest known bugs' reproducers a fix of the compiler must have been run on: a server
+# given a smaller corpus (or none: an installed package without its regression data)
+# refuses every such fix rather than verify it against nothing. `xla-sentinel mcp
+# --min-regression`, and the operator's own check of fix drafts (XLA_SENTINEL_MIN_REGRESSION).
+MIN_REGRESSION = 8
+# Where an operator (or whoever starts the server) sets the corpus and the minimum for a
+# server it does not start itself (an agent pod's): read by `xla-sentinel mcp`, never by a tool.
+REGRESSION_CORPUS_ENV = "XLA_SENTINEL_REGRESSION_CORPUS"
+MIN_REGRESSION_ENV = "XLA_SENTINEL_MIN_REGRESSION"
 _FLAG = re.compile(r"^--xla_[a-z0-9_]+(=[^\s]*)?$")
 _PASS = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 class GateError(UserError, ValueError):
     """A claim the gate cannot even check: a missing script, a malformed flag."""
+
+
+def configured_corpus(env: Mapping[str, str] = os.environ) -> list[Path] | None:
+    """The regression corpus whoever started the server chose ($XLA_SENTINEL_REGRESSION_CORPUS,
+    a folder of reproducers), or None for the package's own."""
+    folder = env.get(REGRESSION_CORPUS_ENV, "")
+    if not folder:
+        return None
+    if not Path(folder).is_dir():
+        raise GateError(f"{REGRESSION_CORPUS_ENV}={folder}: not a folder of reproducers")
+    return sorted(Path(folder).glob("*.py"))
+
+
+def configured_minimum(env: Mapping[str, str] = os.environ) -> int:
+    """The fewest reproducers a fix of the compiler is verified against:
+    $XLA_SENTINEL_MIN_REGRESSION, else MIN_REGRESSION."""
+    value = env.get(MIN_REGRESSION_ENV, "")
+    if not value:
+        return MIN_REGRESSION
+    if not value.isdigit():
+        raise GateError(f"{MIN_REGRESSION_ENV}={value}: not a count")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -83,12 +118,35 @@ class Cure:
     def describe(self) -> str:
         return " ".join([*self.flags(), *([f"--inject-pass {self.plugin}"] if self.plugin else [])])
 
+    def options(self, base: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The cure as a target's per-compile XLA options, over `base` (a target's own): how
+        the engine applies it to a submitted program, where the program cannot see it (not
+        in an environment variable a script could read)."""
+        out = dict(base or {})
+        if self.disable_passes:
+            had = [p for p in str(out.get("xla_disable_hlo_passes") or "").split(",") if p]
+            out["xla_disable_hlo_passes"] = ",".join(dict.fromkeys([*had, *self.disable_passes]))
+        for flag in self.xla_flags:
+            name, eq, value = flag[2:].partition("=")
+            out[name] = _option_value(value) if eq else True
+        return out
+
     def key(self) -> str:
         """What a reproducer's remembered outcome depends on: the cure, with the plugin's bytes."""
         if self.plugin is None:
             return self.describe()
         digest = hashlib.sha256(split_ref(self.plugin)[0].read_bytes()).hexdigest()
         return f"{self.describe()} sha256:{digest}"
+
+
+def _option_value(text: str) -> Any:
+    """An XLA_FLAGS value as a typed option: true/false, an integer, else the text."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 @dataclass(frozen=True)
@@ -132,13 +190,15 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def run_script(script: Path, cure: Cure | None = None, timeout: float = SCRIPT_SECONDS) -> dict[str, Any]:
+def run_script(script: Path, cure: Cure | None = None, timeout: float = SCRIPT_SECONDS,
+               sandbox: Any = None) -> dict[str, Any]:
     """Run a reproducer in a child process, under `cure` if given: its outcome and output.
 
     The cure goes in XLA_FLAGS (read by every XLA compile in the child; the repros of
     bench/repros append to it) and, for a bundle's repro.py, which sets its options per
     compile, also as its `--xla-option`s; its plugin is registered in the child before the
-    script runs.
+    script runs. Under `sandbox` (agents/sandbox.Sandbox: `mcp --sandbox`) the child has no
+    network and sees only its own folder (read-only), the plugin's and the interpreter's.
     """
     script = Path(script)
     if not script.is_file():
@@ -152,6 +212,10 @@ def run_script(script: Path, cure: Cure | None = None, timeout: float = SCRIPT_S
         if "--xla-option" in script.read_text(errors="replace"):
             for flag in cure.flags():
                 argv += ["--xla-option", flag.removeprefix("--") if "=" in flag else f"{flag[2:]}=true"]
+    if sandbox is not None:
+        plugin = [split_ref(cure.plugin)[0].parent] if cure is not None and cure.plugin else []
+        argv = sandbox.argv(argv, script.parent, writable=False, readonly=plugin,
+                            env={"XLA_FLAGS": env["XLA_FLAGS"]} if "XLA_FLAGS" in env else None)
     try:
         proc = subprocess.run(argv, cwd=script.parent, env=env, capture_output=True, text=True,
                               timeout=timeout)
@@ -195,7 +259,8 @@ class Ledger:
     """
     OUTCOMES = "CREATE TABLE IF NOT EXISTS outcomes (key TEXT PRIMARY KEY, outcome TEXT NOT NULL);"
 
-    def __init__(self, path: Path, outcomes: Path | None = None) -> None:
+    def __init__(self, path: Path, outcomes: Path | None = None, sandbox: Any = None) -> None:
+        self.sandbox = sandbox  # agents/sandbox.Sandbox: reproducers run confined
         self.db = _connect(path)
         self.db.executescript(self.SCHEMA)
         self.outcomes = _connect(outcomes or outcomes_path())
@@ -236,7 +301,7 @@ class Ledger:
         row = self.outcomes.execute("SELECT outcome FROM outcomes WHERE key = ?", (key,)).fetchone()
         if row:
             return {**json.loads(row[0]), "cached": True}
-        result = run_script(script, cure, timeout)
+        result = run_script(script, cure, timeout, self.sandbox)
         if result["outcome"] != "timeout":  # a slow machine may answer next time
             with self.outcomes:
                 self.outcomes.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?)", (key, json.dumps(result)))
@@ -308,8 +373,10 @@ def verify_reproduction(ledger: Ledger, script: Path, cure: Cure,
 
 
 def verify_fix(ledger: Ledger, reproducer: Path, cure: Cure, regression: Sequence[Path],
-               timeout: float = SCRIPT_SECONDS) -> Decision:
-    """A fix counts once it cures the reproducer and no known bug's reproducer gets worse."""
+               timeout: float = SCRIPT_SECONDS, min_regression: int = MIN_REGRESSION) -> Decision:
+    """A fix counts once it cures the reproducer and no known bug's reproducer gets worse,
+    on a regression corpus (the server's, never the agent's) of at least `min_regression`
+    reproducers besides the one cured."""
     repro = verify_reproduction(ledger, reproducer, cure, timeout)
     rows, regressions, also = [], [], []
     for script in regression:
@@ -326,6 +393,10 @@ def verify_fix(ledger: Ledger, reproducer: Path, cure: Cure, regression: Sequenc
                 "also_cures": also, "cured": repro.verified}
     if not repro.verified:
         return Decision(False, f"not cured: {repro.reason}", evidence)
+    if len(rows) < min_regression:
+        return Decision(False, f"cures the reproducer, but the regression corpus ran {len(rows)} known bugs' "
+                        f"reproducers, fewer than the server's minimum of {min_regression}: a fix is not "
+                        "verified against nothing", evidence)
     if regressions:
         return Decision(False, f"cures the reproducer but changes {len(regressions)} verdicts of the "
                         f"regression corpus: {', '.join(Path(r['script']).name for r in regressions)}",
@@ -338,24 +409,98 @@ def decision_json(d: Decision) -> dict[str, Any]:
     return asdict(d)
 
 
+@dataclass(frozen=True)
+class Failure:
+    """The reported failure a reproducer must show: under which target (configuration),
+    which verdict, and the culprit op where the report names one."""
+
+    target: str
+    verdict: str
+    culprit_op: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.verdict not in {v.value for v in VERDICT_TABLE} or self.verdict == Verdict.PASS:
+            raise GateError(f"verdict: {self.verdict!r} is no failing verdict; one of "
+                            f"{', '.join(v.value for v in VERDICT_TABLE if v != Verdict.PASS)}")
+
+
+def verdict_class(verdict: str) -> str:
+    """What makes two verdicts the same failure: wrong numbers (mismatch, nan_mismatch, a
+    version regression) are one class, every other verdict its own."""
+    try:
+        info = VERDICT_TABLE[Verdict(verdict)]
+    except ValueError:
+        return str(verdict)
+    return "wrong numbers" if info.still_fails is StillFails.NUMBERS else str(verdict)
+
+
+def _module_has_op(module: str, op: str) -> bool:
+    name = op.replace("-", "_")
+    return re.search(rf"\b(stablehlo|mhlo|chlo)\.{re.escape(name)}\b", module) is not None
+
+
+def verify_judged_reproduction(failure: Failure, module: str, before: Sequence[dict[str, Any]],
+                               after: Sequence[dict[str, Any]], cure: Cure) -> Decision:
+    """A reproduction counts once the engine judged the submitted program's module as the
+    reported failure (`before`: check_program's verdicts under the campaign's targets: the
+    same verdict class under the same target, the module holding the culprit op where the
+    report names one) and right under its cure (`after`: the same targets, the cure in
+    their compile options, where the program cannot see it). No exit code is read."""
+    by_target = {v["target"]: v for v in before}
+    cured = {v["target"]: v for v in after}
+    evidence = {"failure": asdict(failure), "cure": cure.describe(), "jaxlib": jaxlib_version(),
+                "affected": [_short(v) for v in before], "under_cure": [_short(v) for v in after]}
+    if failure.target not in by_target:
+        return Decision(False, f"target: {failure.target!r} is not a target of the campaign "
+                        f"({', '.join(by_target) or 'none ran'})", evidence)
+    got = by_target[failure.target]
+    if verdict_class(str(got["verdict"])) != verdict_class(failure.verdict):
+        return Decision(False, f"the engine judged the program {got['verdict']} under {failure.target} "
+                        f"(status {got.get('status')}), not the reported {failure.verdict}", evidence)
+    if failure.culprit_op and not _module_has_op(module, failure.culprit_op):
+        return Decision(False, f"the report names the culprit op {failure.culprit_op}; the program's "
+                        "module holds none", evidence)
+    fixed = cured.get(failure.target)
+    if fixed is None or fixed["verdict"] != Verdict.PASS or fixed.get("status") != ProgramStatus.JUDGED:
+        return Decision(False, f"under {cure.describe()} the engine judged the program "
+                        f"{fixed['verdict'] if fixed else 'not at all'} under {failure.target}, not pass",
+                        evidence)
+    return Decision(True, f"the engine judged the program {got['verdict']} under {failure.target} on jaxlib "
+                    f"{jaxlib_version()}, and pass under {cure.describe()}", evidence)
+
+
+def _short(v: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.get(k) for k in ("target", "verdict", "status")}
+
+
 def verify_rewrite(ledger: Ledger, original: Path, rewritten: Path, rewrite: Rewrite,
-                   judged: Sequence[dict[str, Any]], timeout: float = SCRIPT_SECONDS) -> Decision:
-    """A rewrite counts once the bundle's repro.py exits 1 on the original module and 0 on
-    the rewrite (the same inputs and float64 reference values: `rewritten` is the bundle
-    with module.mlir replaced), and every target of the campaign judges the rewrite right
-    (`judged`: check_program's verdicts). It changes no compiler, so no known bug's verdict."""
+                   judged: Sequence[dict[str, Any]], equivalence: Sequence[dict[str, Any]],
+                   timeout: float = SCRIPT_SECONDS) -> Decision:
+    """A rewrite counts once (1) the bundle's repro.py exits 1 on the original module and
+    0 on the rewrite (`rewritten`: the bundle with module.mlir replaced), (2) its float64
+    values equal the original module's float64 reference on inputs drawn afresh and on
+    special values (`equivalence`: one row per input set, `same`), never only the bundle's
+    stored inputs, which a rewrite could answer with constants, and (3) every target of the
+    campaign judges the rewrite right on those inputs (`judged`: check_program's verdicts,
+    each with its `inputs`). It changes no compiler, so no known bug's verdict."""
     t = trial(ledger, original, None, after=rewritten, timeout=timeout)
-    regressions = [{"target": v["target"], "verdict": v["verdict"], "status": v.get("status")}
+    regressions = [{"target": v["target"], "verdict": v["verdict"], "status": v.get("status"),
+                    "inputs": v.get("inputs")}
                    for v in judged if v["verdict"] != Verdict.PASS or v.get("status") != ProgramStatus.JUDGED]
+    differs = [e for e in equivalence if not e.get("same")]
     evidence = {"script": str(original), "rewritten": str(rewritten), "jaxlib": jaxlib_version(),
                 "cure": rewrite.describe(), **t.evidence(), "cured": t.cured,
-                "rewrite_verdicts": list(judged), "regressions": regressions, "also_cures": [],
-                "regression_corpus": []}
+                "rewrite_verdicts": list(judged), "equivalence": list(equivalence),
+                "regressions": regressions, "also_cures": [], "regression_corpus": []}
     why = t.refusal("the bundle", "on the rewrite the bundle's repro.py")
     if why:
         return Decision(False, f"not cured: {why}", evidence)
+    if differs or not equivalence:
+        return Decision(False, "the rewrite does not compute the original module's float64 values on "
+                        f"fresh inputs: {differs or 'no input set ran'}", evidence)
     if regressions or not judged:
         return Decision(False, "cures the reproducer but the campaign's targets do not all judge the rewrite "
                         f"right: {regressions or 'no target ran'}", evidence)
-    return Decision(True, f"the rewrite passes the bundle's repro.py and {len(judged)} targets judge it right; "
-                    "a rewrite changes no known bug's verdict", evidence)
+    return Decision(True, f"the rewrite passes the bundle's repro.py, equals the original's float64 values on "
+                    f"{len(equivalence)} fresh input sets, and {len(judged)} verdicts judge it right; a "
+                    "rewrite changes no known bug's verdict", evidence)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from xla_sentinel.agents.gate import Cure
+from xla_sentinel.agents.gate import MIN_REGRESSION, Cure
 from xla_sentinel.agents.tools import Workbench
 from xla_sentinel.core.model import UNJUDGED, VERDICT_TABLE
 
@@ -32,9 +32,11 @@ folders, XLA dumps, module files), reduce what fails (reduce_finding, bisect_fin
 cures (try_cure: XLA flags, passes to disable, an HLO pass plugin, or a rewrite of a
 bundle's program) and submit what you found (submit_test, submit_reproducer, submit_fix).
 Nothing you submit counts until the gate has verified it: a test must compile and be
-judged, a reproducer must exit 1 on this build and 0 under its cure, a fix must cure the
-reproducer without regressions in the known bugs' reproducers (a rewrite: without a
-target judging it wrong). Resources: sentinel://signatures, sentinel://findings/{id},
+judged, a reproducer is a program the engine itself judges as the reported failure (same
+target, same class of verdict) and right under its cure, a fix must cure the reproducer
+without regressions in the server's corpus of known bugs' reproducers (a rewrite: equal to
+the original's float64 values on fresh and special inputs, no target judging it wrong).
+Your name and model are the server's: the submit tools take neither. Resources: sentinel://signatures, sentinel://findings/{id},
 sentinel://docs/{verdicts,ops,flags}."""
 
 VERDICTS_DOC = (
@@ -130,11 +132,12 @@ def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) ->
         return await call(bench.run_test, code, kind, inputs, special)
 
     @server.tool()
-    async def submit_test(code: str, rationale: str, agent: str, model: str, kind: str = "jax",
+    async def submit_test(code: str, rationale: str, kind: str = "jax",
                           inputs: list[Any] | None = None, special: bool = False) -> dict[str, Any]:
-        """Add a test to the campaign's corpus with its provenance. It is judged first and
-        kept only if it compiled and the oracle judged it."""
-        return await call(bench.submit_test, code, rationale, agent, model, kind, inputs, special)
+        """Add a test to the campaign's corpus with its provenance (the agent and model are
+        the server's, not arguments). It is judged first and kept only if it compiled and
+        the oracle judged it."""
+        return await call(bench.submit_test, code, rationale, kind, inputs, special)
 
     @server.tool()
     async def check_finding(finding: str) -> dict[str, Any]:
@@ -166,45 +169,52 @@ def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) ->
         return await call(bench.read_bundle, path)
 
     @server.tool()
-    async def submit_reproducer(code: str, agent: str, model: str, disable_passes: list[str] | None = None,
+    async def submit_reproducer(code: str, target: str, verdict: str, kind: str = "jax",
+                                inputs: list[Any] | None = None, special: bool = False,
+                                culprit_op: str | None = None, disable_passes: list[str] | None = None,
                                 xla_flags: list[str] | None = None, report: str = "",
                                 rationale: str = "") -> dict[str, Any]:
-        """Submit a repro.py (exit 1 while the bug shows, 0 once fixed) with its cure. Verified
-        only if it exits 1 on this build and 0 under the cure."""
-        return await call(bench.submit_reproducer, code, cure(disable_passes, xla_flags), agent, model,
-                          report, rationale)
+        """Submit a reproducer: a program (as for run_test: a JAX snippet defining f with
+        INPUTS, or StableHLO text) that shows the reported failure, with its cure (passes to
+        disable, XLA flags). The engine judges it: verified only if the campaign's `target`
+        judges it `verdict` (mismatch and nan_mismatch are one class), its module holds
+        `culprit_op` where the report names one, and under the cure (applied to the
+        compiler, not visible to the program) the same target judges it pass. `report`: the
+        report's name, or a signature id (whose own target, verdict and culprit op count)."""
+        return await call(bench.submit_reproducer, code, cure(disable_passes, xla_flags), target, verdict,
+                          kind, inputs, special, culprit_op, report, rationale)
 
     @server.tool()
     async def try_cure(reproducer: str, disable_passes: list[str] | None = None,
                        xla_flags: list[str] | None = None, plugin: str | None = None,
                        plugin_code: str | None = None, plugin_function: str = "transform",
-                       rewrite: str | None = None, rewrite_kind: str = "jax",
-                       regression: list[str] | None = None) -> dict[str, Any]:
+                       rewrite: str | None = None, rewrite_kind: str = "jax") -> dict[str, Any]:
         """Try a cure on a reproducer (a repro.py, a bundle folder, or bench/repros/NAME.py).
         A cure of the compiler: HLO passes to disable, XLA flags, an HLO pass plugin (plugin:
         FILE.py[:FUNC], or plugin_code: its Python source with transform(proto: bytes) ->
-        bytes | None), run on the reproducer and on the regression corpus of known bugs (or
-        the reproducers in `regression`). Or a rewrite of a bundle's program (rewrite: a JAX
-        snippet defining f, or StableHLO text, rewrite_kind "jax" or "stablehlo") that takes
-        the bundle's inputs and must compute its float64 reference values; the campaign's
-        targets judge it too. Returns cured or not, regressions, other bugs it cures."""
+        bytes | None), run on the reproducer and on the server's regression corpus of known
+        bugs (chosen by the server; a corpus under its minimum size verifies no fix). Or a
+        rewrite of a bundle's program (rewrite: a JAX snippet defining f, or StableHLO text,
+        rewrite_kind "jax" or "stablehlo") that takes the bundle's inputs: it must compute the
+        original module's float64 values on fresh and special inputs, not only the bundle's;
+        the campaign's targets judge it too. Returns cured or not, regressions, other bugs
+        it cures."""
         return await call(bench.try_cure, reproducer,
                           cure(disable_passes, xla_flags, plugin, plugin_code, plugin_function, rewrite),
-                          regression, rewrite, rewrite_kind)
+                          rewrite, rewrite_kind)
 
     @server.tool()
-    async def submit_fix(reproducer: str, agent: str, model: str, disable_passes: list[str] | None = None,
+    async def submit_fix(reproducer: str, disable_passes: list[str] | None = None,
                          xla_flags: list[str] | None = None, plugin: str | None = None,
                          plugin_code: str | None = None, plugin_function: str = "transform",
                          rewrite: str | None = None, rewrite_kind: str = "jax", rationale: str = "",
-                         signature: str | None = None,
-                         regression: list[str] | None = None) -> dict[str, Any]:
+                         signature: str | None = None) -> dict[str, Any]:
         """Submit a fix draft (the cure as for try_cure): verified only if it cures the
         reproducer and no known bug's reproducer gets worse under it (a rewrite: no target
         judges it wrong). A verified fix of a `signature` is kept beside it in the store."""
         return await call(bench.submit_fix, reproducer,
                           cure(disable_passes, xla_flags, plugin, plugin_code, plugin_function, rewrite),
-                          agent, model, rationale, signature, regression, rewrite, rewrite_kind)
+                          rationale, signature, rewrite, rewrite_kind)
 
     @server.tool()
     async def draft_issue(signature: str) -> dict[str, Any]:
@@ -255,12 +265,66 @@ def parse_http(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+TOKEN_ENV = "XLA_SENTINEL_MCP_TOKEN"
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def http_token(host: str, token_file: Path | None, insecure_loopback: bool) -> str | None:
+    """The bearer token `--http` requires: from `--token-file`, else $XLA_SENTINEL_MCP_TOKEN
+    (taken out of the environment, so the workers that run agent code never see it). None
+    only for a server on loopback started with --insecure-loopback; otherwise no token is
+    a UserError: an HTTP server runs whatever code its callers send."""
+    from xla_sentinel.core.errors import UserError
+
+    token = os.environ.pop(TOKEN_ENV, None)
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as e:
+            raise UserError(f"--token-file: {token_file}: {e.strerror or e}") from None
+    if token:
+        if len(token) < 16:
+            raise UserError("--http: the bearer token is shorter than 16 characters")
+        return token
+    if insecure_loopback and host in LOOPBACK:
+        return None
+    raise UserError(f"--http {host}: a bearer token is required (--token-file FILE or ${TOKEN_ENV}); "
+                    "without one only a loopback address with --insecure-loopback")
+
+
+def bearer_auth(app: Any, token: str) -> Any:
+    """An ASGI app that answers 401 to any HTTP request without `Authorization: Bearer
+    TOKEN` (compared in constant time) and passes the rest, and lifespan events, to `app`."""
+    import hmac
+
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": b'{"error": "unauthorized"}'})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def serve(campaign: Path | None, out: Path, http: str | None = None, inject_passes: tuple[str, ...] = (),
-          regression: list[Path] | None = None) -> int:
+          regression: list[Path] | None = None, agent: str = "mcp-client", model: str = "unknown",
+          min_regression: int = MIN_REGRESSION, token_file: Path | None = None,
+          insecure_loopback: bool = False, sandbox: bool = False) -> int:
     """Run the server until its client leaves (stdio) or it is stopped (HTTP)."""
     import structlog
 
     host, port = parse_http(http) if http else ("127.0.0.1", 8000)
+    token = http_token(host, token_file, insecure_loopback) if http else None
+    from xla_sentinel.agents.sandbox import Sandbox
+
+    confined = Sandbox.detect() if sandbox else None  # SandboxError (exit 2) where none works
     if not http:
         # Stdout is the protocol's: the engine's log lines and whatever a worker process
         # prints go to stderr, the messages to a copy of the original stdout.
@@ -268,10 +332,22 @@ def serve(campaign: Path | None, out: Path, http: str | None = None, inject_pass
         os.dup2(2, 1)
         sys.stdout = io.TextIOWrapper(os.fdopen(protocol, "wb"), encoding="utf-8", write_through=True)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    bench = Workbench(campaign, out, inject_passes, regression)
+    bench = Workbench(campaign, out, inject_passes, regression, agent=agent, model=model,
+                      min_regression=min_regression, sandbox=confined)
+    if confined is not None:
+        print(f"xla-sentinel mcp: agent code runs confined by {confined.kind} ({confined.tool})", file=sys.stderr)
     try:
         server = build_server(bench, host, port)
-        server.run("streamable-http" if http else "stdio")
+        if not http:
+            server.run("stdio")
+        else:
+            import anyio
+            import uvicorn
+
+            app = server.streamable_http_app()
+            config = uvicorn.Config(bearer_auth(app, token) if token else app, host=host, port=port,
+                                    log_level="warning")
+            anyio.run(uvicorn.Server(config).serve)
     finally:
         bench.close()
     return 0

@@ -173,8 +173,12 @@ class Swarm:
         added = 0
         for sig in (got.get("items") if isinstance(got, dict) else []) or []:
             spec, status = sig.get("spec") or {}, sig.get("status") or {}
+            # A regression of a bug people marked fixed is recorded in status (the operator
+            # never writes the spec: docs/operator.md), and it wants a fix again.
+            regressed = (status.get("state") == "regressed"
+                         and status.get("regressedGeneration") == (sig.get("metadata") or {}).get("generation"))
             if self.campaign not in (status.get("campaigns") or []) or not spec.get("repro") \
-                    or status.get("fixDraft") or spec.get("state") == "fixed":
+                    or status.get("fixDraft") or (spec.get("state") == "fixed" and not regressed):
                 continue
             added += queue.put("fix", f"signature:{spec['signature']}",
                                {"signature": spec["signature"], "repro": spec["repro"],

@@ -233,6 +233,7 @@ def _no_agents_extra(command: str, e: ImportError) -> UserError:
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
     try:
+        from xla_sentinel.agents.gate import configured_corpus, configured_minimum
         from xla_sentinel.agents.mcp_server import parse_http, require_sdk, serve
 
         require_sdk()
@@ -246,8 +247,13 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     campaign = Path(args.campaign) if args.campaign else None
     if campaign:
         load_campaign(campaign)  # a bad file is said before the server starts
-    return serve(campaign, Path(args.out), args.http, tuple(args.inject_pass or ()),
-                 [Path(r) for r in args.regression] if args.regression else None)
+    # The corpus and minimum: flags, else what the operator set in the pod's environment.
+    corpus = [Path(r) for r in args.regression] if args.regression else configured_corpus()
+    minimum = args.min_regression if args.min_regression is not None else configured_minimum()
+    return serve(campaign, Path(args.out), args.http, tuple(args.inject_pass or ()), corpus,
+                 agent=args.agent, model=args.agent_model, min_regression=minimum,
+                 token_file=Path(args.token_file) if args.token_file else None,
+                 insecure_loopback=args.insecure_loopback, sandbox=args.sandbox)
 
 
 def _cmd_agent(args: argparse.Namespace) -> int:
@@ -268,9 +274,10 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         load_campaign(campaign)
     records: list[dict[str, Any]] = []
     try:
-        model = make_model(args.model)
+        model = make_model(args.model, args.fallback_model)
         for _ in range(1 if args.task is not None else args.tasks):
-            toolset = mcp_toolset(campaign, Path(args.out), args.mcp_url, args.inject_pass or ())
+            toolset = mcp_toolset(campaign, Path(args.out), args.mcp_url, args.inject_pass or (),
+                                  agent=name, model=args.model)
             record = asyncio.run(run_agent(args.role, model, toolset, Path(args.out), name, budget,
                                            args.task, lease_seconds=args.lease_seconds,
                                            campaign=campaign, swarm=swarm))
@@ -369,13 +376,27 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--http", metavar="HOST:PORT", help="streamable HTTP at /mcp instead of stdio")
     add_inject_pass(mcp)
     mcp.add_argument("--regression", action="append", metavar="REPRO.py",
-                     help="the regression corpus of fixes (repeatable; default bench/repros)")
+                     help="the regression corpus of fixes (repeatable; default: the *.py of the folder "
+                     "$XLA_SENTINEL_REGRESSION_CORPUS, else the package's, bench/repros)")
+    mcp.add_argument("--min-regression", type=int, metavar="N",
+                     help="refuse a fix verified against fewer known bugs' reproducers "
+                          "(default $XLA_SENTINEL_MIN_REGRESSION, else 8)")
+    mcp.add_argument("--agent", default="mcp-client", help="the name claims are recorded under")
+    mcp.add_argument("--agent-model", default="unknown", help="the model claims are recorded under")
+    mcp.add_argument("--token-file", metavar="FILE", help="--http: the bearer token clients must send "
+                     "(else $XLA_SENTINEL_MCP_TOKEN)")
+    mcp.add_argument("--insecure-loopback", action="store_true",
+                     help="--http on a loopback address without a token")
+    mcp.add_argument("--sandbox", action="store_true", help="run agent code with no network and none of "
+                     "this machine's files but its own folder (bubblewrap, else unshare)")
     mcp.set_defaults(fn=_cmd_mcp)
 
     agent = sub.add_parser("agent", help="run one agent over the MCP tools (docs/agents.md)")
     agent.add_argument("--role", required=True, choices=["stress", "reproduce", "fix"])
     agent.add_argument("--model", required=True, help="provider:model, e.g. openai:gpt-5, "
-                       "anthropic:claude-sonnet-4-5, google-gla:gemini-2.5-pro")
+                       "anthropic:claude-sonnet-4-5, google:gemini-2.5-pro")
+    agent.add_argument("--fallback-model", help="provider:model that takes over when --model fails "
+                       "(an outage, a rejected request), after its rate-limit retries")
     add_campaign(agent)
     add_out(agent, "the campaign's output folder")
     agent.add_argument("--name", default="agent", help="this agent's name in claims and leases")

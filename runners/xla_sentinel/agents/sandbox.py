@@ -1,0 +1,177 @@
+"""Agent-written code with no network and none of the caller's files: `xla-sentinel mcp
+--sandbox` (docs/agents.md, "The local sandbox").
+
+What runs agent code under it: the loading of a run_test snippet or a rewrite (the snippet
+runs when it is traced), and a reproducer's child process with an agent's pass plugin
+(`gate.run_script`). Each runs in new network, mount and PID namespaces under a root of its
+own: the system's programs and libraries, this interpreter's environment and this package
+read-only, the one folder it works in writable (or read-only, for a reproducer), a fresh
+/tmp, its own /proc; nothing else of the machine's files (the campaign's store, the home
+folder, tokens, the caller's checkout but its `runners/`), no network but a loopback that is
+down, a cleared environment, and PID 1 is itself, so /proc/1/environ is its own, cleared.
+
+With bubblewrap installed (`bwrap`, Debian's `bubblewrap`) it builds that root; otherwise
+`unshare` (util-linux) makes the namespaces, with a user namespace where this process is
+not root, and this module's `main` builds the root inside them (mount, chroot, exec).
+`Sandbox.detect` says which, or why neither works here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from xla_sentinel.core.errors import UserError
+
+# The only variables agent code sees (values from here, or fixed).
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "JAX_PLATFORMS", "XLA_FLAGS")
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/sys")
+
+
+class SandboxError(UserError, RuntimeError):
+    """No way to confine agent code on this machine, where --sandbox asked for one."""
+
+
+def _code_paths() -> list[Path]:
+    """What the confined interpreter needs to run: its environment and this package (an
+    editable install's source folder too)."""
+    import xla_sentinel
+
+    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(xla_sentinel.__file__).resolve().parents[1]}
+    return sorted({p.resolve() for p in paths if p.exists()})
+
+
+def _env(extra: dict[str, str] | None, home: Path) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update({"HOME": str(home), "TMPDIR": "/tmp", "JAX_PLATFORMS": "cpu", "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    kind: str  # "bwrap" or "unshare"
+    tool: str  # its path
+
+    @staticmethod
+    def detect() -> Sandbox:
+        """bubblewrap if installed, else unshare if it can make the namespaces here."""
+        bwrap = shutil.which("bwrap")
+        if bwrap:
+            return Sandbox("bwrap", bwrap)
+        unshare = shutil.which("unshare")
+        if unshare:
+            probe = subprocess.run([unshare, *_unshare_flags(), "true"], capture_output=True, text=True, timeout=30)
+            if probe.returncode == 0:
+                return Sandbox("unshare", unshare)
+            raise SandboxError(f"--sandbox: unshare cannot make namespaces here ({probe.stderr.strip()[-200:]}); "
+                               "install bubblewrap (apt-get install bubblewrap)")
+        raise SandboxError("--sandbox: neither bwrap (bubblewrap) nor unshare (util-linux) is installed")
+
+    def argv(self, argv: Sequence[str], work: Path, *, writable: bool = True,
+             readonly: Sequence[Path] = (), env: dict[str, str] | None = None) -> list[str]:
+        """`argv` confined: run in `work` (writable or not), with `readonly` besides the
+        system's and the interpreter's files, and only `env` (and ENV_KEEP) set."""
+        work = work.resolve()
+        ro = [*(Path(p) for p in SYSTEM if Path(p).exists()), *_code_paths(), *(Path(p).resolve() for p in readonly)]
+        environment = _env(env, work)
+        if self.kind == "bwrap":
+            out = [self.tool, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+                   "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+            for p in ro:
+                out += ["--ro-bind", str(p), str(p)]
+            out += ["--bind" if writable else "--ro-bind", str(work), str(work), "--chdir", str(work)]
+            for k, v in environment.items():
+                out += ["--setenv", k, v]
+            return [*out, *argv]
+        inner = [sys.executable, "-m", "xla_sentinel.agents.sandbox", "--work", str(work)]
+        if not writable:
+            inner.append("--readonly-work")
+        for p in ro:
+            inner += ["--ro", str(p)]
+        for k, v in environment.items():
+            inner += ["--env", f"{k}={v}"]
+        return [self.tool, *_unshare_flags(), *inner, "--", *argv]
+
+
+# Inside the sandbox: load a snippet or module file (SOURCE SEED DEST) as the campaign loads
+# corpus files, and save the Program to DEST in the writable work folder. Run as a string:
+# the loader imports jax, which this package does not (pyproject's import contracts).
+LOAD = ("import sys; from pathlib import Path; from xla_sentinel.programs.corpus import load; "
+        "load(Path(sys.argv[1]), int(sys.argv[2])).save(Path(sys.argv[3]))")
+
+
+def _unshare_flags() -> list[str]:
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    return ["--net", "--mount", "--pid", "--fork", "--kill-child", "--propagation", "private", *user]
+
+
+def _mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True, capture_output=True)
+
+
+def main(args: list[str]) -> None:
+    """Inside unshare's namespaces: build the root (a tmpfs; the read-only folders bound
+    into it, the work folder, /tmp, /proc, /dev), chroot into it and exec the command with
+    only the given environment. PID 1 of the namespace is the command itself."""
+    split = args.index("--")
+    opts, command = args[:split], args[split + 1:]
+    ro, env, work, writable = [], {}, "", True
+    i = 0
+    while i < len(opts):
+        if opts[i] == "--readonly-work":
+            writable = False
+            i += 1
+            continue
+        key, value = opts[i], opts[i + 1]
+        if key == "--ro":
+            ro.append(value)
+        elif key == "--env":
+            name, _, val = value.partition("=")
+            env[name] = val
+        elif key == "--work":
+            work = value
+        i += 2
+    # The new root on a folder of the machine's that nothing bound here sits under (in this
+    # private mount namespace: the machine's own folder is untouched), else a fresh one.
+    sources = [*ro, work]
+    free = [d for d in ("/mnt", "/media", "/srv") if os.path.isdir(d)
+            and not any(s == d or s.startswith(d + "/") for s in sources)]
+    root = free[0] if free else tempfile.mkdtemp(prefix="xla-sentinel-sandbox-")
+    _mount("-t", "tmpfs", "-o", "mode=755", "sandbox", root)
+
+    def bind(path: str, readonly: bool) -> None:
+        target = root + path
+        if os.path.isdir(path):
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            open(target, "a").close()
+        _mount("--rbind", path, target)
+        if readonly:
+            _mount("-o", "remount,bind,ro", target)
+
+    for path in sorted(set(ro)):
+        bind(path, True)
+    os.makedirs(root + "/tmp", exist_ok=True)
+    _mount("-t", "tmpfs", "-o", "mode=1777", "tmp", root + "/tmp")
+    bind(work, not writable)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for dev in ("null", "zero", "random", "urandom"):
+        bind(f"/dev/{dev}", False)
+    os.makedirs(root + "/proc", exist_ok=True)
+    _mount("-t", "proc", "proc", root + "/proc")
+    os.chroot(root)
+    os.chdir(work)
+    os.execve(command[0], command, env)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,1 @@
+../../../../bench/repros/atan2_subnormal_nan.py

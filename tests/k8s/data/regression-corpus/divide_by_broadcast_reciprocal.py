@@ -1,0 +1,1 @@
+../../../../bench/repros/divide_by_broadcast_reciprocal.py

@@ -1,0 +1,1 @@
+../../../../bench/repros/reduce_max_drops_nan.py
