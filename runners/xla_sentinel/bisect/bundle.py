@@ -4,8 +4,10 @@ module.mlir (the reduced case), optimized.hlo (the failing target's optimized HL
 and program_optimized.hlo of the whole program), inputs.npz, expected.npz (float64),
 actual.npz, the injected plugins when there were any, repro.py, report.md (what the
 bisector found) and issue.md (the text of an upstream XLA issue: what is wrong, a
-self-contained reproducer, versions, the flags that cure it). repro.py is run once here and
-must exit 1: a bundle that does not show the bug is reported so. For an invariant finding
+self-contained reproducer, versions, the flags that cure it). repro.py is run here before
+the bundle stands: it must exit 1 under the finding's own options and, where the passes
+stage named a cure, 0 under that cure; a bundle that does not is removed, and the stage's
+evidence says why (`written: false`, `why`). For an invariant finding
 whose reduced case returns the invariant's output, repro.py judges that invariant (the
 declaration and judge/invariants.py's checkers copied in, legal.npz the legal result).
 """
@@ -75,8 +77,10 @@ def run(ctx: Context) -> dict[str, Any]:
     # A compiler failure has no numbers to judge, and a real compiler crash takes the
     # legal configuration down too: its expectations stay the float64 values.
     legal = list(case.expected) if ctx.compiler_failure else ctx.lab.legal(case.module, case.inputs)
-    # A bitwise output's expected value is the legal (literal) one, exact in float64 too.
-    expected = [np.asarray(leg) if i.bitwise else ref
+    # A bitwise output's expected value is the legal (literal) one, exact in float64 too;
+    # an integer computed without floats keeps its float64 value, which is exact, since
+    # the legal compile may share the bug (shift_set_then_reshape: every configuration).
+    expected = [np.asarray(leg) if i.bitwise and (i.dtype in FLOATS or i.tainted) else ref
                 for i, ref, leg in zip(case.infos, case.expected, legal, strict=True)]
     save_arrays(folder / "expected.npz",
                 [e.astype(np.float64) if i.dtype in FLOATS else e for i, e in zip(case.infos, expected, strict=True)],
@@ -104,14 +108,32 @@ def run(ctx: Context) -> dict[str, Any]:
         specs, partitions(module), invariant.to_json() if invariant is not None else None))
     (folder / "report.md").write_text(_report(ctx, case, check.evidence, specs))
     (folder / "issue.md").write_text(issue_text(ctx, case, module, expected, check.evidence, specs))
-    # A hang's repro.py waits HANG_SECONDS for its child before it reports the hang.
-    proc = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True,
-                          timeout=max(ctx.lab.timeout, repro_template.HANG_SECONDS + 60))
-    ctx.repro = str(folder.relative_to(ctx.finding_dir))
+    proc = _run_repro(ctx, folder, {})
+    cure = ctx.evidence.get("passes", {}).get("cure_options")
+    cured = _run_repro(ctx, folder, cure) if cure and proc.returncode == 1 else None
     judged = ({"judged_by": "invariant", "invariant": invariant.kind} if invariant is not None
               else {"judged_by": "numbers", "invariant_lost": lost} if lost else {})
-    return {"folder": ctx.repro, "repro_exit": proc.returncode,
-            "repro_output": (proc.stdout + proc.stderr).strip()[-800:], **({"repro": judged} if judged else {})}
+    evidence = {"repro_exit": proc.returncode, "repro_output": (proc.stdout + proc.stderr).strip()[-800:],
+                **({"cured_exit": cured.returncode, "cured_with": cure} if cured is not None else {}),
+                **({"repro": judged} if judged else {})}
+    why = (f"repro.py exits {proc.returncode} under the finding's own options, not 1" if proc.returncode != 1
+           else f"repro.py exits {cured.returncode} under the named cure {cure}, not 0"
+           if cured is not None and cured.returncode != 0 else None)
+    if why:
+        # A bundle that does not show the finding's failure (or that its cure does not
+        # cure) would send a compiler engineer after another bug: not written.
+        shutil.rmtree(folder)
+        return {"folder": None, "written": False, "why": why, **evidence}
+    ctx.repro = str(folder.relative_to(ctx.finding_dir))
+    return {"folder": ctx.repro, "written": True, **evidence}
+
+
+def _run_repro(ctx: Context, folder: Path, options: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """repro.py run in the bundle, with `options` on top of the finding's (--xla-option)."""
+    extra = [f"--xla-option={k}={v}" for k, v in options.items()]
+    # A hang's repro.py waits HANG_SECONDS for its child before it reports the hang.
+    return subprocess.run([sys.executable, "repro.py", *extra], cwd=folder, capture_output=True, text=True,
+                          timeout=max(ctx.lab.timeout, repro_template.HANG_SECONDS + 60))
 
 
 def _fmt_shapes(arrays: list[np.ndarray]) -> str:

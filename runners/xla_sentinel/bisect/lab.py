@@ -26,7 +26,19 @@ from xla_sentinel.core.model import ProgramStatus, Verdict
 from xla_sentinel.judge import invariants, oracle, targets
 from xla_sentinel.judge.invariants import Invariant
 from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
-from xla_sentinel.worker.protocol import Cut, Legal, Ping, R, Ran, Request, RequestFailed, Run
+from xla_sentinel.worker.protocol import (
+    Cut,
+    Legal,
+    ModuleReference,
+    Outputs,
+    Ping,
+    R,
+    Ran,
+    Region,
+    Request,
+    RequestFailed,
+    Run,
+)
 
 
 class LabError(RuntimeError):
@@ -100,6 +112,12 @@ class Lab:
                                       log_dir / "bisect-reference.log" if log_dir else None)
         self.compiles: Counter[str] = Counter()  # target compiles per stage
         self.stage = "setup"
+        # The legal configuration evaluated op by op (each op compiled alone, the campaign's
+        # `eager_module` reference of a replayed module) instead of compiled whole: set by
+        # the reproduce stage where the whole compile shares the finding's wrong numbers
+        # (a bug every configuration has: divide_by_broadcast_reciprocal), so a case is not
+        # judged right for being as wrong as the legal compile.
+        self.legal_by_ops = False
 
     def close(self) -> None:
         self.target.close()
@@ -173,8 +191,16 @@ class Lab:
     def legal(self, module: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The case at its own precision under the float64 jit's legal settings, no plugins;
         an SPMD case unsharded (serve.legal), so a partitioner bug that the target shares
-        with every configuration of the module is not taken for the right answer."""
-        outputs = self.ask_reference(Legal(module, inputs)).outputs
+        with every configuration of the module is not taken for the right answer. Op by op
+        (each op compiled alone, calls inlined) where `legal_by_ops` says so."""
+        request: Request[Outputs] = Legal(module, inputs)
+        if self.legal_by_ops:
+            # Calls inlined first: a func.call compiled alone as one op is a whole module
+            # again, with the bug (a divide by a broadcast inside a jitted helper).
+            if "call @" in module:
+                module = self.ask_reference(Region(module, [], [])).info["module"]
+            request = ModuleReference("eager_module", module, inputs)
+        outputs = self.ask_reference(request).outputs
         assert outputs is not None
         return outputs
 

@@ -9,6 +9,10 @@ cures it, halves are tried and the curing half kept, then single passes are drop
 the rest still cures, giving a 1-minimal curing set in about log2(P) compiles when one
 pass is to blame. A group whose compile crashes (some passes are load-bearing) is split
 rather than judged.
+
+The flags are the presets and single-pass disables (PASS_DISABLES: algsimp). Where nothing
+cures the reduced case, flags and passes are tried again on the original module (the
+evidence's `searched_on`, with the reduced case's own tries under `reduced_case`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,23 @@ from xla_sentinel.worker.protocol import ListPasses, RequestFailed
 
 NAME = "passes"
 MAX_COMPILES = 60
+# Single passes a user can disable with a flag, tried as cures beside the presets, before
+# the first preset that disables several (no_algsimp_fusion): a bug that disabling the
+# simplifier alone cures (dynamic_slice_of_dynamic_slice, shift_set_then_reshape,
+# divide_by_broadcast_reciprocal) is named by that flag, not by the blunter pair.
+PASS_DISABLES = ("algsimp",)
+
+
+def flags_to_try(base: dict[str, Any]) -> list[dict[str, Any]]:
+    """The cures tried on top of the target's options `base`, in order: the presets
+    (options.cures_to_try) with PASS_DISABLES each alone before the first preset that
+    disables several passes."""
+    presets = cures_to_try(base)
+    disabled = [p for p in str(base.get("xla_disable_hlo_passes", "")).split(",") if p]
+    singles = [{"xla_disable_hlo_passes": ",".join([*disabled, p])} for p in PASS_DISABLES if p not in disabled]
+    singles = [o for o in singles if o not in presets]
+    at = next((k for k, o in enumerate(presets) if "," in str(o.get("xla_disable_hlo_passes", ""))), len(presets))
+    return presets[:at] + singles + presets[at:]
 
 
 def _cures(ctx: Context, case: Case, options: dict[str, Any]) -> bool | None:
@@ -96,15 +117,12 @@ def _passes_seen(ctx: Context, case: Case) -> list[str] | None:
     return sorted(names) if listed else None
 
 
-def run(ctx: Context) -> dict[str, Any]:
-    case = ctx.reduced
-    assert case is not None
+def _search(ctx: Context, case: Case) -> dict[str, Any]:
+    """The flags tried on `case` and the pass search over the passes XLA ran on it."""
     base = ctx.lab.options
-    flags = {flag_name(o): _cures(ctx, case, {**base, **o}) for o in cures_to_try(base)}
+    flags = {flag_name(o): _cures(ctx, case, {**base, **o}) for o in flags_to_try(base)}
     curing_flags = [f for f, cured in flags.items() if cured]  # most specific first
     evidence: dict[str, Any] = {"flags": flags, "curing_flags": curing_flags}
-    # The first curing flag names the cure; the passes are still searched, for the report.
-    ctx.culprit_pass = curing_flags[0] if curing_flags else None
     disabled = set(str(base.get("xla_disable_hlo_passes", "")).split(","))
     seen = _passes_seen(ctx, case)
     if seen is None:
@@ -112,8 +130,29 @@ def run(ctx: Context) -> dict[str, Any]:
                 "pass_search": "no compile of the case lists its passes"}
     passes = [p for p in seen if p not in disabled]
     found, tests = curing_passes(ctx, case, passes) if passes else (None, [])
-    if found and not curing_flags:
-        ctx.culprit_pass = ",".join(sorted(found))
     return {**evidence, "passes_seen": passes, "curing_passes": sorted(found) if found else None,
             "pass_tests": tests}
 
+
+def run(ctx: Context) -> dict[str, Any]:
+    case = ctx.reduced
+    assert case is not None
+    evidence = _search(ctx, case)
+    evidence["searched_on"] = "reduced case"
+    if not evidence["curing_flags"] and not evidence["curing_passes"] and ctx.full is not None \
+            and ctx.full.ops != case.ops:
+        # Nothing cures the reduced case: where the bug shows under every configuration
+        # the campaign ran, the cure may need what the reduction dropped (a constant the
+        # simplifier folds). Tried again on the original module; the report says so.
+        original = _search(ctx, ctx.full)
+        evidence["reduced_case"] = {k: evidence[k] for k in ("flags", "curing_flags", "curing_passes")}
+        evidence.update(original, searched_on="original module (nothing cured the reduced case)")
+    # The first curing flag names the cure; the passes are still searched, for the report.
+    curing_flags, found = evidence["curing_flags"], evidence["curing_passes"]
+    ctx.culprit_pass = curing_flags[0] if curing_flags else ",".join(found) if found else None
+    # The options the cure adds, for the bundle's check that its repro.py is cured by them.
+    base = ctx.lab.options
+    options = next(({**o} for o in flags_to_try(base) if curing_flags and flag_name(o) == curing_flags[0]),
+                   None) or (_with_disabled(base, found) if found else None)
+    evidence["cure_options"] = {k: v for k, v in options.items() if base.get(k) != v} if options else None
+    return evidence

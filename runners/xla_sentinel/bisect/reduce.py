@@ -19,6 +19,8 @@ algsimp unrolls only from a constant start).
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -122,8 +124,74 @@ def run(ctx: Context) -> dict[str, Any]:
         if computing and computing[-1] != ctx.culprit:
             moved = {"from": ctx.canonical_op(ctx.culprit), "to": ctx.canonical_op(computing[-1])}
             ctx.culprit = computing[-1]
+    first_wrong = None
+    if moved is None and not alone and not ctx.compiler_failure and ctx.invariant is None \
+            and _computes_nothing(ctx.ops[ctx.culprit]):
+        first_wrong = _first_wrong(ctx, sorted(keep))
+        if first_wrong["op"] is not None and first_wrong["op"] != ctx.culprit:
+            moved = {"from": ctx.canonical_op(ctx.culprit), "to": ctx.canonical_op(first_wrong["op"]),
+                     "why": "the first kept op whose value comes out wrong"}
+            ctx.culprit = first_wrong["op"]
     return {"ops_before": len(ctx.ops), "ops_after": len(keep), "kept": sorted(keep),
             **({"kept_for_invariant": sorted(required)} if required else {}),
             **({"culprit_moved": moved} if moved else {}),
+            **({"first_wrong": first_wrong["probes"]} if first_wrong else {}),
             "kept_ops": [ctx.ops[i]["name"] for i in sorted(keep)], "tests": len(cache),
             "culprit_alone_fails": alone}
+
+
+def _computes_nothing(op: dict[str, Any]) -> bool:
+    """An op that only moves or selects values (rules.py's `selects` tag: a broadcast, a
+    slice, a reshape) or calls a function whose value is right alone: a culprit that does
+    not fail alone there is where the failure starts, not what computes wrongly. An op that
+    computes (a compare that a fault corrupts only where it feeds a select) stays named."""
+    return "selects" in op["tags"] or op["name"] == "func.call"
+
+
+def _first_wrong(ctx: Context, keep: list[int]) -> dict[str, Any]:
+    """The first op of the reduced case `keep` whose own value comes out wrong: the case
+    returning that op's results alone (the ops after it left out), checked as every cut
+    is. Where the culprit computes nothing and does not fail alone, the suffix search
+    named the first op the failure needs (the broadcast a divide is rewritten around, the
+    slice a scatter copies from), not the op that computes wrongly on right operands."""
+    probes: list[list[Any]] = []
+    for i in keep:
+        op = ctx.ops[i]
+        if is_annotation(op) or _constant(op):
+            continue
+        outputs = [r["vid"] for r in op["results"] if r["dtype"] is not None]
+        case = ctx.case([k for k in keep if k <= i], outputs) if outputs else None
+        if case is None:
+            continue
+        wrong = ctx.check(case).fails
+        probes.append([op["name"], wrong])
+        if wrong:
+            producer = _relabelled(ctx, i, keep)
+            if producer is not None:
+                # A reshape moves no element: its value is its operand's, read in place.
+                # Wrong only beside its producer (the in-place copy of a scatter that XLA
+                # fuses with it, shift_set_then_reshape), it names that producer.
+                probes.append([ctx.ops[producer]["name"], "the producer of a reshape"])
+                return {"op": producer, "probes": probes}
+            return {"op": i, "probes": probes}
+    return {"op": None, "probes": probes}
+
+
+def _relabelled(ctx: Context, i: int, keep: list[int]) -> int | None:
+    """The kept op whose value op `i` only reshapes (a reshape, or a broadcast_in_dim
+    that adds unit dimensions: the same elements in the same order), or None."""
+    op = ctx.ops[i]
+    if op["name"] not in ("stablehlo.reshape", "stablehlo.broadcast_in_dim") or len(op["operands"]) != 1:
+        return None
+    (operand,) = op["operands"]
+    shape, result = ctx.shape(operand), op["results"][0]["shape"]
+    if shape is None or result is None or math.prod(shape) != math.prod(result):
+        return None
+    if op["name"] == "stablehlo.broadcast_in_dim":
+        dims = re.search(r"dims = \[([\d, ]*)\]", op["text"])
+        order = [int(d) for d in dims.group(1).split(",") if d.strip()] if dims else None
+        # Increasing dims: no transpose; the same non-unit sizes: nothing repeated.
+        if order is None or order != sorted(order) or [d for d in result if d != 1] != [d for d in shape if d != 1]:
+            return None
+    producer = ctx.defined_at(operand)
+    return producer if producer in keep else None

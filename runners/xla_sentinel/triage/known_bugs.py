@@ -13,6 +13,12 @@ entry where the finding's fields cannot (an SPMD bug is found unbisected: no cul
   ancestors, an outer op applied directly to the result of an inner one (a slice of a
   slice). An entry with `program` matches only a finding whose graph is given, or for a
   replayed module (no graph) its StableHLO text, whose op names are StableHLO's.
+
+`replay` (optional): for a replayed module whose StableHLO does not satisfy `program`
+(the generator's op names do not exist there: its `loop_shift` is a `scatter` of a
+`slice`), what the bisector found: `op` (the culprit op's StableHLO name, its types left
+out), `cure` (the culprit_pass it named), match fields, and a `program` rule read from
+the StableHLO text. The entry's `match` and `error` hold either way.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ KNOWN_BUGS_FILE = Path(__file__).with_name("known_bugs.yaml")
 MATCH_FIELDS = tuple(f for f in FINDING_FIELDS
                      if f in ("verdict", "target", "culprit_op", "dtype", "signature", "fusion_kind"))
 PROGRAM_KEYS = ("sharded", "through", "nested")
+# What a `replay` rule may name besides the match fields: the culprit op's name without
+# its types (`op`), the cure the bisector named (`cure`: culprit_pass) and a `program`
+# rule read from the module's StableHLO.
+REPLAY_KEYS = (*MATCH_FIELDS, "op", "cure", "program")
 
 
 @cache
@@ -48,6 +58,9 @@ def entries(path: Path = KNOWN_BUGS_FILE) -> list[dict[str, Any]]:
         nested = program.get("nested", [[], []])
         if not (isinstance(nested, list) and len(nested) == 2 and all(isinstance(n, list) for n in nested)):
             raise ValueError(f"{path}: bug {b.get('id')!r}: `nested` is [[outer ops], [inner ops]]")
+        replay = b.get("replay", {})
+        if not isinstance(replay, dict) or set(replay) - set(REPLAY_KEYS):
+            raise ValueError(f"{path}: bug {b.get('id')!r}: `replay` takes only {list(REPLAY_KEYS)}")
         if not all(isinstance(s, str) for s in b.get("error", [])):
             raise ValueError(f"{path}: bug {b.get('id')!r}: `error` is a list of strings")
     return bugs
@@ -144,4 +157,23 @@ def match(finding: Finding, path: Path = KNOWN_BUGS_FILE, *,
             continue
         if _program_matches(bug.get("program", {}), finding, graph, module):
             return str(bug["id"])
+        replay = bug.get("replay")
+        # A replayed module has no generator graph: where its StableHLO does not show what
+        # `program` names, what the bisector found there may (a finding not bisected yet
+        # has no culprit, and waits for it).
+        if replay is not None and graph is None and _replay_matches(replay, finding, module):
+            return str(bug["id"])
     return None
+
+
+def _replay_matches(rule: dict[str, Any], finding: Finding, module: str | None) -> bool:
+    """A `replay` rule against a finding of a replayed module: its match fields, the
+    culprit op's name (`op`), the cure (`cure`) and a `program` rule on the StableHLO."""
+    op = finding.culprit_op.split(" ")[0] if finding.culprit_op else None
+    if "op" in rule and not _equal(op, rule["op"]):
+        return False
+    if "cure" in rule and not _equal(finding.culprit_pass, rule["cure"]):
+        return False
+    if not all(_equal(getattr(finding, k), v) for k, v in rule.items() if k in MATCH_FIELDS):
+        return False
+    return "program" not in rule or _program_matches(rule["program"], finding, None, module)
