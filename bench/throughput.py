@@ -23,6 +23,17 @@ findings and cross-checks. Then, in-process on the same programs, the XLA compil
 program of each configuration (targets, references; the cross-check only on the programs
 the campaign samples) and the seconds each configuration costs, so where the remaining
 time goes is visible. Usage: python bench/throughput.py [--programs N] [--seed S] [--rows R,..] [--no-in-process]
+[--account smoke,families [--workers 1,2] [--verdicts-out FILE]]
+
+`--account SETTINGS` (issue 39; SETTINGS of smoke, families) runs instead a campaign of
+examples/smoke.yaml's settings (families: every shape family on) per worker slot count of
+`--workers` (1 by default; comma-separated) and prints where its CPU went: every stage
+(generation, inputs, each reference, each target's compile and run, buffer checks, judging,
+coverage, pickling and transport, storage, start-up, waiting), measured where it ran by the
+process's own CPU clock (core/cpu_account.py), the unaccounted remainder against the
+coordinator's and its workers' counters, and the share of the targets-only floor (their
+compile and run over all the CPU). The table goes to stderr, the figures (raw stages
+included) to stdout as JSON; `--verdicts-out FILE` writes each run's verdict per program.
 
 `--generators` (issue 28) runs instead the campaign as it runs now twice in one run, with the
 old default generator (`generator.version: 1`) and the new one (version 2: shape families,
@@ -50,12 +61,13 @@ jax.config.update("jax_enable_x64", True)
 structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 
 from xla_sentinel.campaign.engine import run_campaign  # noqa: E402
+from xla_sentinel.core import cpu_account  # noqa: E402
 from xla_sentinel.judge import targets  # noqa: E402
 from xla_sentinel.judge.assess import cross_check_reason  # noqa: E402
 from xla_sentinel.programs import evaluate  # noqa: E402
 from xla_sentinel.programs.generator import generate  # noqa: E402
 from xla_sentinel.programs.inputs import make_inputs  # noqa: E402
-from xla_sentinel.spec.campaign import DEFAULT_REFERENCES, parse_spec  # noqa: E402
+from xla_sentinel.spec.campaign import DEFAULT_REFERENCES, CampaignSpec, parse_spec  # noqa: E402
 from xla_sentinel.worker import client as worker  # noqa: E402
 from xla_sentinel.worker import server as dispatch  # noqa: E402
 from xla_sentinel.worker.protocol import GraphReference, NumpyReference  # noqa: E402
@@ -191,6 +203,152 @@ def generators(seed: int, programs: int) -> dict[str, object]:
                                  "only_v1": sorted(reached_old - reached_new)}}
 
 
+# --- the CPU account (issue 39) ---------------------------------------------------------
+# Campaign settings the account is taken for: examples/smoke.yaml's generator, targets and
+# references (one worker per slot count given, bisection off), and the same with every
+# shape family drawn at weight 1.
+SMOKE = Path(__file__).resolve().parent.parent / "examples" / "smoke.yaml"
+SETTINGS = ("smoke", "families")
+
+
+def _settings_spec(settings: str, seed: int, programs: int, workers: int) -> CampaignSpec:
+    import yaml
+
+    data = yaml.safe_load(SMOKE.read_text())
+    data.update(seed=seed, budget={"programs": programs}, workers=workers, bisect={"enabled": False})
+    if settings == "families":
+        from xla_sentinel.spec.campaign import SHAPE_FAMILIES
+
+        data["generator"] = {**data.get("generator", {}), "shapes": list(SHAPE_FAMILIES)}
+    return parse_spec(data)
+
+
+def _children_cpu() -> float:
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+def stage_category(where: str, path: str, target_names: set[str]) -> str:
+    """The account table's row of one measured stage: `where` is "coordinator" or a worker's
+    role (client.role), `path` the stage's path in that process (core/cpu_account.py)."""
+    parts = path.split("/")
+    last = parts[-1]
+    if last == cpu_account.IDLE:
+        return f"{where if where == 'coordinator' else 'workers'}: idle waiting"
+    if last == cpu_account.TRANSPORT:
+        return f"{where if where == 'coordinator' else 'workers'}: serialization and transport"
+    if last == cpu_account.STARTUP or parts[0] in ("ping", "validate") or where.startswith("validate-"):
+        return f"{where if where == 'coordinator' else 'workers'}: process start-up"
+    if where == "coordinator":
+        inner = [p for p in parts if p not in ("program", "judging")]
+        return "coordinator: " + ("/".join(inner) or parts[0])
+    if where in target_names:
+        if cpu_account.BUFFER_CHECKS in parts:
+            return "buffer checks (targets)"
+        if last == "hlo_text":
+            return "kernel decisions: optimized HLO text"
+        if last in (cpu_account.COMPILE, cpu_account.RUN):
+            return f"target {where}: {last}"
+        return f"target {where}: request handling"
+    if parts[0] == "generate":
+        return {"generation": "generation", "inputs": "inputs", "lowering": "generation: lowering"}.get(
+            last, "generation")
+    if parts[0].startswith("reference:"):
+        ref = parts[0].replace(":", " ")
+        if last == "lowering":
+            return f"{ref}: lowering"
+        if last == "numpy":  # eager's ops numpy reproduces (references/own_precision.py)
+            return f"{ref}: in numpy"
+        if last in (cpu_account.COMPILE, cpu_account.RUN):
+            return f"{ref}: XLA compile and run"
+        # eager: its ops through XLA, each compiled alone (evaluate.literal); f64_numpy: npref
+        return ref
+    if parts[0] == "noise":
+        return "reference noise (4 perturbed f64 evaluations)"
+    if parts[0] == "pass_effects":
+        return "coverage: pass effects (sampled compiles)"
+    return f"{where}: {path}"
+
+
+def account(seed: int, programs: int, settings: str, workers: int) -> dict[str, object]:
+    """One campaign of `settings` and where its CPU went: every stage, measured where it
+    ran (the coordinator's threads, each worker process), against the CPU the coordinator
+    and its worker processes spent as their own counters say."""
+    spec = _settings_spec(settings, seed, programs, workers)
+    target_names = {t.name for t in spec.targets}
+    os.environ["XLA_SENTINEL_EAGER_ALL_XLA"] = "0"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cpu_account.reset()
+            coord0, kids0 = time.process_time(), _children_cpu()
+            s = run_campaign(spec, Path(tmp))
+            coord, kids = time.process_time() - coord0, _children_cpu() - kids0
+            stages = [("coordinator", k, v) for k, v in cpu_account.ACCOUNT.snapshot().items()]
+            stages += [(k.split(":", 1)[0], k.split(":", 1)[1], v) for k, v in cpu_account.WORKERS.snapshot().items()]
+            zygotes = sum(cpu_account.ZYGOTES.values())
+            verdicts = program_verdicts(Path(tmp))
+    finally:
+        del os.environ["XLA_SENTINEL_EAGER_ALL_XLA"]
+    rows: dict[str, float] = {}
+    for where, path, v in stages:
+        key = stage_category(where, path, target_names)
+        rows[key] = rows.get(key, 0.0) + v
+    if zygotes:
+        rows["workers: process start-up (forkserver imports)"] = zygotes
+    coord_counted = sum(v for w, _, v in stages if w == "coordinator")
+    worker_counted = sum(v for w, _, v in stages if w != "coordinator") + zygotes
+    total = coord + kids
+    floor = sum(v for k, v in rows.items() if k.startswith("target ") and k.endswith((": compile", ": run")))
+    n = s["programs"]
+    table = {k: round(v, 2) for k, v in sorted(rows.items(), key=lambda kv: -kv[1])}
+    return {"settings": settings, "workers": workers, "programs": n,
+            "cpu_s": round(total, 2), "worker_restarts": s.get("worker_restarts"),
+            "coordinator_cpu_s": round(coord, 2), "workers_cpu_s": round(kids, 2),
+            "unaccounted_s": {"coordinator": round(coord - coord_counted, 2),
+                              "workers": round(kids - worker_counted, 2),
+                              "share": round((total - coord_counted - worker_counted) / total, 3)},
+            "programs_per_core_s": round(n / total, 3),
+            "coordinator_cpu_per_program_s": round(coord / n, 4),
+            "targets_floor_s": round(floor, 2),
+            "targets_floor_programs_per_core_s": round(n / floor, 3) if floor else None,
+            "share_of_floor": round(floor / total, 3),
+            "table_s": table,
+            "stages_s": {f"{w}:{p}": round(v, 3) for w, p, v in sorted(stages, key=lambda x: -x[2]) if v >= 0.005},
+            "verdicts": verdicts, "program_status": s["program_status"]}
+
+
+def program_verdicts(out: Path) -> dict[str, object]:
+    """Per program, its status and its findings' (target, verdict), sorted: what must not
+    change when the overhead is cut (the oracle's answer on the same programs)."""
+    import sqlite3
+
+    con = sqlite3.connect(out / "campaign.sqlite")
+    try:
+        found: dict[str, list[list[str]]] = {}
+        status = dict(con.execute("select id, status from programs"))
+        for pid, target, verdict in con.execute("select program, target, verdict from findings"):
+            found.setdefault(pid, []).append([target, verdict])
+    finally:
+        con.close()
+    return {pid: [st, sorted(found.get(pid, []))] for pid, st in sorted(status.items())}
+
+
+def print_account(result: dict[str, object]) -> None:
+    """The table on stderr, readable; the figures stay JSON on stdout."""
+    total = float(result["cpu_s"])  # type: ignore[arg-type]
+    print(f"\n{result['settings']}, {result['programs']} programs, {result['workers']} worker slot(s): "
+          f"{total:.2f} CPU-s ({result['coordinator_cpu_s']} coordinator, {result['workers_cpu_s']} workers)",
+          file=sys.stderr)
+    for name, v in result["table_s"].items():  # type: ignore[attr-defined]
+        print(f"  {name:58s} {v:8.2f}  {100 * v / total:5.1f}%", file=sys.stderr)
+    un = result["unaccounted_s"]
+    print(f"  {'unaccounted (coordinator, workers)':58s} {un['coordinator']:8.2f} {un['workers']:8.2f}"  # type: ignore[index]
+          f"  ({100 * un['share']:.1f}%)", file=sys.stderr)  # type: ignore[index]
+    print(f"  share of the targets-only floor: {result['share_of_floor']} "
+          f"({result['programs_per_core_s']} programs/core-s, floor {result['targets_floor_programs_per_core_s']})",
+          file=sys.stderr)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--programs", type=int, default=60)
@@ -201,7 +359,24 @@ def main() -> int:
     ap.add_argument("--no-in-process", action="store_true", help="skip the per-configuration part")
     ap.add_argument("--generators", action="store_true",
                     help="compare the old (version 1) and new (version 2) default generators instead")
+    ap.add_argument("--account", default="",
+                    help=f"comma-separated settings of {', '.join(SETTINGS)}: the CPU account by stage instead")
+    ap.add_argument("--workers", default="1", help="with --account: comma-separated worker slot counts")
+    ap.add_argument("--verdicts-out", default="", help="with --account: write each run's verdict per program here")
     args = ap.parse_args()
+    if args.account:
+        if unknown := [x for x in args.account.split(",") if x.strip() not in SETTINGS]:
+            ap.error(f"--account: unknown {', '.join(unknown)}")
+        runs = [account(args.seed, args.programs, settings.strip(), int(w))
+                for settings in args.account.split(",") for w in args.workers.split(",")]
+        for r in runs:
+            print_account(r)
+        if args.verdicts_out:
+            Path(args.verdicts_out).write_text(json.dumps({f"{r['settings']}/{r['workers']}": r["verdicts"]
+                                                           for r in runs}, indent=0))
+        json.dump([{k: v for k, v in r.items() if k != "verdicts"} for r in runs], sys.stdout, indent=1)
+        print()
+        return 0
     if args.generators:
         json.dump(generators(args.seed, args.programs), sys.stdout, indent=1)
         print()

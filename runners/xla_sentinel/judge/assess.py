@@ -20,6 +20,7 @@ import numpy as np
 
 from xla_sentinel.core import stablehlo
 from xla_sentinel.core.anomalies import AnomalyLine, anomaly_evidence
+from xla_sentinel.core.cpu_account import stage
 from xla_sentinel.core.model import (
     BUFFER_VERDICTS,
     XLA_F64_REFERENCES,
@@ -740,11 +741,13 @@ class Assessor:
     def assess(self, slot: Slot, program: Program) -> Assessment:
         """Run `program` under every target and reference and judge each target, in named
         steps; then the compile anomalies XLA logged, whatever the judging found."""
-        outcomes = self._run_targets(slot, program)
+        with stage("targets"):
+            outcomes = self._run_targets(slot, program)
         if any(o.plugin_failed for o in outcomes.values()):
             return Assessment(ProgramStatus.PLUGIN_ERROR, len(outcomes),
                               worker_s=sum(o.busy_s for o in outcomes.values()))
-        refs = self._references(slot, program)
+        with stage("references"):
+            refs = self._references(slot, program)
         result = self._assessment(outcomes, refs)
         self._judge(slot, program, outcomes, refs, result)
         add_compile_anomalies(self.targets, outcomes, result)
@@ -754,14 +757,20 @@ class Assessor:
                result: Assessment) -> None:
         """The judging steps; a step that leaves nothing to judge ends them with the
         assessment's status."""
-        judging = self._judging(slot, program, outcomes, refs, result)
+        with stage("truth"):
+            judging = self._judging(slot, program, outcomes, refs, result)
         if judging is None:
             return
-        broken = self._invariants(judging)
-        suspects = self._cross_checked(judging, self._judge_targets(judging, broken))
+        with stage("invariants"):
+            broken = self._invariants(judging)
+        with stage("oracle"):
+            judged = self._judge_targets(judging, broken)
+        with stage("cross_check"):
+            suspects = self._cross_checked(judging, judged)
         if suspects is None:
             return
-        self._record_suspects(judging, suspects, set(broken))
+        with stage("suspects"):
+            self._record_suspects(judging, suspects, set(broken))
         # The targets first, in the campaign's order, then the XLA float64 references: one
         # bug that several configurations show is recorded as one signature, signed by the
         # first of them (campaign/recording.py), the same one in every program.

@@ -47,6 +47,14 @@ class _StructOf(Protocol):
 shape_struct: _StructOf = jax.ShapeDtypeStruct
 
 
+def on_device(x: Any) -> jax.Array:
+    """A host array on the device, bit for bit. Not jnp.asarray: jax 0.10 stages an ndarray
+    through a compiled identity (lax.stage), one XLA compile per shape and dtype, 69 of the
+    256 compiles of `eager` over 80 programs (issue 39; tests/fuzz/test_own_precision.py)."""
+    placed: jax.Array = jax.device_put(np.asarray(x))
+    return placed
+
+
 def _is_float(x: Any) -> bool:
     return jnp.issubdtype(x.dtype, jnp.floating)
 
@@ -157,7 +165,7 @@ def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
             magnitudes += INNER_TERMS[node.op](node.attrs, *[np.asarray(x) for x in xs])
         prone[v] = any(bool((np.isfinite(m) & (m > top)).any()) for m in map(np.abs, map(np.asarray, magnitudes)))
 
-    _apply(graph, [jnp.asarray(x) for x in inputs], True, None, observe=observe)
+    _apply(graph, [on_device(x) for x in inputs], True, None, observe=observe)
     return [prone[i] for i in graph.outputs]
 
 
@@ -180,7 +188,7 @@ def eager(graph: Graph, inputs: list[np.ndarray], promote: bool = False,
           perturb: np.random.Generator | None = None, sign: float = 1.0,
           directed: bool = False) -> list[np.ndarray]:
     """Op-by-op evaluation; outputs as numpy arrays. `sign` -1 mirrors the perturbation."""
-    outs = _apply(graph, [jnp.asarray(x) for x in inputs], promote, perturb, sign, directed)
+    outs = _apply(graph, [on_device(x) for x in inputs], promote, perturb, sign, directed)
     return [np.asarray(o) for o in outs]
 
 
@@ -201,7 +209,7 @@ def literal(graph: Graph, inputs: list[np.ndarray],
             xla_ops[op.name] += 1
         if _bucketable(op, node.attrs, xs, value.shape):
             return _bucketed(op, node.attrs, xs, value.shape)
-        return np.asarray(build(op, node.attrs, *map(jnp.asarray, xs)))
+        return np.asarray(build(op, node.attrs, *map(on_device, xs)))
 
     return graph.run(inputs, apply, load=lambda v, x: np.asarray(x))
 
@@ -234,7 +242,7 @@ def _bucketed(op: Any, attrs: dict[str, Any], xs: list[np.ndarray], shape: tuple
     n = math.prod(shape)
     size = max(BUCKET_MIN, 1 << (n - 1).bit_length())
     # Padding with ones: a value every op's domain guard accepts; its results are dropped.
-    flat = [jnp.asarray(np.concatenate([np.ravel(x), np.ones(size - n, np.asarray(x).dtype)])) for x in xs]
+    flat = [on_device(np.concatenate([np.ravel(x), np.ones(size - n, np.asarray(x).dtype)])) for x in xs]
     return np.asarray(build(op, attrs, *flat))[:n].reshape(shape)
 
 

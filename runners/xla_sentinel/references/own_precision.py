@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xla_sentinel.core import cpu_account
 from xla_sentinel.core.dtypes import NP_DTYPES
 from xla_sentinel.core.names import FLOATS
 from xla_sentinel.ops.numpy_forms import (
@@ -151,6 +152,12 @@ def _promote(x: np.ndarray) -> np.ndarray:
 def apply(op: OpDef, attrs: Attrs, xs: list[np.ndarray], dtype: str) -> np.ndarray | None:
     """The op on operands in their own dtypes, as XLA:CPU computes it (`reproduces`
     holds), or None where numpy does not reproduce it on these operands."""
+    # Apart in the CPU account: what `eager` spends beside it is its ops through XLA.
+    with cpu_account.stage("numpy"):
+        return _apply(op, attrs, xs, dtype)
+
+
+def _apply(op: OpDef, attrs: Attrs, xs: list[np.ndarray], dtype: str) -> np.ndarray | None:
     form = op.numpy
     if form is None or (op.name not in ON_BITS and any(_flushable_subnormal(x) for x in xs)):
         return None

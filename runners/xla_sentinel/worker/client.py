@@ -25,6 +25,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
+from xla_sentinel.core import cpu_account
 from xla_sentinel.worker.protocol import (
     Answer,
     Failed,
@@ -126,6 +127,25 @@ _ZYGOTE = _Zygote()
 def release_workers() -> None:
     """Give back what worker start-up keeps between campaigns (_Zygote.release)."""
     _ZYGOTE.release()
+def role(name: str) -> str:
+    """What a worker does, from its name: slot3-programs and slot0-programs are both
+    `programs`, slot1-O0 is `O0` (a target's worker), validate-cpu stays itself."""
+    head, _, rest = name.partition("-")
+    return rest if head.startswith("slot") and head[4:].isdigit() and rest else name
+
+
+def add_worker_account(worker_role: str, cpu: dict[str, float]) -> None:
+    """Add a worker's answer's CPU stages to the coordinator's sum (core/cpu_account.py),
+    each under `role:stage`; a forkserver's imports once, by its pid."""
+    own = {}
+    for name, seconds in cpu.items():
+        if name.startswith(cpu_account.ZYGOTE_PREFIX):
+            cpu_account.ZYGOTES[int(name.removeprefix(cpu_account.ZYGOTE_PREFIX))] = seconds
+        else:
+            own[name] = seconds
+    cpu_account.WORKERS.add_all(own, f"{worker_role}:")
+
+
 class WorkerDied(RuntimeError):
     """The worker process exited while handling a request (crash)."""
 
@@ -266,13 +286,19 @@ class Worker:
         # Local references: close() from another thread may clear the attributes meanwhile.
         proc, conn = self._proc, self._conn
         self._busy = True
+        account = cpu_account.ACCOUNT
         try:
-            conn.send(request)
-            if not conn.poll(timeout):
+            with account.stage(cpu_account.TRANSPORT):
+                conn.send(request)
+            with account.stage(cpu_account.IDLE):
+                answered = conn.poll(timeout)
+            if not answered:
                 self.kill()
                 self.restarts += 1
                 raise WorkerHung(f"{self.name}: no answer within {timeout:.0f} s")
-            answer: Answer = conn.recv()
+            with account.stage(cpu_account.TRANSPORT):
+                answer: Answer = conn.recv()
+            add_worker_account(role(self.name), answer.cpu)
             if answer.recycle:
                 proc.join(30)
                 self._proc = None

@@ -11,6 +11,8 @@ from collections import Counter
 
 import numpy as np
 
+from xla_sentinel.core import cpu_account
+from xla_sentinel.core.cpu_account import stage
 from xla_sentinel.core.program import promote_floats
 from xla_sentinel.ops.rules import has_discrete_ops
 from xla_sentinel.programs import evaluate, spmd
@@ -50,16 +52,22 @@ F64_JIT_OPTIONS = options.REFERENCE_OPTIONS
 # `eager` entirely through XLA, op by op, as before own_precision.py: only so that
 # bench/throughput.py can measure the two in one run (its worker processes inherit it).
 EAGER_ALL_XLA = os.environ.get("XLA_SENTINEL_EAGER_ALL_XLA") == "1"
+# The CPU account's stage of turning a graph into StableHLO text through jax (jit lowering).
+LOWERING = "lowering"
 
 
 @handles(Generate)
 def generate_program(req: Generate) -> Generated:
     spec = build(GeneratorSpec, req.generator, "spec.generator")
-    graph = generate(req.seed, req.index, spec, req.bias)
-    recipe = {"seed": req.seed, "index": req.index, "special": req.special,
-              **stress_recipe(graph, req.seed, req.index, spec.version)}  # version 1: none
-    inputs = make_inputs(recipe, graph.inputs)
-    return Generated(module=spmd.lower_text(graph), graph=graph, inputs=inputs,
+    with stage("generation"):
+        graph = generate(req.seed, req.index, spec, req.bias)
+    with stage("inputs"):
+        recipe = {"seed": req.seed, "index": req.index, "special": req.special,
+                  **stress_recipe(graph, req.seed, req.index, spec.version)}  # version 1: none
+        inputs = make_inputs(recipe, graph.inputs)
+    with stage(LOWERING):
+        module = spmd.lower_text(graph)
+    return Generated(module=module, graph=graph, inputs=inputs,
                      input_dtypes=[v.dtype for v in graph.inputs], recipe=recipe)
 
 
@@ -74,15 +82,16 @@ def run(req: Run) -> Ran:
     ex = compiler.run_module(req.module, req.inputs, req.options, req.platform, want_hlo=req.want_hlo,
                              checked=checked)
     problems = ex.buffers
-    text = compiler.text_or_empty(req.module) if checked else ""
-    if checked and buffers.donated_args(text):
-        # Donation must not change a bit: the module without it, compiled and run under
-        # the same options (docs/detection.md, "Buffer corruption").
-        plain = compiler.run_module(buffers.without_donation(text), req.inputs, req.options,
-                                    req.platform).outputs
-        problems = problems + buffers.compare(ex.outputs, plain, "donation_mismatch",
-                                              "outputs with donation differ from the module without it",
-                                              nan_equal=True)
+    with stage(cpu_account.BUFFER_CHECKS):
+        text = compiler.text_or_empty(req.module) if checked else ""
+        if checked and buffers.donated_args(text):
+            # Donation must not change a bit: the module without it, compiled and run under
+            # the same options (docs/detection.md, "Buffer corruption").
+            plain = compiler.run_module(buffers.without_donation(text), req.inputs, req.options,
+                                        req.platform).outputs
+            problems = problems + buffers.compare(ex.outputs, plain, "donation_mismatch",
+                                                  "outputs with donation differ from the module without it",
+                                                  nan_equal=True)
     again = None
     if req.repeat:
         # A fresh compile and run of the same module must agree bitwise with the first
@@ -158,7 +167,8 @@ def graph_reference(req: GraphReference) -> Outputs:
     if req.kind == "unsharded":  # an SPMD program's own module, on one device (runners/xla_sentinel/programs/spmd.py)
         return Outputs(compiler.run_module(evaluate.lower_text(graph), req.inputs, {}).outputs)
     if req.kind == "f64_jit":
-        text = evaluate.lower_f64_text(graph)
+        with stage(LOWERING):
+            text = evaluate.lower_f64_text(graph)
         return Outputs(compiler.run_module(text, _promote_inputs(req.inputs), F64_JIT_OPTIONS).outputs)
     raise ValueError(f"unknown graph reference {req.kind!r}")
 
@@ -181,7 +191,8 @@ def numpy_reference(req: NumpyReference) -> Outputs:
     inputs = _promote_inputs(req.inputs)
     text: str | None
     if req.graph is not None:
-        text = evaluate.lower_f64_text(req.graph)
+        with stage(LOWERING):
+            text = evaluate.lower_f64_text(req.graph)
     else:
         text = promote_floats(req.module)
         if text is None:

@@ -398,6 +398,9 @@ class Answer:
 
     reply: Reply
     recycle: bool
+    # The worker's CPU seconds by stage since its previous answer (core/cpu_account.py),
+    # so that the coordinator sums every process's stages where the bench reads them.
+    cpu: dict[str, float] = field(default_factory=dict)
 
 
 # --- the JSON form ------------------------------------------------------------------------

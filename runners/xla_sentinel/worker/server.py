@@ -18,8 +18,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from xla_sentinel.core import cpu_account
 from xla_sentinel.worker import devices, memory, registry
-from xla_sentinel.worker.protocol import Answer, Failed, Ping, Pong, Reply, Request
+from xla_sentinel.worker.protocol import (
+    Answer,
+    Failed,
+    GraphReference,
+    ModuleReference,
+    NumpyReference,
+    Ping,
+    Pong,
+    Reply,
+    Request,
+    Run,
+)
 
 # The handler modules of each release; importing one registers its handlers.
 HANDLER_MODULES: dict[registry.Release, tuple[str, ...]] = {
@@ -47,6 +59,18 @@ def handle(table: dict[type[Request[Any]], Callable[[Any], Reply]], request: Req
     if fn is None:
         raise ValueError(f"this worker does not serve {type(request).__name__}")
     return fn(request)
+
+
+def request_stage(request: Request[Any]) -> str:
+    """The CPU account's stage of serving `request` (core/cpu_account.py): a target's run,
+    each reference by its kind, else the request's name."""
+    if isinstance(request, Run):
+        return "target"
+    if isinstance(request, GraphReference | ModuleReference):
+        return f"reference:{request.kind}"
+    if isinstance(request, NumpyReference):
+        return "reference:f64_numpy"
+    return request.cmd
 
 
 # A worker that evaluates many programs op by op grows by about 20 MB a program (compiled
@@ -102,6 +126,7 @@ def serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool
     # Ctrl-C reaches the whole process group. The coordinator stops and closes its
     # workers itself; a worker dying of the signal first would be judged a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    cpu_account.use_process_clock()
     if log_path:
         fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)
@@ -139,22 +164,35 @@ def serve(conn: Any, plugins: Sequence[str], log_path: str | None, foreign: bool
 
     if plugins:
         plugin_mod.register(plugins)
+    # Everything up to here is this process's start (a forked worker's clock starts at the
+    # fork; the imports its forkserver did are reported apart, once per forkserver).
+    account = cpu_account.ACCOUNT
+    account.clear()
+    account.add(cpu_account.STARTUP, time.process_time())
+    account.add_all({f"{cpu_account.ZYGOTE_PREFIX}{pid}": s for pid, s in cpu_account.ZYGOTES.items()})
     while True:
         try:
-            request = conn.recv()
+            with account.stage(cpu_account.IDLE):
+                conn.poll(None)
+            with account.stage(cpu_account.TRANSPORT):
+                request = conn.recv()
         except EOFError:
             return
         if request is None:
             return
         started = time.perf_counter()
         reply: Reply
-        try:
-            reply = handle(handlers, request)
-        except Exception as e:  # every failure of a request is data for the oracle
-            reply = Failed(f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
-        reply.busy_s = time.perf_counter() - started
-        answer = Answer(reply, _grown_past(recycle_at))
-        conn.send(answer)
+        with account.stage(request_stage(request)):
+            try:
+                reply = handle(handlers, request)
+            except Exception as e:  # every failure of a request is data for the oracle
+                reply = Failed(f"{type(e).__name__}: {e}", traceback.format_exc(limit=8))
+            reply.busy_s = time.perf_counter() - started
+            recycle = _grown_past(recycle_at)
+        # The answer's own pickling is counted in the next one.
+        answer = Answer(reply, recycle, account.take())
+        with account.stage(cpu_account.TRANSPORT):
+            conn.send(answer)
         if answer.recycle:
             return
 

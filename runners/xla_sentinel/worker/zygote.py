@@ -9,6 +9,9 @@ worker still gets its own client, devices and flags (server.serve).
 
 import importlib
 import os
+import time
+
+from xla_sentinel.core import cpu_account
 
 # As server.serve sets it: jax reads the platform setting when it is imported.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -26,3 +29,6 @@ try:
     importlib.import_module("xla_sentinel.worker.server").load_table("current")
 except Exception:  # noqa: BLE001 - a worker that imports them itself reports the error in its log
     pass
+# What the imports cost, once for every worker forked from here: each reports it under
+# this process's id (server.serve), and the coordinator counts it once (cpu_account.ZYGOTES).
+cpu_account.ZYGOTES[os.getpid()] = time.process_time()

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from xla_sentinel.core import cpu_account
 from xla_sentinel.xla import plugins
 
 # Flat indices listed per differing buffer in the evidence.
@@ -313,16 +314,17 @@ def execute_checked(exe: Any, inputs: list[np.ndarray], module: str | bytes,
     with _lock:  # one checked execution at a time per process: the live results are shared
         outs = _run(exe, run_bufs)
         _inject(fault, inputs, bufs, donated, outs)
-        problems = _check_inputs(inputs, bufs, donated, known=bool(module)) + _check_live(name)
-        outputs = _host(outs)
-        problems += _rerun(exe, inputs, outputs)
-        if concurrent is None:
-            concurrent = zlib.crc32(name.encode()) % CONCURRENT_EVERY == 0
-        if concurrent and _state.previous is not None:
-            problems += _concurrent(exe, inputs, outputs, name)
-        _keep(outs, outputs, name)
-        _state.previous = _Previous(exe, [np.array(x, copy=True) for x in inputs],
-                                    [_bits(o) for o in outputs], name)
+        with cpu_account.stage(cpu_account.BUFFER_CHECKS):  # the rest is the checks' cost
+            problems = _check_inputs(inputs, bufs, donated, known=bool(module)) + _check_live(name)
+            outputs = _host(outs)
+            problems += _rerun(exe, inputs, outputs)
+            if concurrent is None:
+                concurrent = zlib.crc32(name.encode()) % CONCURRENT_EVERY == 0
+            if concurrent and _state.previous is not None:
+                problems += _concurrent(exe, inputs, outputs, name)
+            _keep(outs, outputs, name)
+            _state.previous = _Previous(exe, [np.array(x, copy=True) for x in inputs],
+                                        [_bits(o) for o in outputs], name)
     return outputs, problems
 
 

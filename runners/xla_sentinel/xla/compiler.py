@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from xla_sentinel.core import cpu_account
 from xla_sentinel.core.anomalies import AnomalyLine, find_anomalies
 from xla_sentinel.core.stablehlo import partitions as text_partitions
 from xla_sentinel.xla import buffers, hlo_proto, plugins
@@ -303,19 +304,22 @@ def run_module(module: str | bytes, inputs: list[Any], options: dict[str, Any], 
     """Compile and run a module; `checked`: with the buffer checks of xla/buffers.py (a
     target's run; run_s then includes them)."""
     t0 = time.perf_counter()
-    with compile_log() as log:
+    with cpu_account.stage(cpu_account.COMPILE), compile_log() as log:
         exe = compile_module(module, options, platform)
     t1 = time.perf_counter()
     problems: list[dict[str, Any]] = []
-    if checked and not isinstance(exe, Partitioned):
-        # As text: donation is read from @main's argument attributes.
-        outs, problems = buffers.execute_checked(exe, inputs, text_or_empty(module))
-    else:
-        outs = execute(exe, inputs)
-        if checked:  # an SPMD executable: the rerun check only (buffers.py)
-            problems = buffers.compare(outs, execute(exe, inputs), "nondeterministic",
-                                       "rerun of the same executable")
+    with cpu_account.stage(cpu_account.RUN):
+        if checked and not isinstance(exe, Partitioned):
+            # As text: donation is read from @main's argument attributes.
+            outs, problems = buffers.execute_checked(exe, inputs, text_or_empty(module))
+        else:
+            outs = execute(exe, inputs)
+            if checked:  # an SPMD executable: the rerun check only (buffers.py)
+                with cpu_account.stage(cpu_account.BUFFER_CHECKS):
+                    problems = buffers.compare(outs, execute(exe, inputs), "nondeterministic",
+                                               "rerun of the same executable")
     t2 = time.perf_counter()
     # Full constants: the bisector compiles fusions cut out of this text.
-    text = hlo_proto.full_text(exe.hlo_modules()[0]) if want_hlo else None
+    with cpu_account.stage("hlo_text"):
+        text = hlo_proto.full_text(exe.hlo_modules()[0]) if want_hlo else None
     return Execution(outs, t1 - t0, t2 - t1, text, problems, find_anomalies(log.text))
