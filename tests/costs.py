@@ -46,10 +46,11 @@ CONTROL_PLANE_COSTS = ("cluster", "node")
 # `make test-fast` stays a few minutes; tests/fuzz/test_golden.py and test_check.py stay fast
 # on purpose (they guard the oracle's verdicts end to end).
 SLOW_FILES = frozenset({
-    "agents/test_campaign_tools.py", "agents/test_gate.py", "agents/test_mcp_server.py",
-    "agents/test_roles.py",
+    "agents/test_adversarial.py", "agents/test_campaign_tools.py", "agents/test_gate.py",
+    "agents/test_mcp_server.py", "agents/test_roles.py", "agents/test_sandbox.py",
     "bisect/test_bisect_invariant.py", "bisect/test_bisect_loops.py",
     "bisect/test_bisect_regions.py", "bisect/test_bitwise.py", "bisect/test_captured_values.py",
+    "bisect/test_corpus_replay.py",
     "bisect/test_clean_run_findings.py", "bisect/test_crash.py", "bisect/test_in_campaign.py",
     "bisect/test_localize.py", "bisect/test_real_traces.py", "bisect/test_repro.py",
     "bisect/test_stops_short.py",
@@ -58,10 +59,12 @@ SLOW_FILES = frozenset({
     "detection/test_invariants_replay.py", "detection/test_template_internals.py",
     "devices/test_device_owner_campaign.py",
     "fuzz/test_campaign.py", "fuzz/test_own_precision.py", "fuzz/test_traces.py",
+    "fuzz/test_verdict_per_program.py",
     "report/test_html_page.py",
     "shapes/test_shapes.py",
     "spmd/test_bisect_shared_partitioner_bug.py", "spmd/test_bisect_spmd.py",
     "spmd/test_known_spmd_bugs.py", "spmd/test_spmd_faults.py",
+    "spmd/test_multihost.py", "spmd/test_multihost_campaign.py",
     "storage/test_campaign_store.py",
     "traces/test_mutate_shapes.py", "traces/test_replay_oracle.py",
     "versions/test_bad_input.py", "versions/test_regression_range.py",

@@ -82,6 +82,8 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
     (c.AcceleratorSpec, "tpuMachineType"): st.sampled_from(["ct6e-standard-4t", "ct6e-standard-8t"]),
     (c.AcceleratorSpec, "count"): st.integers(1, 16),
     (c.AcceleratorSpec, "gpuType"): NAMES,
+    # 1 only: more must divide generator.devices, a rule of the whole spec (CampaignSpec.check).
+    (c.AcceleratorSpec, "hosts"): st.just(1),
     (c.CampaignSpec, "seed"): st.integers(0, c.INT64_MAX),
     (c.CampaignSpec, "references"): _unique(st.sampled_from(c.REFERENCES)),
     (c.CampaignSpec, "workers"): st.integers(1, 4096),

@@ -134,6 +134,10 @@ INVALID = [
      "spec.accelerator: tpuAccelerator and tpuTopology apply to type tpu only"),
     ({"accelerator": {"gpuType": "nvidia-l4"}}, "gpuType applies to accelerator type gpu only",
      "spec.accelerator.gpuType: applies to type gpu only"),
+    ({"accelerator": {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "2x4", "hosts": 2}},
+     "a TPU slice's hosts come from tpuTopology", "spec.accelerator.hosts: a TPU slice's hosts come from tpuTopology"),
+    ({"accelerator": {"hosts": 9}}, "spec.accelerator.hosts in body should be less than or equal to 8",
+     "spec.accelerator.hosts: must be between 1 and 8"),
 ]
 
 

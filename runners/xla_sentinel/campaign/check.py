@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from xla_sentinel.campaign.multihost import MultiHost
 from xla_sentinel.core.model import UNJUDGED, ProgramStatus, Verdict
 from xla_sentinel.core.program import Program
 from xla_sentinel.judge.assess import Assessor, Slot
@@ -27,10 +28,17 @@ def check_program(folder: Path, campaign: Path | None = None,
     plugins = [f"{split_ref(r)[0].resolve()}:{split_ref(r)[1]}" for r in refs]
     targets = [resolve(t) for t in spec.targets]
     slot = Slot("check", targets, plugins, None, "interpreter" in spec.references)
+    # accelerator.hosts > 1: the layout's target too, on a host group of its own (multihost.py).
+    multihost = MultiHost.of(spec, plugins)
     try:
+        if multihost is not None:
+            multihost.attach([slot], None)
         wait_ready(slot.workers())
         assessor = Assessor(targets, spec.references, spec.timeouts.programSeconds,
                             {d: t.k for d, t in spec.tolerances.items()})
+        if multihost is not None:
+            assessor = multihost.assessor(assessor)
+            targets = list(assessor.targets)
         result = assessor.assess(slot, program)
     finally:
         slot.close()

@@ -26,10 +26,13 @@ from typing import Any
 import structlog
 
 from xla_sentinel.campaign import coverage
+from xla_sentinel.campaign.multihost import MultiHost
 from xla_sentinel.campaign.recording import Counters, Recorder, Reporter
 from xla_sentinel.campaign.scheduling import Scheduler, shard_indices
 from xla_sentinel.campaign.sources import ProgramSources, Unloadable
 from xla_sentinel.campaign.summary import print_progress, write_summary
+from xla_sentinel.core import cpu_account
+from xla_sentinel.core.cpu_account import stage
 from xla_sentinel.core.graph import Graph
 from xla_sentinel.core.model import ProgramStatus
 from xla_sentinel.judge.assess import Assessor, Slot, device_owners
@@ -67,6 +70,11 @@ class CampaignRun:
         self.assessor = Assessor(self.targets, spec.references, spec.timeouts.programSeconds,
                                  {d: t.k for d, t in spec.tolerances.items()}, self.stop,
                                  spec.crossCheckEvery)
+        # accelerator.hosts > 1: one more target, the process layout (campaign/multihost.py).
+        self.multihost = MultiHost.of(spec, self.plugins)
+        if self.multihost is not None:
+            self.assessor = self.multihost.assessor(self.assessor)
+            self.targets.append(self.assessor.targets[-1])
         self.recorder = Recorder(self.out, name, spec, self.plugins, self.shard, self.counters,
                                  self.lock, reporter)
         self.scheduler = Scheduler(spec.budget, self.stop, self.lock,
@@ -75,15 +83,24 @@ class CampaignRun:
         self.unavailable: dict[str, str] = {}  # target -> why its platform is not here
 
     def run_program(self, slot: Slot, idx: int) -> None:
+        # Each part in the CPU account (core/cpu_account.py); what none takes is "program".
+        with stage("program"):
+            self._run_program(slot, idx)
+
+    def _run_program(self, slot: Slot, idx: int) -> None:
         t0 = time.monotonic()
-        program = self.sources.program(slot, idx)
+        with stage("sources"):
+            program = self.sources.program(slot, idx)
         if isinstance(program, Unloadable):
-            self.recorder.program(idx, program.pid, 0, program.status, 0, t0, program.stats)
+            with stage("storage"):
+                self.recorder.program(idx, program.pid, 0, program.status, 0, t0, program.stats)
             return
-        result = self.assessor.assess(slot, program)
-        for v in result.verdicts:
-            self.recorder.finding(program, v.target, v.verdict, v.evidence, result.expected,
-                                  v.actual, v.output)
+        with stage("judging"):
+            result = self.assessor.assess(slot, program)
+        with stage("storage"):
+            for v in result.verdicts:
+                self.recorder.finding(program, v.target, v.verdict, v.evidence, result.expected,
+                                      v.actual, v.output)
         graph = program.graph or Graph()
         stats = {"ops": dict(Counter(graph.op_names())),
                  "dtypes": sorted({v.dtype for v in graph.values}),
@@ -98,9 +115,11 @@ class CampaignRun:
             stats["undecided_outputs"] = result.undecided_outputs
         if result.eager_xla_ops:
             stats["eager_xla_ops"] = result.eager_xla_ops
-        stats["coverage"] = self.sources.observe(slot, idx, program, result)
-        self.recorder.program(idx, program.id, program.op_count, result.status,
-                              result.executions, t0, stats)
+        with stage("coverage"):
+            stats["coverage"] = self.sources.observe(slot, idx, program, result)
+        with stage("storage"):
+            self.recorder.program(idx, program.id, program.op_count, result.status,
+                                  result.executions, t0, stats)
 
     def _harness_error(self, idx: int) -> None:
         self.recorder.program(idx, f"s{self.spec.seed}-i{idx}", 0, ProgramStatus.HARNESS_ERROR, 0,
@@ -165,8 +184,10 @@ class CampaignRun:
                 os.environ.pop(key, None)
 
     def _run(self) -> dict[str, Any]:
-        self.validate()
-        done = self.recorder.open()
+        with stage(cpu_account.STARTUP):
+            self.validate()
+        with stage("storage"):
+            done = self.recorder.open()
         if done:
             self.sources.resume(coverage.stored_stats(self.out / "campaign.sqlite"))
         logs = self.out / "logs"
@@ -177,13 +198,17 @@ class CampaignRun:
         owners = device_owners(self.targets, self.plugins, logs)
         slots = [Slot(i, self.targets, self.plugins, logs, interpreter, owners)
                  for i in range(self.spec.workers)]
+        if self.multihost is not None:
+            self.multihost.attach(slots, logs)
         progress = threading.Thread(target=self._progress_loop, daemon=True)
         try:
-            wait_ready([w for s in slots for w in s.workers()])
+            with stage(cpu_account.STARTUP):
+                wait_ready([w for s in slots for w in s.workers()])
             self.counters.started = time.monotonic()
             progress.start()
             indices = shard_indices(self.shard, self.sources.file_units, done)
-            self.scheduler.run(slots, indices, self.run_program, self._harness_error)
+            with stage(cpu_account.IDLE):  # the slots' threads run the programs
+                self.scheduler.run(slots, indices, self.run_program, self._harness_error)
         finally:
             self.stop.set()
             workers = distinct([w for s in slots for w in s.workers()])
@@ -194,7 +219,8 @@ class CampaignRun:
             release_workers()
             if self.show_progress:
                 print_progress(self.counters, self.spec.budget.programs, final=True)
-        summary = self.summary()
+        with stage("storage"):
+            summary = self.summary()
         if self.reporter:
             self.reporter.progress(self.counters.snapshot())
         assert self.recorder.store is not None
@@ -203,10 +229,13 @@ class CampaignRun:
 
     def summary(self) -> dict[str, Any]:
         assert self.recorder.store is not None
-        return write_summary(self.out, self.recorder.store, self.counters, name=self.name,
-                             spec=self.spec, targets=self.targets, plugins=self.plugins,
-                             shard=self.shard, worker_restarts=self.worker_restarts,
-                             unavailable_targets=self.unavailable)
+        summary = write_summary(self.out, self.recorder.store, self.counters, name=self.name,
+                                spec=self.spec, targets=self.targets, plugins=self.plugins,
+                                shard=self.shard, worker_restarts=self.worker_restarts,
+                                unavailable_targets=self.unavailable)
+        if self.multihost is not None:
+            self.multihost.add_to_summary(self.out, summary)
+        return summary
 
 
 def memory_share_environment(spec: CampaignSpec, environ: Mapping[str, str]) -> dict[str, str]:

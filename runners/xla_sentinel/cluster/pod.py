@@ -228,6 +228,53 @@ def reporting_host() -> bool:
     return os.environ.get("TPU_WORKER_ID", "0") == "0"
 
 
+# jax.distributed's coordinator port on a slice's host 0: jax's own for TPU slices (jax
+# 0.10.2 clusters/cloud_tpu_cluster.py), which JAX_COORDINATOR_PORT overrides there and here.
+COORDINATOR_PORT = 8482
+
+
+@dataclasses.dataclass(frozen=True)
+class SliceHost:
+    """This pod's place in a multi-host group (docs/spmd.md, "Programs that span hosts"):
+    its index (0 is the coordinator and reports), the group's size, host 0's address."""
+
+    host: int
+    hosts: int
+    coordinator: str
+
+
+def slice_host(environ: dict[str, str] | None = None) -> SliceHost | None:
+    """Read from what the platform puts in a pod's environment; None for a single host.
+
+    - A GKE TPU slice: TPU_WORKER_ID, and TPU_WORKER_HOSTNAMES (host 0 first), which is
+      also what `jax.distributed.initialize()` reads there by itself.
+    - A JobSet of CPU or GPU hosts: JOB_COMPLETION_INDEX (the Indexed Job's pod index) and
+      XLA_SENTINEL_HOSTS (the group's size, set by the operator). Host 0 is
+      XLA_SENTINEL_COORDINATOR where the operator names it, else the pod's own stable
+      hostname (JobSet's `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>`) with pod index 0,
+      in the headless Service's subdomain XLA_SENTINEL_SUBDOMAIN (the JobSet's name by
+      default, resolved by the cluster DNS)."""
+    env = dict(os.environ if environ is None else environ)
+    port = env.get("JAX_COORDINATOR_PORT") or str(COORDINATOR_PORT)
+    names = [h.strip() for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
+    if "TPU_WORKER_ID" in env and len(names) > 1:
+        return SliceHost(int(env["TPU_WORKER_ID"]), len(names), f"{names[0]}:{port}")
+    hosts = int(env.get("XLA_SENTINEL_HOSTS") or "1")
+    if hosts <= 1:
+        return None
+    host = int(env.get("JOB_COMPLETION_INDEX", "0"))
+    if env.get("XLA_SENTINEL_COORDINATOR"):
+        return SliceHost(host, hosts, env["XLA_SENTINEL_COORDINATOR"])
+    own = env.get("HOSTNAME", "")
+    stem, sep, index = own.rpartition("-")
+    if not (sep and index.isdigit() and int(index) == host):
+        raise SpecError(f"HOSTNAME {own!r} is not a JobSet pod's <jobset>-<job>-<jobIndex>-{host}: "
+                        "set XLA_SENTINEL_COORDINATOR")
+    subdomain = env.get("XLA_SENTINEL_SUBDOMAIN", "")
+    zero = f"{stem}-0" + (f".{subdomain}" if subdomain else "")
+    return SliceHost(host, hosts, f"{zero}:{port}")
+
+
 def own_report_name() -> str | None:
     """The WorkerReport name this pod may write (cluster.report.writer_name of its pod name,
     XLA_SENTINEL_POD from the downward API); None outside a pod."""

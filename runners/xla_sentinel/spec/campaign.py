@@ -430,9 +430,12 @@ AGENT_ROLES = ("stress", "reproduce", "fix")
 # openai: the Responses API; openai-chat: Chat Completions, what most OpenAI-compatible
 # servers (vLLM, llama.cpp, LiteLLM) serve.
 AGENT_CREDENTIAL_ENV = {"openai": "OPENAI_API_KEY", "openai-chat": "OPENAI_API_KEY",
-                        "anthropic": "ANTHROPIC_API_KEY", "google-gla": "GOOGLE_API_KEY"}
-# google-vertex authenticates as the pod's cloud identity (workload identity): no Secret.
-AGENT_PROVIDERS = (*AGENT_CREDENTIAL_ENV, "google-vertex")
+                        "anthropic": "ANTHROPIC_API_KEY", "google": "GOOGLE_API_KEY"}
+# google-cloud (Vertex AI) authenticates as the pod's cloud identity (Workload Identity): no
+# Secret; its project and location come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION.
+AGENT_PROVIDERS = (*AGENT_CREDENTIAL_ENV, "google-cloud")
+# pydantic-ai 2.x's renames: the old names are refused with the new one named.
+RENAMED_PROVIDERS = {"google-gla": "google", "google-vertex": "google-cloud"}
 AGENT_REPLICAS_MAX = 64
 ENDPOINT_PATTERN = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 
@@ -481,6 +484,9 @@ class AgentRoleSpec:
 def check_model(model: str, path: str) -> None:
     provider, sep, name = model.partition(":")
     _require(bool(sep and name.strip()), path, f"must be provider:model like openai:gpt-5, got {show(model)}")
+    _require(provider not in RENAMED_PROVIDERS, path,
+             f"provider {provider!r} was renamed in pydantic-ai 2: use "
+             f"{RENAMED_PROVIDERS.get(provider)}:{name}")
     _require_known(provider, AGENT_PROVIDERS, path, "model provider")
 
 
@@ -548,10 +554,16 @@ class AcceleratorSpec:
     tpuMachineType: str | None = None
     count: int = 1
     gpuType: str | None = None
+    # Host processes a partitioned program spans (worker/hosts.py, docs/spmd.md): its
+    # generator.devices split evenly over them. A TPU slice's hosts come from its topology.
+    hosts: int = 1
 
     def check(self, path: str) -> None:
         _require_known(self.type, PLATFORMS, f"{path}.type", "accelerator")
         _require(1 <= self.count <= INT64_MAX, f"{path}.count", "must be >= 1")
+        _require(1 <= self.hosts <= MAX_DEVICES, f"{path}.hosts", f"must be between 1 and {MAX_DEVICES}")
+        _require(self.type != "tpu" or self.hosts == 1, f"{path}.hosts",
+                 "a TPU slice's hosts come from tpuTopology: leave hosts unset")
         if self.type == "tpu":
             _require(bool(self.tpuAccelerator and self.tpuTopology), path,
                      "type tpu needs tpuAccelerator and tpuTopology")
@@ -643,6 +655,10 @@ class CampaignSpec:
         _require_plain(self.resources, f"{path}.resources")
         _require_plain(self.tolerations, f"{path}.tolerations")
         self.accelerator.check(f"{path}.accelerator")
+        if self.accelerator.hosts > 1:
+            devices = self.generator.device_count()
+            _require(devices % self.accelerator.hosts == 0, f"{path}.accelerator.hosts",
+                     f"must divide generator.devices ({devices}): each host gets as many devices")
         self.artifacts.check(f"{path}.artifacts")
         self.alerts.check(f"{path}.alerts")
         if self.queueName is not None:

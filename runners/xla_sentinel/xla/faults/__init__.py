@@ -32,6 +32,8 @@ FAULTS: dict[str, str] = {
     "allreduce_wrong_groups": "allreduce_wrong_groups.py",
     "allreduce_twice": "allreduce_twice.py",
     "partition_id_off_by_one": "partition_id_off_by_one.py",
+    # A multi-host fault: it fires on host 1 of a group only (worker/hosts.py).
+    "allreduce_skipped_on_one_host": "allreduce_skipped_on_one_host.py",
     "abort_on_pattern": "abort_on_pattern.py",
     "circular_simplification_log": "circular_simplification_log.py",
 }

@@ -1,0 +1,164 @@
+"""The process layout as a differential axis (docs/spmd.md, "Programs that span hosts").
+
+With `accelerator.hosts: N` a campaign has one more target, named for its layout
+(`hosts2x2`: N processes of D devices, D = generator.devices / N), with the options of the
+campaign's first target, its twin: the same partitioned module on one process of N x D
+devices. Its worker is a HostGroup (worker/hosts.py) shared by every slot. A program not
+partitioned over exactly N x D devices (an unsharded one) is skipped on it.
+
+It is judged as every target is, against the float64 truth within the noise model; and,
+where IEEE 754 fixes an output bitwise (the oracle's OutputInfo.bitwise: integers that
+depend on no float, data movement, exact ops; the collectives that carry them are exact
+whatever the reduction order), against its twin bit for bit: a difference there is a
+`mismatch` with reason `layout`, naming both layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from xla_sentinel.core.model import Verdict
+from xla_sentinel.core.names import FLOATS
+from xla_sentinel.core.program import Program, save_summary
+from xla_sentinel.core.stablehlo import partitions
+from xla_sentinel.judge import oracle
+from xla_sentinel.judge.assess import Assessor, Judging, Outcome, Slot
+from xla_sentinel.judge.targets import Target
+from xla_sentinel.spec.campaign import CampaignSpec
+from xla_sentinel.worker.client import Worker
+from xla_sentinel.worker.hosts import HostGroup, Layout
+
+
+def layout(spec: CampaignSpec) -> Layout | None:
+    """The campaign's process layout, None for one host."""
+    hosts = spec.accelerator.hosts
+    if hosts <= 1:
+        return None
+    return Layout(hosts, spec.generator.device_count() // hosts)
+
+
+def _exact(info: oracle.OutputInfo) -> bool:
+    """Whether an output must be the same bits on every layout."""
+    return info.bitwise or (info.dtype not in FLOATS and not info.tainted)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """The array's elements as unsigned integers of their width (bool as uint8); every
+    NaN as one pattern (its sign and payload are not IEEE 754's to fix)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype == np.bool_:
+        return a.view(np.uint8)
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        a = a.copy()
+        nan = np.isnan(a.astype(np.float64))
+        a[nan] = np.nan
+    return a.view(f"u{a.dtype.itemsize}")
+
+
+def layout_disagreement(twin: Sequence[np.ndarray], hosts: Sequence[np.ndarray],
+                        infos: Sequence[oracle.OutputInfo], twin_name: str, lay: Layout,
+                        ) -> oracle.Judgement | None:
+    """The first exact output on which the multi-host run differs from its one-process
+    twin, as a `mismatch` (reason `layout`); None where they agree."""
+    for i, (x, y, info) in enumerate(zip(twin, hosts, infos, strict=True)):
+        if not _exact(info):
+            continue
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape:
+            return oracle.Judgement(Verdict.MISMATCH, i, {
+                "reason": "layout", "layout": lay.describe(), "against": twin_name,
+                "expected_shape": list(x.shape), "actual_shape": list(y.shape)})
+        differ = _bits(x) != _bits(y)
+        if differ.any():
+            where = tuple(int(k) for k in np.argwhere(differ)[0])
+            return oracle.Judgement(Verdict.MISMATCH, i, {
+                "reason": "layout", "layout": lay.describe(), "against": twin_name,
+                "dtype": info.dtype, "elements": int(differ.sum()), "where": list(where),
+                "expected": x[where].item(), "actual": y[where].item()})
+    return None
+
+
+class LayoutAssessor(Assessor):
+    """An Assessor with the layout's target: run only on programs partitioned over the
+    group's devices, and compared with its twin where outputs are exact."""
+
+    lay: Layout
+    target: Target
+    twin: str
+
+    @classmethod
+    def around(cls, base: Assessor, lay: Layout) -> LayoutAssessor:
+        """`base`, with the layout's target after its own (the twin: its first)."""
+        new = cls.__new__(cls)
+        new.__dict__.update(base.__dict__)  # the same settings, stop event included
+        new.lay = lay
+        new.twin = base.targets[0].name
+        new.target = Target(lay.name, dict(base.targets[0].options), "cpu")
+        new.targets = [*base.targets, new.target]
+        return new
+
+    def _run(self, slot: Slot, t: Target, program: Program, want_hlo: bool = False,
+             repeat: bool = False) -> Outcome:
+        if t.name == self.lay.name:
+            module = program.module
+            n = partitions(module) if isinstance(module, str) else 1
+            if n != self.lay.devices:
+                return Outcome(skipped=f"partitioned over {n} devices, the layout has {self.lay.devices}")
+        return super()._run(slot, t, program, want_hlo, repeat)
+
+    def _judge_targets(self, judging: Judging, broken: dict[str, tuple[int, dict[str, Any]]],
+                       ) -> list[tuple[Target, oracle.Judgement]]:
+        suspects = super()._judge_targets(judging, broken)
+        name = self.lay.name
+        flagged = {t.name for t, _ in suspects} | set(broken)
+        if name in judging.results and self.twin in judging.results and name not in flagged:
+            j = layout_disagreement(judging.results[self.twin], judging.results[name], judging.infos,
+                                    self.twin, self.lay)
+            if j is not None:
+                suspects.append((self.target, j))
+        return suspects
+
+
+class MultiHost:
+    """What a campaign of `accelerator.hosts > 1` adds to the engine: its layout's target,
+    the assessor that knows it, and the one host group its slots share."""
+
+    def __init__(self, lay: Layout, plugins: Sequence[str]) -> None:
+        self.layout = lay
+        self.plugins = list(plugins)
+        self.group: HostGroup | None = None
+
+    @classmethod
+    def of(cls, spec: CampaignSpec, plugins: Sequence[str]) -> MultiHost | None:
+        lay = layout(spec)
+        return None if lay is None else cls(lay, plugins)
+
+    def assessor(self, base: Assessor) -> LayoutAssessor:
+        return LayoutAssessor.around(base, self.layout)
+
+    def add_to_summary(self, out: Path, summary: dict[str, Any]) -> None:
+        """summary.json's `multihost`: the layout, the programs that ran on it, those whose
+        optimized module moves data between hosts, and the group's restarts."""
+        group = self.group
+        summary["multihost"] = {
+            "layout": self.layout.name, "hosts": self.layout.hosts,
+            "devices_per_host": self.layout.devices_per_host,
+            "programs": group.programs if group else 0,
+            "cross_host_programs": group.cross_host_programs if group else 0,
+            "group_restarts": group.restarts if group else 0}
+        save_summary(out, summary)
+
+    def attach(self, slots: Sequence[Slot], logs: Any) -> HostGroup:
+        """The group, as every slot's worker of the layout's target (one program at a
+        time on it: its call holds a lock). A slot's close closes it (HostGroup.close
+        is idempotent)."""
+        self.group = HostGroup(self.layout, self.plugins, logs)
+        for s in slots:
+            # The group serves the part of a Worker's interface a slot uses (call, start,
+            # close, name, log_path, restarts, recycles): duck-typed, not a subclass.
+            s.targets[self.layout.name] = cast(Worker, self.group)
+        return self.group

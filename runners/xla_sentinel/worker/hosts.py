@@ -1,0 +1,502 @@
+"""Multi-host groups: programs that span host processes, driven in lockstep (docs/spmd.md,
+"Programs that span hosts").
+
+A campaign with `accelerator.hosts: N` (N > 1) runs its partitioned programs once more
+on N host processes of D devices each (D = generator.devices / N): the same module,
+partitioned over the same N x D devices, now with collectives between processes. Locally
+the engine starts the N processes itself (worker/host.py) on loopback, host 0's
+jax.distributed coordinator on an ephemeral port, and sends every host the same request
+in the same order; the hosts compile and run together, host 0 gathers the outputs (the
+coordinator's key-value store) and answers for the group.
+
+A HostGroup has the part of a Worker's interface the campaign uses (call, start, close,
+restarts, recycles): it is the worker of the layout's target (`hosts2x2`). A host that
+dies mid-program, or a run that never ends, is a WorkerHung naming the missing host and
+the program's collectives: the Assessor records it as a `hang`. The whole group is then
+killed, every process by its id, and the next request starts a fresh one.
+
+No jax here: the coordinator imports this module (worker/host.py is the host's side).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import queue
+import re
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from xla_sentinel.worker.client import STARTUP_SECONDS, WorkerDied, WorkerHung
+from xla_sentinel.worker.protocol import Failed, Ping, Pong, Ran, Request, RequestFailed, Run
+
+# The group a host process belongs to, in its environment (GroupEnv).
+HOST_ENV = "XLA_SENTINEL_HOST"  # this host's index, 0 is the coordinator and reports
+HOSTS_ENV = "XLA_SENTINEL_HOSTS"  # how many hosts
+COORDINATOR_ENV = "XLA_SENTINEL_COORDINATOR"  # host:port of host 0's coordinator
+DEVICES_ENV = "XLA_SENTINEL_HOST_DEVICES"  # devices per host
+HEARTBEAT_ENV = "XLA_SENTINEL_HEARTBEAT_S"
+PLUGINS_ENV = "XLA_SENTINEL_HOST_PLUGINS"  # injected passes (FILE.py[:FUNC]), a JSON list
+
+# jax.distributed's heartbeat timeout in a local group: a host that stops beating this
+# long is declared dead by the coordinator, which then ends every other host (jax's
+# "Terminating process because the JAX distributed service detected fatal errors"). Its
+# default, 100 s, would hold a lost host's peers in their collective that long.
+HEARTBEAT_S = 10
+# After a host dies mid-program, how long past the heartbeat timeout the others get to
+# answer or be ended by the coordinator before the group is judged hung: margin for the
+# coordinator's error polling.
+GRACE_S = 10.0
+# What a host whose peer died logs when the coordination service ends it: not a crash
+# of its own, a host that was waiting.
+ENDED_BY_PEER = "JAX distributed service detected fatal errors"
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+               "collective-broadcast")
+_COLLECTIVE = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*.*?\s(?P<kind>"
+                         + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+_EXPLICIT = re.compile(r"(?:replica_groups|source_target_pairs)=\{((?:\{[\d,\s]*\},?\s*)*)\}")
+_IOTA = re.compile(r"replica_groups=\[(?P<shape>[\d,]+)\]<=\[(?P<dims>[\d,]+)\](?:T\((?P<perm>[\d,]+)\))?")
+_MESH = re.compile(r"replica_groups=mesh\[(?P<axes>[^\]]*)\]"
+                   r"(?:,\s*device_ids=\((?P<ids>\[[\d,]+\](?:T\([\d,]+\))?|[\d,\s]+)\))?\s*\{(?P<over>[^}]*)\}")
+_IOTA_IDS = re.compile(r"\[(?P<dims>[\d,]+)\](?:T\((?P<perm>[\d,]+)\))?")
+
+
+class HostMissing(RuntimeError):
+    """A host did not take its part in a program (worker/host.py, host 0's gather)."""
+
+    def __init__(self, host: int, message: str) -> None:
+        self.host = host
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a program's devices are spread over processes: `hosts` x `devices_per_host`."""
+
+    hosts: int
+    devices_per_host: int
+
+    @property
+    def name(self) -> str:
+        """The configuration's name, the process layout: `hosts2x2` is 2 processes of 2 devices."""
+        return f"hosts{self.hosts}x{self.devices_per_host}"
+
+    @property
+    def devices(self) -> int:
+        return self.hosts * self.devices_per_host
+
+    def describe(self) -> str:
+        return f"{self.hosts} processes x {self.devices_per_host} devices"
+
+
+@dataclass(frozen=True)
+class GroupEnv:
+    """A host process's view of its group (what HostGroup puts in its environment)."""
+
+    host: int
+    hosts: int
+    coordinator: str
+    devices_per_host: int
+    heartbeat_s: int = HEARTBEAT_S
+    plugins: tuple[str, ...] = ()
+
+    def environment(self) -> dict[str, str]:
+        return {HOST_ENV: str(self.host), HOSTS_ENV: str(self.hosts), COORDINATOR_ENV: self.coordinator,
+                DEVICES_ENV: str(self.devices_per_host), HEARTBEAT_ENV: str(self.heartbeat_s),
+                PLUGINS_ENV: json.dumps(list(self.plugins))}
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> GroupEnv:
+        plugins = tuple(str(p) for p in json.loads(environ.get(PLUGINS_ENV) or "[]"))
+        return cls(int(environ[HOST_ENV]), int(environ[HOSTS_ENV]), environ[COORDINATOR_ENV],
+                   int(environ[DEVICES_ENV]), int(environ.get(HEARTBEAT_ENV, HEARTBEAT_S)), plugins)
+
+
+def _groups(line: str, partitions: int) -> list[list[int]] | None:
+    """The device groups of one collective's HLO line (partition ids), None where its
+    form is not one of these (explicit, iota, mesh)."""
+    m = _EXPLICIT.search(line)
+    if m:
+        groups = [[int(x) for x in g.split(",") if x.strip()] for g in re.findall(r"\{([\d,\s]*)\}", m.group(1))]
+        return [g for g in groups if g] or [list(range(partitions))]
+    m = _IOTA.search(line)
+    if m:
+        shape = [int(x) for x in m["shape"].split(",")]
+        dims = [int(x) for x in m["dims"].split(",")]
+        ids = np.arange(int(np.prod(dims))).reshape(dims)
+        if m["perm"]:
+            ids = ids.transpose([int(x) for x in m["perm"].split(",")])
+        return [list(map(int, g)) for g in ids.reshape(shape[0], -1)]
+    m = _MESH.search(line)
+    if m:
+        axes = re.findall(r"'(\w+)'=(\d+)", m["axes"])
+        names, sizes = [a for a, _ in axes], [int(s) for _, s in axes]
+        over = re.findall(r"'(\w+)'", m["over"])
+        if not names or any(o not in names for o in over):
+            return None
+        ids = _mesh_ids(m["ids"], int(np.prod(sizes))).reshape(sizes)
+        rest = [i for i, a in enumerate(names) if a not in over]
+        chosen = [names.index(o) for o in over]
+        width = int(np.prod([sizes[i] for i in chosen])) if chosen else 1
+        return [list(map(int, g)) for g in ids.transpose(rest + chosen).reshape(-1, width)]
+    return None
+
+
+def _mesh_ids(ids: str | None, n: int) -> np.ndarray:
+    """The device ids of a mesh-form group in mesh order: iota `[dims]T(perm)`, an
+    explicit list, or 0..n-1 where the line gives none."""
+    if not ids:
+        return np.arange(n)
+    m = _IOTA_IDS.fullmatch(ids.strip())
+    if m is None:
+        return np.array([int(x) for x in ids.split(",") if x.strip()])
+    dims = [int(x) for x in m["dims"].split(",")]
+    grid = np.arange(int(np.prod(dims))).reshape(dims)
+    if m["perm"]:
+        grid = grid.transpose([int(x) for x in m["perm"].split(",")])
+    return grid.reshape(-1)
+
+
+def collectives(hlo: str, partition_host: Sequence[int]) -> list[dict[str, Any]]:
+    """The collectives of an optimized HLO module: name, kind, and whether one of its
+    groups holds partitions of two hosts (`crosses`: None where its groups' form is not
+    read here, which counts as crossing for the campaign's share)."""
+    found = []
+    for line in hlo.splitlines():
+        m = _COLLECTIVE.match(line)
+        if not m:
+            continue
+        groups = _groups(line, len(partition_host))
+        crosses = None if groups is None else any(
+            len({partition_host[p] for p in g if p < len(partition_host)}) > 1 for g in groups)
+        found.append({"name": m["name"], "kind": m["kind"], "crosses": crosses})
+    return found
+
+
+def crosses_hosts(found: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a program's collectives (collectives()) move data between hosts."""
+    return any(c["crosses"] is not False for c in found)
+
+
+def diverged(stages: Mapping[int, Sequence[Mapping[str, Any]]]) -> str:
+    """Where the hosts compiled different collectives (a host whose module lacks one its
+    peers wait in): `; host 1 compiled without all-reduce.4 (all-reduce)`; "" where they agree."""
+    every = {(c["name"], c["kind"]) for found in stages.values() for c in found}
+    lines = []
+    for host in sorted(stages):
+        mine = {(c["name"], c["kind"]) for c in stages[host]}
+        if every - mine:
+            lacks = ", ".join(f"{name} ({kind})" for name, kind in sorted(every - mine))
+            lines.append(f"; host {host} compiled without {lacks}")
+    return "".join(lines)
+
+
+def _free_port() -> int:
+    """An ephemeral loopback port for the coordinator (released here, bound by host 0:
+    another process may take it in between, which fails the start and is retried)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _host_flags(flags: str, devices: int) -> str:
+    """XLA_FLAGS with this host's virtual device count in place of any other."""
+    kept = [f for f in flags.split() if not f.startswith("--xla_force_host_platform_device_count")]
+    return " ".join([*kept, f"--xla_force_host_platform_device_count={devices}"])
+
+
+@dataclass
+class _Process:
+    host: int
+    popen: subprocess.Popen[bytes]
+    log: Path
+    log_start: int = 0
+
+
+@dataclass
+class HostGroup:
+    """The N host processes of a layout, driven as one worker (module docstring)."""
+
+    layout: Layout
+    plugins: Sequence[str] = ()
+    logs: Path | None = None
+    name: str = ""
+    heartbeat_s: int = HEARTBEAT_S
+    restarts: int = 0
+    recycles: int = 0
+    # Programs run, and those whose optimized module moves data between hosts.
+    programs: int = 0
+    cross_host_programs: int = 0
+    _procs: list[_Process] = field(default_factory=list, repr=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _events: queue.Queue[tuple[int, int, dict[str, Any] | None]] = field(default_factory=queue.Queue, repr=False)
+    _generation: int = 0
+    _seq: int = 0
+    _ready: bool = False
+    _closed: bool = False
+    _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.layout.name
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._log_dir() / f"{self.name}-host0.log"
+
+    def _log_dir(self) -> Path:
+        if self.logs is not None:
+            return self.logs
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="xla-sentinel-hosts-")
+        return Path(self._tmp.name)
+
+    def pids(self) -> list[int]:
+        """The live group's process ids (tests check none is left behind)."""
+        return [p.popen.pid for p in self._procs]
+
+    def start(self) -> None:
+        with self._lock:
+            if self._procs and all(p.popen.poll() is None for p in self._procs):
+                return
+            self._kill()
+            self._generation += 1
+            coordinator = f"127.0.0.1:{_free_port()}"
+            env = dict(os.environ)
+            env["JAX_PLATFORMS"] = "cpu"
+            env["XLA_FLAGS"] = _host_flags(env.get("XLA_FLAGS", ""), self.layout.devices_per_host)
+            for h in range(self.layout.hosts):
+                group = GroupEnv(h, self.layout.hosts, coordinator, self.layout.devices_per_host,
+                                 self.heartbeat_s, tuple(self.plugins))
+                log = self._log_dir() / f"{self.name}-host{h}.log"
+                with open(log, "ab") as f:
+                    start = f.tell()
+                    popen = subprocess.Popen([sys.executable, "-m", "xla_sentinel.worker.host"],
+                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=f,
+                                             env={**env, **group.environment()})
+                proc = _Process(h, popen, log, start)
+                self._procs.append(proc)
+                assert popen.stdout is not None
+                threading.Thread(target=self._read, args=(self._generation, h, popen.stdout),
+                                 daemon=True).start()
+            self._ready = False
+
+    def _read(self, generation: int, host: int, out: IO[bytes]) -> None:
+        """One host's frames into the event queue; None when its stdout closes (it died)."""
+        try:
+            while True:
+                head = out.read(8)
+                if len(head) < 8:
+                    break
+                (size,) = struct.unpack("<Q", head)
+                self._events.put((generation, host, pickle.loads(out.read(size))))
+        except (OSError, ValueError, pickle.UnpicklingError, EOFError):
+            pass
+        self._events.put((generation, host, None))
+
+    def _send(self, frame: dict[str, Any] | None) -> None:
+        data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+        for p in self._procs:
+            assert p.popen.stdin is not None
+            try:
+                p.popen.stdin.write(struct.pack("<Q", len(data)) + data)
+                p.popen.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # it died: its stdout's end says so
+
+    def call(self, request: Request[Any], timeout: float) -> Any:
+        """Ping: wait until every host has joined; Run: the program on the whole group."""
+        with self._lock:
+            if self._closed:
+                raise WorkerDied(None, f"{self.name}: closed")
+            self.start()
+            started = time.perf_counter()
+            if not self._ready:
+                # Starting is not the program's time (as for a worker: client.STARTUP_SECONDS):
+                # a fresh group after a hang imports jax and joins again, seconds under load.
+                ready = {h: "ready" for h in range(self.layout.hosts)}
+                try:
+                    self._wait(ready, max(timeout, STARTUP_SECONDS), "start")
+                except WorkerDied:
+                    # Once more on a fresh port: another process may have bound the
+                    # coordinator's between _free_port and host 0's bind.
+                    self.start()
+                    self._wait(ready, max(timeout, STARTUP_SECONDS), "start")
+                self._ready = True
+                started = time.perf_counter()
+            if isinstance(request, Ping):
+                return Pong()
+            if not isinstance(request, Run):
+                raise TypeError(f"{self.name} serves ping and run, not {type(request).__name__}")
+            if not isinstance(request.module, str):
+                raise RequestFailed(Failed("ValueError: a multi-host run takes StableHLO text", ""))
+            self._seq += 1 << 41  # room for a request's repeat (host.py)
+            self._send({"seq": self._seq, "module": request.module, "inputs": list(request.inputs),
+                        "options": dict(request.options), "repeat": request.repeat})
+            replies = self._wait({h: "reply" for h in range(self.layout.hosts)}, timeout, "run")
+            busy = time.perf_counter() - started
+            failed = [replies[h] for h in sorted(replies) if "failed" in replies[h]]
+            if failed:
+                raise RequestFailed(Failed(failed[0]["failed"], failed[0].get("traceback", ""), busy_s=busy))
+            body = replies[0]["reply"]
+            self.programs += 1
+            self.cross_host_programs += crosses_hosts(body["collectives"])
+            # busy_s: the group's wall time on it (host 0's share of jax/XLA is not told apart).
+            return Ran(outputs=body["outputs"], compile_s=body["compile_s"], run_s=body["run_s"],
+                       again=body["again"], busy_s=time.perf_counter() - started)
+
+    def _wait(self, want: dict[int, str], timeout: float, what: str) -> dict[int, dict[str, Any]]:
+        """Each host's answer (a `ready` or a `reply`/`failed` frame); WorkerHung or
+        WorkerDied, the group killed, when they do not all come."""
+        deadline = time.monotonic() + timeout
+        answers: dict[int, dict[str, Any]] = {}
+        dead: dict[int, int | None] = {}
+        first_death: int | None = None
+        stages: dict[int, list[dict[str, Any]]] = {}
+        while len(answers) + len(dead) < len(want):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                generation, host, frame = self._events.get(timeout=left)
+            except queue.Empty:
+                break
+            if generation != self._generation or host in answers or host in dead:
+                continue
+            if frame is None:
+                p = self._procs[host]
+                try:
+                    p.popen.wait(self.heartbeat_s)
+                except subprocess.TimeoutExpired:
+                    pass
+                dead[host] = p.popen.poll()
+                if first_death is None:
+                    first_death = host
+                    # The others are waiting for it: they answer (an error), are ended by
+                    # the coordinator, or are hung; not longer than the grace.
+                    deadline = min(deadline, time.monotonic() + self.heartbeat_s + GRACE_S)
+                continue
+            if "stage" in frame:
+                stages[host] = frame["collectives"]
+                continue
+            if want[host] == "ready" and "ready" in frame or want[host] == "reply" and (
+                    "reply" in frame or "failed" in frame):
+                answers[host] = frame
+        if len(answers) == len(want):
+            return answers
+        self._fail(answers, dead, first_death, stages, timeout, what)
+        raise AssertionError("unreachable")
+
+    def _ended_by_peer(self, host: int) -> bool:
+        p = self._procs[host]
+        try:
+            with open(p.log, "rb") as f:
+                f.seek(p.log_start)
+                return ENDED_BY_PEER in f.read().decode(errors="replace")
+        except OSError:
+            return False
+
+    def _tail(self, host: int) -> str:
+        p = self._procs[host]
+        try:
+            with open(p.log, "rb") as f:
+                f.seek(max(p.log_start, f.seek(0, 2) - 4000))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _fail(self, answers: dict[int, dict[str, Any]], dead: dict[int, int | None], first_death: int | None,
+              stages: dict[int, list[dict[str, Any]]], timeout: float, what: str) -> None:
+        """Raise the group's failure, once every process is gone."""
+        hosts = range(self.layout.hosts)
+        # A host ended by the coordination service was waiting for a dead peer: not lost itself.
+        lost = [h for h in dead if not self._ended_by_peer(h)]
+        # Waiting: alive without an answer, ended by the coordinator, or failed in the
+        # collective when gloo saw the peer's connection close.
+        waiting = [h for h in hosts if h not in lost and "reply" not in answers.get(h, {})]
+        why = {h: answers[h]["failed"].splitlines()[0][:300] for h in waiting if "failed" in answers.get(h, {})}
+        tails = {h: self._tail(h) for h in hosts}
+        codes = {h: self._procs[h].popen.poll() for h in hosts}
+        self._kill()
+        self.restarts += 1
+        seen = next((stages[h] for h in sorted(stages)), [])
+        named = ", ".join(f"{c['name']} ({c['kind']}{', across hosts' if c['crosses'] else ''})"
+                          for c in seen) or "none compiled yet"
+        named += diverged(stages)
+        if lost and not waiting:
+            # Every host died on its own: a crash of the program, as a worker's.
+            raise WorkerDied(codes[lost[0]], f"{self.name}: every host exited ({codes}); host {lost[0]}'s log:\n"
+                             + tails[lost[0]])
+        if lost:
+            exits = ", ".join(f"host {h} (exit {codes[h]})" for h in lost)
+            failed = "".join(f"; host {h} failed: {line}" for h, line in why.items())
+            raise WorkerHung(f"{self.name}: {exits} lost mid-{what}; hosts {waiting} waited for it "
+                             f"in the program's collectives: {named}{failed}; the group is restarted")
+        answered = f"hosts {sorted(answers)} answered" if answers else "none answered"
+        raise WorkerHung(f"{self.name}: no answer within {timeout:.0f} s from hosts {waiting} "
+                         f"(every host alive, {answered}: a collective that never completes); "
+                         f"the program's collectives: {named}; the group is restarted")
+
+    def _kill(self) -> None:
+        """Every process of the group killed by its id and waited for."""
+        for p in self._procs:
+            if p.popen.poll() is None:
+                p.popen.kill()
+        for p in self._procs:
+            try:
+                p.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                pass
+            for stream in (p.popen.stdin, p.popen.stdout):
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+        self._procs = []
+        self._ready = False
+
+    def close(self) -> None:
+        """Let the hosts leave jax.distributed together (a None frame), then kill what
+        remains. A group in the middle of a call (closed from another thread, as a campaign
+        does when it stops) is killed at once: the call sees its hosts die and ends."""
+        self._closed = True
+        if not self._lock.acquire(blocking=False):
+            for p in list(self._procs):
+                if p.popen.poll() is None:
+                    p.popen.kill()
+            return
+        try:
+            if self._procs and all(p.popen.poll() is None for p in self._procs):
+                self._send(None)
+                for p in self._procs:
+                    assert p.popen.stdin is not None
+                    try:
+                        p.popen.stdin.close()
+                    except OSError:
+                        pass
+                deadline = time.monotonic() + 5
+                for p in self._procs:
+                    try:
+                        p.popen.wait(max(0.1, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
+            self._kill()
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
+        finally:
+            self._lock.release()
+

@@ -1,0 +1,66 @@
+"""A 2-host campaign end to end (`accelerator.hosts: 2`): the engine starts the host group
+itself on loopback, every partitioned program also runs on 2 processes x 2 devices, and a
+collective fault that only one host compiles is a `hang` of that layout alone, localized to
+the collective the host left out. No host process outlives the campaign."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from xla_sentinel.campaign.engine import run_campaign
+from xla_sentinel.spec.campaign import SpecError, parse_spec
+from xla_sentinel.xla.faults import fault_path
+
+# Seed 5's program s5-i1 holds cross-host all-reduces (measured: 5 collectives, all across).
+SPEC = {"seed": 5, "generator": {"devices": 4, "sharded": 1.0, "maxOps": 6},
+        "targets": ["default"], "references": ["f64_numpy", "eager"], "accelerator": {"hosts": 2},
+        "budget": {"programs": 3}, "workers": 1, "timeouts": {"programSeconds": 15},
+        "bisect": {"enabled": False}}
+
+
+def _host_children() -> list[int]:
+    """This process's children that are host processes (worker/host.py)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"xla_sentinel.worker.host" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_collective_one_host_leaves_out_is_a_hang_of_the_layout_alone(tmp_path: Path) -> None:
+    summary = run_campaign(parse_spec(SPEC), tmp_path, inject_passes=[fault_path("allreduce_skipped_on_one_host")])
+
+    records = [json.loads(p.read_text()) for p in (tmp_path / "findings").glob("*/finding.json")]
+    assert [t["name"] for t in summary["targets"]] == ["default", "hosts2x2"]
+    assert summary["program_status"] == {"judged": 3}
+    assert [(r["program"], r["target"], r["verdict"]) for r in records] == [("s5-i1", "hosts2x2", "hang")]
+    error = records[0]["evidence"]["error"]
+    assert "host 1 compiled without all-reduce" in error, error
+    assert "across hosts" in error and "the group is restarted" in error
+    layout = summary["multihost"]
+    assert (layout["layout"], layout["hosts"], layout["devices_per_host"]) == ("hosts2x2", 2, 2)
+    # The two other programs ran on the group; the hung one restarted it, once.
+    assert (layout["programs"], layout["group_restarts"]) == (2, 1)
+    assert 0 <= layout["cross_host_programs"] <= 2
+    assert json.loads((tmp_path / "summary.json").read_text())["multihost"] == layout
+    assert _host_children() == []
+    assert (tmp_path / "logs" / "hosts2x2-host1.log").exists()
+
+
+@pytest.mark.parametrize(("accelerator", "generator", "message"), [
+    ({"hosts": 3}, {"devices": 4}, "must divide generator.devices"),
+    ({"hosts": 0}, {}, "between 1 and 8"),
+    ({"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "2x4", "hosts": 2}, {},
+     "come from tpuTopology"),
+])
+def test_hosts_must_fit_the_devices(accelerator, generator, message) -> None:
+    with pytest.raises(SpecError, match=message):
+        parse_spec({"accelerator": accelerator, "generator": generator})
