@@ -34,7 +34,6 @@ from xla_sentinel.worker.protocol import (
     Ping,
     R,
     Ran,
-    Region,
     Request,
     RequestFailed,
     Run,
@@ -195,10 +194,7 @@ class Lab:
         (each op compiled alone, calls inlined) where `legal_by_ops` says so."""
         request: Request[Outputs] = Legal(module, inputs)
         if self.legal_by_ops:
-            # Calls inlined first: a func.call compiled alone as one op is a whole module
-            # again, with the bug (a divide by a broadcast inside a jitted helper).
-            if "call @" in module:
-                module = self.ask_reference(Region(module, [], [])).info["module"]
+            # eager_module inlines calls first (bisect_handlers.op_by_op).
             request = ModuleReference("eager_module", module, inputs)
         outputs = self.ask_reference(request).outputs
         assert outputs is not None

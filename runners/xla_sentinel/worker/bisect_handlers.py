@@ -151,7 +151,11 @@ def op_by_op(module: str, inputs: list[np.ndarray], *, one_device: bool = False)
     without a graph: compiled whole, even at O0, a replayed module shared every bug that
     XLA's simplifier has in all configurations (a dynamic_slice of a dynamic_slice merged
     into one slice, clamped once, replayed as clean). `one_device`: as _ops_alone says
-    (the bisector's legal reference, `legal`; the campaign's keeps the partitioning)."""
+    (the bisector's legal reference, `legal`; the campaign's keeps the partitioning). Calls
+    are inlined first: a `func.call` compiled alone is a whole module again, with every bug
+    inside it (a divide by a broadcast in a jitted helper replayed as clean, issue 36)."""
+    if "call @" in module:
+        module = mod.inline_calls(module)
     parsed = mod.Parsed(module)
     info = parsed.info()
     values = {a["vid"]: np.asarray(x) for a, x in zip(info["args"], inputs, strict=True)}
