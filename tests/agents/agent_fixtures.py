@@ -3,10 +3,14 @@ an injected fault, a scripted model (see conftest.py), and how a tool's reply is
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import socket
+import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +196,28 @@ def tool_result(reply: Any) -> Any:
         sc = reply.structuredContent
         return sc["result"] if set(sc) == {"result"} else sc
     return json.loads(reply.content[0].text)
+
+
+@contextlib.contextmanager
+def http_server(out: Path, *args: str) -> Iterator[str]:
+    """`xla-sentinel mcp --http` on a free loopback port with `args`; its /mcp URL once it
+    accepts connections (its log in out/server.log), stopped after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    with open(out / "server.log", "w") as log:
+        proc = subprocess.Popen([*SERVER, "--out", str(out), "--http", f"127.0.0.1:{port}", *args],
+                                stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, (out / "server.log").read_text()
+                time.sleep(0.3)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -9,14 +9,20 @@ still written). The engine and XLA are real; where a model plays, it is scripted
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_fixtures import REGRESSION, SERVER, SHIFT, SHIFT_PROGRAM, scripted, tool_result
+from agent_fixtures import (
+    REGRESSION,
+    SERVER,
+    SHIFT,
+    SHIFT_PROGRAM,
+    http_server,
+    scripted,
+    tool_result,
+)
 from xla_sentinel.agents.gate import MIN_REGRESSION, Cure, Ledger
 from xla_sentinel.agents.runtime import (
     EXIT_CRASH,
@@ -177,12 +183,6 @@ async def test_a_model_that_dies_mid_run_still_leaves_its_transcript(tmp_path: P
     assert tasks and all(t["state"] == "open" for t in tasks)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_http_without_a_token_does_not_start(tmp_path: Path) -> None:
     for address in ("0.0.0.0:8765", "127.0.0.1:8765"):
         proc = subprocess.run([*SERVER, "--out", str(tmp_path), "--http", address], capture_output=True,
@@ -197,22 +197,10 @@ def test_http_without_a_token_does_not_start(tmp_path: Path) -> None:
 
 @pytest.fixture
 def token_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    port, token = _free_port(), "t0ken-" + "x" * 20
+    token = "t0ken-" + "x" * 20
     (tmp_path / "token").write_text(token + "\n")
-    proc = subprocess.Popen([*SERVER, "--out", str(tmp_path), "--http", f"127.0.0.1:{port}",
-                             "--token-file", str(tmp_path / "token")],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "w"))
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()
-            time.sleep(0.3)
-    yield f"http://127.0.0.1:{port}/mcp", token
-    proc.terminate()
-    proc.wait(30)
+    with http_server(tmp_path, "--token-file", str(tmp_path / "token")) as url:
+        yield url, token
 
 
 async def test_http_answers_only_the_bearer_token(token_server: tuple[str, str]) -> None:

@@ -4,10 +4,9 @@ on loopback; each tool call runs real XLA in the server's worker processes."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from agent_fixtures import (
     REGRESSION,
     SERVER,
     SHIFT,
+    http_server,
     tool_result,
 )
 from mcp import ClientSession, StdioServerParameters
@@ -128,29 +128,11 @@ async def test_replay_and_a_pass_plugin_cure_over_stdio(tmp_path: Path) -> None:
         assert neither.isError and "needs xla_flags, disable_passes or a pass plugin" in neither.content[0].text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def http_server(tmp_path: Path):
-    port = _free_port()
+@pytest.fixture(name="http_server")
+def loopback_server(tmp_path: Path) -> Iterator[str]:
     # No token: allowed on loopback only, and only when asked for (test_adversarial.py has the token).
-    proc = subprocess.Popen([*SERVER, "--out", str(tmp_path), "--http", f"127.0.0.1:{port}", "--insecure-loopback"],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "w"))
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()
-            time.sleep(0.3)
-    yield f"http://127.0.0.1:{port}/mcp"
-    proc.terminate()
-    proc.wait(30)
+    with http_server(tmp_path, "--insecure-loopback") as url:
+        yield url
 
 
 async def test_streamable_http_on_loopback(http_server: str) -> None:
