@@ -120,12 +120,12 @@ class Host:
         import numpy as np
         from jax._src.sharding_impls import GSPMDSharding
 
-        from xla_sentinel.xla.compiler import _pad_to, _padded
+        from xla_sentinel.xla.compiler import pad_to, padded_shape
 
         bufs = []
         for x, s in zip(inputs, exe.get_parameter_shardings(), strict=True):
             sharding = GSPMDSharding(self.devices, s)
-            padded = _pad_to(np.asarray(x), _padded(np.shape(x), sharding))
+            padded = pad_to(np.asarray(x), padded_shape(np.shape(x), sharding))
             bufs.append(jax.make_array_from_callback(padded.shape, sharding, _slicer(padded)))
         shards = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
         return {i: [(a.device.id, np.asarray(a)) for a in per_device] for i, per_device in enumerate(shards)}
@@ -135,7 +135,7 @@ class Host:
         together as the executable's output sharding says; other hosts: None."""
         from jax._src.sharding_impls import GSPMDSharding
 
-        from xla_sentinel.xla.compiler import _assemble
+        from xla_sentinel.xla.compiler import assemble_shards
 
         kv = self._kv()
         if self.group.host != 0:
@@ -155,7 +155,7 @@ class Host:
         outs = []
         for i, (s, shape) in enumerate(zip(exe.get_output_shardings(), shapes, strict=True)):
             per_device = [_Shard(devices[d], a) for d, a in by_output[i]]
-            outs.append(_assemble(i, per_device, GSPMDSharding(self.devices, s), shape))
+            outs.append(assemble_shards(i, per_device, GSPMDSharding(self.devices, s), shape))
         return outs
 
 
@@ -173,7 +173,7 @@ def _set_option(name: str, value: object) -> None:
 
 
 class _Shard:
-    """A shard as compiler._assemble reads one: its device and its values."""
+    """A shard as compiler.assemble_shards reads one: its device and its values."""
 
     def __init__(self, device: Any, data: Any) -> None:
         self.device = device
@@ -185,7 +185,7 @@ class _Shard:
 
 
 def _run(host: Host, request: dict[str, Any], reply: Any) -> dict[str, Any]:
-    from xla_sentinel.xla.compiler import _result_shapes
+    from xla_sentinel.xla.compiler import result_shapes
 
     module: str = request["module"]
     t0 = time.perf_counter()
@@ -193,7 +193,7 @@ def _run(host: Host, request: dict[str, Any], reply: Any) -> dict[str, Any]:
     compile_s = time.perf_counter() - t0
     found = host.collectives(exe)
     reply({"stage": "running", "collectives": found})
-    shapes = _result_shapes(module)
+    shapes = result_shapes(module)
     t1 = time.perf_counter()
     outputs = host.gather(request["seq"], host.execute(exe, request["inputs"]), exe, shapes)
     again = None

@@ -89,7 +89,7 @@ def compile_module(module: str | bytes, options: dict[str, Any], platform: str =
             exe = client.compile_and_load(module, xc.DeviceList(tuple(_devices(client, n))), opts)
         else:  # jaxlib before 0.6 (a target of another jaxlib): compile loads
             exe = client.compile(module, opts)
-        return Partitioned(exe, _result_shapes(module)) if n > 1 else exe
+        return Partitioned(exe, result_shapes(module)) if n > 1 else exe
     except Exception:
         # XLA reports a failed injected plugin as its own INTERNAL error: say whose it was.
         failure = plugins.take_failure()
@@ -195,9 +195,9 @@ def _execute_partitioned(exe: Partitioned, inputs: list[Any]) -> list[Any]:
     bufs = []
     for x, s in zip(inputs, exe.get_parameter_shardings(), strict=True):
         sharding = GSPMDSharding(devices, s)
-        bufs.append(jax.device_put(_pad_to(x, _padded(x.shape, sharding)), sharding))
+        bufs.append(jax.device_put(pad_to(x, padded_shape(x.shape, sharding)), sharding))
     shards = exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
-    return [_assemble(i, per_device, GSPMDSharding(devices, s), shape)
+    return [assemble_shards(i, per_device, GSPMDSharding(devices, s), shape)
             for i, (per_device, s, shape) in enumerate(
                 zip(shards, exe.get_output_shardings(), exe.result_shapes, strict=True))]
 
@@ -214,13 +214,13 @@ def _ways(sharding: Any, rank: int) -> list[int]:
     return list(ways) or [1] * rank
 
 
-def _padded(shape: tuple[int, ...], sharding: Any) -> tuple[int, ...]:
+def padded_shape(shape: tuple[int, ...], sharding: Any) -> tuple[int, ...]:
     """The shape XLA's per-device tiles add up to: each dimension rounded up to a
     multiple of its tile count."""
     return tuple(-(-n // w) * w for n, w in zip(shape, _ways(sharding, len(shape)), strict=True))
 
 
-def _pad_to(x: Any, shape: tuple[int, ...]) -> Any:
+def pad_to(x: Any, shape: tuple[int, ...]) -> Any:
     import numpy as np
     x = np.asarray(x)
     if x.shape == shape:
@@ -229,7 +229,7 @@ def _pad_to(x: Any, shape: tuple[int, ...]) -> Any:
     return np.pad(x, [(0, p - n) for n, p in zip(x.shape, shape, strict=True)])
 
 
-def _assemble(i: int, per_device: list[Any], sharding: Any, shape: tuple[int, ...]) -> Any:
+def assemble_shards(i: int, per_device: list[Any], sharding: Any, shape: tuple[int, ...]) -> Any:
     """Output i from its shards, tile by tile, as the devices hold them. Shards of the
     size their sharding gives them make the module's array; shards of another size (an
     XLA bug: s31-i61 returned 13 rows of a 14-row tile) make an array of another shape,
@@ -238,7 +238,7 @@ def _assemble(i: int, per_device: list[Any], sharding: Any, shape: tuple[int, ..
     import numpy as np
     if not shape:
         return np.asarray(per_device[0])
-    padded = _padded(shape, sharding)
+    padded = padded_shape(shape, sharding)
     ways = _ways(sharding, len(shape))
     where = sharding.devices_indices_map(padded)
     tiles: dict[tuple[int, ...], Any] = {}
@@ -261,7 +261,7 @@ def _assemble(i: int, per_device: list[Any], sharding: Any, shape: tuple[int, ..
     return out[tuple(slice(0, n) for n in shape)]
 
 
-def _result_shapes(module: str | bytes) -> list[tuple[int, ...]]:
+def result_shapes(module: str | bytes) -> list[tuple[int, ...]]:
     """The global shapes of the entry function's results (an SPMD executable knows only
     its per-device ones)."""
     from jax._src.interpreters import mlir
