@@ -147,7 +147,7 @@ def test_the_layout_is_a_target_of_the_assessor_on_sharded_programs_only(probe, 
     assert on_unsharded.compile_s["hosts2x2"] == 0  # skipped: one partition
 
 
-def test_layout_disagreement_is_bitwise_on_exact_outputs_only() -> None:
+def test_layout_disagreement_is_the_oracles_bitwise_rule_on_exact_outputs_only() -> None:
     twin = [np.arange(6, dtype=np.int32), np.array([1.0, 2.0], np.float32), np.array([np.nan, 0.0], np.float32)]
     exact, rounded = oracle.OutputInfo("s32", tainted=False, bitwise=True), oracle.OutputInfo("f32")
     lay = Layout(2, 2)
@@ -158,14 +158,19 @@ def test_layout_disagreement_is_bitwise_on_exact_outputs_only() -> None:
     off = twin[0].copy()
     off[4] += 1
     j = layout_disagreement(twin, [off, twin[1], twin[2]], infos, "default", lay)
-    signed_zero = layout_disagreement(twin, [twin[0], twin[1], np.array([np.nan, -0.0], np.float32)],
-                                      infos, "default", lay)
+    # The oracle's bitwise rule: the sign of a zero and a flushed subnormal are XLA's to
+    # choose (two f16 outputs of a clean 2-host run were +0.0 on one process, -0.0 on two).
+    zero_like = layout_disagreement(twin, [twin[0], twin[1], np.array([np.nan, -1e-40], np.float32)],
+                                    infos, "default", lay)
+    other = layout_disagreement(twin, [twin[0], twin[1], np.array([np.nan, 0.5], np.float32)],
+                                infos, "default", lay)
 
     assert agree is None  # the float output is the noise model's to judge; NaN signs are open
     assert j is not None and (j.verdict, j.output) == (Verdict.MISMATCH, 0)
     assert j.evidence["reason"] == "layout" and j.evidence["where"] == [4]
     assert j.evidence["layout"] == "2 processes x 2 devices" and j.evidence["against"] == "default"
-    assert signed_zero is not None and signed_zero.output == 2  # -0.0 is not 0.0 bitwise
+    assert zero_like is None
+    assert other is not None and other.output == 2 and other.evidence["actual"] == 0.5
 
 
 def test_a_host_killed_mid_program_is_a_hang_naming_it_and_the_group_restarts(probe, group2, slow_flag) -> None:
@@ -206,6 +211,30 @@ def test_a_host_killed_mid_program_is_a_hang_naming_it_and_the_group_restarts(pr
     again = group2.call(Run(module, inputs, {}), TIMEOUT).outputs  # a fresh group
     assert np.array_equal(again[0], inputs[0] + inputs[1])
     assert set(group2.pids()).isdisjoint(old)
+
+
+def test_a_host_that_aborts_in_its_compile_is_a_crash_naming_it(probe, group2, slow_flag) -> None:
+    # As one process gives for the same compiler abort, so the finding signs with it: a
+    # clean 2-host run had host 0 abort in the SPMD partitioner while host 1 still compiled,
+    # recorded as a `hang` that named no collective and matched no known bug.
+    graph = with_region(one_op_graph((4, 6)), [2, 2], {"kind": "psum_broadcast", "axis": "x", "source": 1},
+                        inputs=[["x", None], [None, None]], output=[None, None])
+    inputs = inputs_for(graph, seed=8)
+    module = _module(probe, graph)
+    group2.call(Run(module, inputs, {}), TIMEOUT)  # the group is up
+    old, restarts = group2.pids(), group2.restarts
+    abort = Path(f"{slow_flag}.abort")
+    abort.touch()
+    try:
+        with pytest.raises(WorkerDied) as died:
+            group2.call(Run(module, inputs, {}), TIMEOUT)
+    finally:
+        abort.unlink()
+    assert died.value.exitcode == -6 and "host 1" in died.value.log_tail, died.value.log_tail[:500]
+    assert group2.restarts == restarts + 1
+    assert all(not Path(f"/proc/{pid}").exists() for pid in old)  # no host left behind
+    again = group2.call(Run(module, inputs, {}), TIMEOUT).outputs  # a fresh group
+    assert np.array_equal(again[0], inputs[0] + inputs[1])
 
 
 def test_collectives_are_read_from_every_replica_group_form() -> None:

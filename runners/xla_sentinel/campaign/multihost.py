@@ -46,19 +46,6 @@ def _exact(info: oracle.OutputInfo) -> bool:
     return info.bitwise or (info.dtype not in FLOATS and not info.tainted)
 
 
-def _bits(a: np.ndarray) -> np.ndarray:
-    """The array's elements as unsigned integers of their width (bool as uint8); every
-    NaN as one pattern (its sign and payload are not IEEE 754's to fix)."""
-    a = np.ascontiguousarray(a)
-    if a.dtype == np.bool_:
-        return a.view(np.uint8)
-    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-        a = a.copy()
-        nan = np.isnan(a.astype(np.float64))
-        a[nan] = np.nan
-    return a.view(f"u{a.dtype.itemsize}")
-
-
 def layout_disagreement(twin: Sequence[np.ndarray], hosts: Sequence[np.ndarray],
                         infos: Sequence[oracle.OutputInfo], twin_name: str, lay: Layout,
                         ) -> oracle.Judgement | None:
@@ -72,7 +59,10 @@ def layout_disagreement(twin: Sequence[np.ndarray], hosts: Sequence[np.ndarray],
             return oracle.Judgement(Verdict.MISMATCH, i, {
                 "reason": "layout", "layout": lay.describe(), "against": twin_name,
                 "expected_shape": list(x.shape), "actual_shape": list(y.shape)})
-        differ = _bits(x) != _bits(y)
+        # Equal as the oracle's bitwise rule reads it (oracle.same_elements): the sign of a
+        # zero and a subnormal flushed or kept are XLA's to choose, and a clean 2-host run of
+        # 1,000 programs had two f16 outputs +0.0 on one process and -0.0 on two.
+        differ = ~oracle.same_elements(x, y, info.dtype)
         if differ.any():
             where = tuple(int(k) for k in np.argwhere(differ)[0])
             return oracle.Judgement(Verdict.MISMATCH, i, {

@@ -159,13 +159,21 @@ def _flushed(a: np.ndarray, dtype: str) -> np.ndarray:
     return np.where(np.abs(x) < _smallest_normal(dtype), 0.0, x)
 
 
-def same_values(a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
-    """Equal element for element as numbers: NaN equals NaN, -0 equals +0, and a subnormal
-    equals zero. XLA:CPU flushes subnormals in some code paths and not in others: a clean-run
-    bf16 broadcast kept 2.9e-39 at O0 and gave 0 op by op."""
+def same_elements(a: np.ndarray, b: np.ndarray, dtype: str) -> np.ndarray:
+    """Elementwise, equal as numbers: NaN equals NaN (whatever its sign and payload), -0
+    equals +0, and a subnormal equals zero. XLA:CPU flushes subnormals in some code paths and
+    not in others: a clean-run bf16 broadcast kept 2.9e-39 at O0 and gave 0 op by op."""
     if dtype not in FLOATS:
-        return np.array_equal(a, b)
-    return np.array_equal(_flushed(a, dtype), _flushed(b, dtype), equal_nan=True)
+        same: np.ndarray = np.asarray(a) == np.asarray(b)
+        return same
+    x, y = _flushed(a, dtype), _flushed(b, dtype)
+    both: np.ndarray = (x == y) | (np.isnan(x) & np.isnan(y))
+    return both
+
+
+def same_values(a: np.ndarray, b: np.ndarray, dtype: str) -> bool:
+    """Equal element for element as numbers (same_elements), and of one shape."""
+    return np.shape(a) == np.shape(b) and bool(same_elements(a, b, dtype).all())
 
 
 def has_subnormals(arrays: list[np.ndarray]) -> bool:

@@ -10,9 +10,11 @@ in the same order; the hosts compile and run together, host 0 gathers the output
 coordinator's key-value store) and answers for the group.
 
 A HostGroup has the part of a Worker's interface the campaign uses (call, start, close,
-restarts, recycles): it is the worker of the layout's target (`hosts2x2`). A host that
-dies mid-program, or a run that never ends, is a WorkerHung naming the missing host and
-the program's collectives: the Assessor records it as a `hang`. The whole group is then
+restarts, recycles): it is the worker of the layout's target (`hosts2x2`). A host lost
+mid-program (killed from outside), or a run that never ends, is a WorkerHung naming the
+missing host and the program's collectives: the Assessor records it as a `hang`. A host
+that crashes on its own (an abort, a segfault) is a WorkerDied, a `crash`, as one process
+gives for the same compiler abort. The whole group is then
 killed, every process by its id, and the next request starts a fresh one.
 
 No jax here: the coordinator imports this module (worker/host.py is the host's side).
@@ -25,6 +27,7 @@ import os
 import pickle
 import queue
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -59,6 +62,10 @@ HEARTBEAT_S = 10
 # answer or be ended by the coordinator before the group is judged hung: margin for the
 # coordinator's error polling.
 GRACE_S = 10.0
+# Exits by these signals are a host's own crash (abort, segfault), not a loss from outside
+# (SIGKILL: the OOM killer, an eviction, a test).
+CRASH_SIGNALS = frozenset(int(s) for s in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE,
+                                            signal.SIGILL, signal.SIGTRAP))
 # What a host whose peer died logs when the coordination service ends it: not a crash
 # of its own, a host that was waiting.
 ENDED_BY_PEER = "JAX distributed service detected fatal errors"
@@ -439,6 +446,15 @@ class HostGroup:
             # Every host died on its own: a crash of the program, as a worker's.
             raise WorkerDied(codes[lost[0]], f"{self.name}: every host exited ({codes}); host {lost[0]}'s log:\n"
                              + tails[lost[0]])
+        crashed = [h for h in lost if (code := codes[h]) is not None and -code in CRASH_SIGNALS]
+        if crashed:
+            # A host that aborted on its own (XLA's CHECK, a segfault) crashed the program:
+            # the same verdict one process gives, so the finding signs with it (a clean
+            # 2-host run had host 0 abort in the SPMD partitioner's HandlePad while host 1
+            # still compiled; a `hang` there named no collective and matched no known bug).
+            h = crashed[0]
+            raise WorkerDied(codes[h], f"{self.name}: host {h} crashed (exit {codes[h]}) while hosts {waiting} "
+                             f"waited; the program's collectives: {named}; host {h}'s log:\n" + tails[h])
         if lost:
             exits = ", ".join(f"host {h} (exit {codes[h]})" for h in lost)
             failed = "".join(f"; host {h} failed: {line}" for h, line in why.items())
