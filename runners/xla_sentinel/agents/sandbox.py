@@ -158,10 +158,12 @@ def main(args: list[str]) -> None:
         if readonly:
             _mount("-o", "remount,bind,ro", target)
 
-    for path in sorted(set(ro)):
-        bind(path, True)
+    # A fresh /tmp first, then the folders bound over it: the venv or the checkout may live
+    # under /tmp (a CI clone in /tmp/...), and a tmpfs mounted after them would hide them.
     os.makedirs(root + "/tmp", exist_ok=True)
     _mount("-t", "tmpfs", "-o", "mode=1777", "tmp", root + "/tmp")
+    for path in sorted(set(ro)):
+        bind(path, True)
     bind(work, not writable)
     os.makedirs(root + "/dev", exist_ok=True)
     for dev in ("null", "zero", "random", "urandom"):

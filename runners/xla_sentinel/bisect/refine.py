@@ -51,7 +51,9 @@ def refine_finding(store: Store, out_dir: Path, finding: Finding, spec: BisectSp
         log.info("bisected", finding=finding.id, status=result["status"])
         return _over_releases(store, Path(out_dir), finding, spec, timeout)
     culprit = {k: result[k] for k in CULPRIT_FIELDS}
-    culprit["repro"] = str(Path(finding.dir) / result["repro"])
+    # No repro bundle where its repro.py did not show the failure (bundle.py's gate: a
+    # buffer finding's repro checks numbers only); the culprit stands without one.
+    culprit["repro"] = str(Path(finding.dir) / result["repro"]) if result.get("repro") else None
     if finding.verdict in COMPILER_FAILURES and store.get_meta(alias_key) is None:
         store.set_meta(alias_key, json.dumps(culprit))
     refined = _resign(store, Path(out_dir), finding, culprit)

@@ -154,7 +154,9 @@ def op_by_op(module: str, inputs: list[np.ndarray], *, one_device: bool = False)
     (the bisector's legal reference, `legal`; the campaign's keeps the partitioning). Calls
     are inlined first: a `func.call` compiled alone is a whole module again, with every bug
     inside it (a divide by a broadcast in a jitted helper replayed as clean, issue 36)."""
-    if "call @" in module:
+    # Only an unpartitioned module: a partitioned one's calls hold its manual regions
+    # (shard_map bodies with partition-id), which exist per device only.
+    if "call @" in module and compiler.partitions(module) == 1:
         module = mod.inline_calls(module)
     parsed = mod.Parsed(module)
     info = parsed.info()
