@@ -173,12 +173,18 @@ def test_layout_disagreement_is_the_oracles_bitwise_rule_on_exact_outputs_only()
     assert other is not None and other.output == 2 and other.evidence["actual"] == 0.5
 
 
-def test_a_host_killed_mid_program_is_a_hang_naming_it_and_the_group_restarts(probe, group2, slow_flag) -> None:
+def _psum_program_on(group: HostGroup, probe, seed: int) -> tuple[str, list[np.ndarray]]:
+    """A psum across the hosts and its inputs, run once on `group` so the group is up."""
     graph = with_region(one_op_graph((4, 6)), [2, 2], {"kind": "psum_broadcast", "axis": "x", "source": 1},
                         inputs=[["x", None], [None, None]], output=[None, None])
-    inputs = inputs_for(graph, seed=7)
+    inputs = inputs_for(graph, seed=seed)
     module = _module(probe, graph)
-    group2.call(Run(module, inputs, {}), TIMEOUT)  # the group is up
+    group.call(Run(module, inputs, {}), TIMEOUT)
+    return module, inputs
+
+
+def test_a_host_killed_mid_program_is_a_hang_naming_it_and_the_group_restarts(probe, group2, slow_flag) -> None:
+    module, inputs = _psum_program_on(group2, probe, seed=7)  # the group is up
     old = group2.pids()
     restarts = group2.restarts
     slow_flag.touch()  # host 1 stalls in its compile; host 0 goes on into the all-reduce
@@ -217,11 +223,7 @@ def test_a_host_that_aborts_in_its_compile_is_a_crash_naming_it(probe, group2, s
     # As one process gives for the same compiler abort, so the finding signs with it: a
     # clean 2-host run had host 0 abort in the SPMD partitioner while host 1 still compiled,
     # recorded as a `hang` that named no collective and matched no known bug.
-    graph = with_region(one_op_graph((4, 6)), [2, 2], {"kind": "psum_broadcast", "axis": "x", "source": 1},
-                        inputs=[["x", None], [None, None]], output=[None, None])
-    inputs = inputs_for(graph, seed=8)
-    module = _module(probe, graph)
-    group2.call(Run(module, inputs, {}), TIMEOUT)  # the group is up
+    module, inputs = _psum_program_on(group2, probe, seed=8)  # the group is up
     old, restarts = group2.pids(), group2.restarts
     abort = Path(f"{slow_flag}.abort")
     abort.touch()
