@@ -43,7 +43,7 @@ def replay(name: str, expected: dict[str, Any], root: Path, *, default_reference
     `xla-sentinel replay` does; its finding on the table's target against the table:
     `flagged` (that verdict there), `op_ok`, `cure_ok` (one of the table's cures; none
     where the table has none), `known_ok`, and what was found. The table's `references`
-    apply unless `default_references`."""
+    apply unless `default_references`; its `inject`, a fault of xla/faults/, always."""
     from xla_sentinel.campaign.engine import run_campaign
     from xla_sentinel.spec.campaign import parse_spec
 
@@ -53,6 +53,12 @@ def replay(name: str, expected: dict[str, Any], root: Path, *, default_reference
                             "budget": {"programs": 1}, "bisect": {"enabled": True, "perSignature": 1}}
     if expected.get("references") and not default_references:
         spec["references"] = expected["references"]
+    if expected.get("inject"):
+        # A trace no real bug breaks the way the table needs (an invariant): the injected
+        # fault (an HLO pass plugin of xla/faults/) named there, as `--inject-pass` gives it.
+        from xla_sentinel.xla.faults import fault_path
+
+        spec["injectPasses"] = [str(fault_path(expected["inject"]))]
     t0 = time.monotonic()
     run_campaign(parse_spec(spec), root / "out", name=f"corpus-{name}")
     seconds = time.monotonic() - t0
@@ -73,8 +79,10 @@ def replay(name: str, expected: dict[str, Any], root: Path, *, default_reference
         "culprit_path": bisect.get("culprit_path"),
         "culprit_pass": finding.get("culprit_pass"),
         "known_bug": finding.get("known_bug"),
+        "signature": finding.get("signature"),
         "repro": str(at / bisect["repro"]) if bisect.get("repro") else None,
         "bundle": (bisect.get("stages") or {}).get("bundle"),
+        "judged_by": ((bisect.get("stages") or {}).get("reproduce") or {}).get("judged_by"),
         "seconds": round(seconds, 1),
     }
     row["op_ok"] = op_name(row["culprit_op"]) == expected["op"]

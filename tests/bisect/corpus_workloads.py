@@ -208,9 +208,31 @@ def bool_mask_clamp() -> Step:
     return step, (np.array([0.5, -1.0, 2.0, -0.25, 3.0], np.float32),)
 
 
+def attention_probs() -> Step:
+    """Attention that returns its weights (to plot them, as users do): scores of queries
+    against keys, scaled, the softmax in a jitted helper (a `func.call`), the weighted
+    values. Sharp scores (logits up to about 100) are fine for a stable softmax; no real
+    bug of jaxlib 0.10.2 breaks it, so the corpus replays this trace under the injected
+    fault softmax_max_dropped (xla/faults/), which drops the max shift: exp overflows and
+    rows of the weights are NaN, an `invariant_violated` finding (rows sum to one)."""
+    rng = np.random.default_rng(4)
+
+    @jax.jit
+    def weights(scores: Any) -> Any:
+        return jax.nn.softmax(scores, axis=-1)
+
+    def step(q: Any, k: Any, v: Any) -> Any:
+        probs = weights(q @ k.T * 8.0)
+        return probs @ v, probs
+
+    q = rng.normal(size=(6, 16)).astype(np.float32)
+    k, v = (rng.normal(size=(12, 16)).astype(np.float32) for _ in range(2))
+    return step, (q, k, v)
+
+
 WORKLOADS: dict[str, Callable[[], Step]] = {f.__name__: f for f in (
     window_slice, decoder_kv_window, shift_history, adam_clip_nan, polar_features,
-    max_scaled_rows, scaled_rows_helper, int8_mask, bool_mask_clamp)}
+    max_scaled_rows, scaled_rows_helper, int8_mask, bool_mask_clamp, attention_probs)}
 
 
 def main(name: str) -> None:

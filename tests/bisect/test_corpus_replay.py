@@ -74,3 +74,37 @@ def test_each_bundle_fails_under_its_options_and_passes_under_its_cure(replayed:
     cured = subprocess.run([sys.executable, "repro.py", f"--xla-option={option}"], cwd=row["repro"],
                            capture_output=True, text=True, timeout=300)
     assert cured.returncode == 0, cured.stdout + cured.stderr
+
+
+def test_a_bug_found_by_fuzzing_and_by_replay_is_one_signature(replayed: dict[str, Any]) -> None:
+    """The clamp-of-PRED bug as the 3,000-program clean run found it (s33-i348, a generated
+    program, recorded with its known bug and no culprit) and as replaying a user's trace
+    finds it (bool_mask_clamp, bisected to `clamp (bool->bool)`): one signature, the known
+    bug's. Both dynamic_slice-of-dynamic_slice traces (f32 behind a call, a decoder block)
+    likewise share one. Before, the signature hashed the target, culprit, dtype and cure,
+    and each of these was a signature of its own."""
+    import json
+
+    from xla_sentinel.core.model import Finding
+    from xla_sentinel.triage.signature import signature_of
+
+    fuzzed = json.loads((corpus.HERE / "data" / "s33" / "s33-i348" / "finding.json").read_text())
+    assert fuzzed["known_bug"] == TABLE["bool_mask_clamp"]["known_bug"] and fuzzed["culprit_op"] is None
+    row = replayed["bool_mask_clamp"]
+    assert row["known_ok"] and row["op_ok"], row
+    assert row["signature"] == signature_of(Finding.from_json(fuzzed))
+    slices = [replayed[n] for n in ("window_slice", "decoder_kv_window")]
+    assert all(r["known_ok"] for r in slices) and slices[0]["signature"] == slices[1]["signature"] != row["signature"]
+
+
+@pytest.mark.parametrize("name", [n for n, e in TABLE.items() if e["verdict"] == "invariant_violated"])
+def test_an_invariant_finding_of_a_replayed_trace_is_bisected_by_its_invariant(replayed: dict[str, Any],
+                                                                                name: str) -> None:
+    """attention_probs: a recorded trace whose softmax sits in a jitted helper (func.call),
+    replayed under the injected fault softmax_max_dropped (an HLO pass plugin of
+    xla/faults/: no real bug of jaxlib 0.10.2 breaks an invariant of a trace). The
+    invariant is recognized through the call (assess._dataflow; before, the finding was a
+    nan_mismatch bisected as one), the reproduction and the bundle's repro.py judge it."""
+    row = replayed[name]
+    assert row["verdict"] == "invariant_violated" and row["judged_by"] == "invariant", row
+    assert row["bundle"]["repro"]["judged_by"] == "invariant", row["bundle"]

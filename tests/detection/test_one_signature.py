@@ -96,3 +96,24 @@ def test_triage_lists_one_row_per_bug_with_its_configurations(
     header, *rows = capsys.readouterr().out.strip().splitlines()
     assert header.split()[2] == "configurations" and len(rows) == 1
     assert rows[0].split()[2] == ",".join(TARGETS)
+
+
+def test_a_known_bug_is_one_signature_however_it_was_found() -> None:
+    """Issue 36: the dynamic_slice-of-dynamic_slice bug as fuzzing found it (an s32 program,
+    its kLoop fusion, cured by disabling algsimp and fusion) and as a replayed trace shows
+    it (f32 behind a call, cured by disabling algsimp alone) is one signature; before, each
+    field took part in the hash and the two were two bugs. An unmatched finding keeps the
+    signature of its fields."""
+    from xla_sentinel.triage.signature import signature_id
+
+    fuzzed = {"verdict": "mismatch", "target": "default", "culprit_op": "dynamic_slice (s32->s32)",
+              "dtype": "s32", "fusion_kind": "kLoop", "culprit_pass": "algsimp,fusion",
+              "known_bug": "xla-dynamic-slice-of-dynamic-slice"}
+    replayed = {**fuzzed, "culprit_op": "dynamic_slice (f32,s32->f32)", "dtype": "f32", "fusion_kind": None,
+                "culprit_pass": "xla_disable_hlo_passes=algsimp", "target": "O0"}
+    assert signature_id(fuzzed) == signature_id(replayed)
+    # Another known bug, or none: not the same signature.
+    assert signature_id({**fuzzed, "known_bug": "xla-spmd-dynamic-slice-clamp"}) != signature_id(fuzzed)
+    new = [{**f, "known_bug": None} for f in (fuzzed, replayed)]
+    assert signature_id(new[0]) != signature_id(new[1])
+    assert signature_id(new[0]) == signature_id({**new[0], "known_bug": ""}) != signature_id(fuzzed)

@@ -28,13 +28,14 @@ from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import Case
 from xla_sentinel.core.dtypes import DISCRETE_FACTOR, TOLERANCE_K, UNIT_ROUNDOFF
 from xla_sentinel.core.elements import name_of
+from xla_sentinel.core.model import VERDICT_TABLE
 from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import save_arrays
 from xla_sentinel.core.stablehlo import partitions
 from xla_sentinel.core.versions import package_versions
 from xla_sentinel.judge import oracle
 from xla_sentinel.spec.plugins import split_ref
-from xla_sentinel.worker.protocol import Strip
+from xla_sentinel.worker.protocol import Donation, Strip
 
 NAME = "bundle"
 FOLDER = "repro"
@@ -95,7 +96,12 @@ def run(ctx: Context) -> dict[str, Any]:
         shutil.copyfile(path, folder / copy)
         plugins.append(f"{copy}:{func}")
     specs = _output_specs(case, legal)
-    failure = ctx.verdict.value if ctx.compiler_failure else "wrong_result"
+    failure = ctx.verdict.value if ctx.compiler_failure or _by_buffers(ctx) else "wrong_result"
+    # A buffer finding: what the module donates, and the runtime fault the workers inject.
+    donation = ctx.lab.ask_reference(Donation(module)).info if _by_buffers(ctx) else {}
+    donated = donation.get("donated", [])
+    if donated and ctx.verdict.value == "donation_mismatch":
+        (folder / "module_undonated.mlir").write_text(donation["undonated"])
     invariant, lost = ctx.invariant_on(case) if ctx.invariant is not None else (None, "")
     if invariant is not None:
         # repro.py judges the invariant; the legal result widens its bound as in the lab.
@@ -105,7 +111,8 @@ def run(ctx: Context) -> dict[str, Any]:
                     ["f64" if i.dtype in FLOATS else i.dtype for i in case.infos])
     (folder / "repro.py").write_text(repro_template.render(
         ctx.record.get("id", ctx.finding_dir.name), failure, ctx.lab.options, plugins, in_dtypes,
-        specs, partitions(module), invariant.to_json() if invariant is not None else None))
+        specs, partitions(module), invariant.to_json() if invariant is not None else None,
+        donated, donation.get("fault")))
     (folder / "report.md").write_text(_report(ctx, case, check.evidence, specs))
     (folder / "issue.md").write_text(issue_text(ctx, case, module, expected, check.evidence, specs))
     proc = _run_repro(ctx, folder, {})
@@ -128,6 +135,13 @@ def run(ctx: Context) -> dict[str, Any]:
     return {"folder": ctx.repro, "written": True, **evidence}
 
 
+def _by_buffers(ctx: Context) -> bool:
+    """Whether repro.py judges this finding by the buffers (repro_template.BUFFER_FAILURES):
+    its numbers are right, so a repro.py that checks numbers exits 0 and the gate refused
+    every buffer finding's bundle (CI rehearsal 1)."""
+    return ctx.verdict.value in repro_template.BUFFER_FAILURES
+
+
 def _run_repro(ctx: Context, folder: Path, options: dict[str, Any]) -> subprocess.CompletedProcess[str]:
     """repro.py run in the bundle, with `options` on top of the finding's (--xla-option)."""
     extra = [f"--xla-option={k}={v}" for k, v in options.items()]
@@ -145,6 +159,10 @@ def _what(ctx: Context, opts: str, evidence: dict[str, Any]) -> str:
     op = f"`{ctx.ops[ctx.culprit]['text']}`"
     if ctx.culprit_path:  # the op inside the culprit's regions (bisect/regions.py)
         op = f"`{ctx.inner_text}` (at `{ctx.culprit_path}`, inside {op})"
+    if _by_buffers(ctx):
+        return (f"XLA compiled with `{opts}` runs {op} so that a buffer the caller owns is "
+                f"touched ({ctx.verdict}: {VERDICT_TABLE[ctx.verdict].doc}); the outputs "
+                "themselves may be right.")
     if ctx.compiler_failure:
         error = (evidence.get("error") or "").strip().splitlines()
         return (f"XLA with `{opts}` fails ({ctx.verdict}) on a module whose only "

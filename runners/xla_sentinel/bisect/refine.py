@@ -82,12 +82,13 @@ def _over_releases(store: Store, out_dir: Path, finding: Finding, spec: BisectSp
 def _resign(store: Store, out_dir: Path, finding: Finding, culprit: dict[str, Any]) -> Finding:
     """`culprit`: the CULPRIT_FIELDS and the repro bundle's folder."""
     refined = dataclasses.replace(finding, **{k: culprit[k] for k in CULPRIT_FIELDS})
-    refined.signature = signature_of(refined)
     path = out_dir / finding.dir / "finding.json"
     on_disk = json.loads(path.read_text())
     # The bisector matched the known bugs with the program at hand (pipeline._record), which
-    # rules that read the program need; an alias's finding was not bisected.
+    # rules that read the program need; an alias's finding was not bisected. Matched first:
+    # a known bug is its own signature (signature_id).
     refined.known_bug = known_bugs.match(refined) or on_disk.get("known_bug") or finding.known_bug
+    refined.signature = signature_of(refined)
     store.resign_finding(finding.signature, refined, culprit["repro"])
     on_disk.update({**culprit, "signature": refined.signature,
                     "candidate_signature": finding.signature})

@@ -7,6 +7,10 @@ from typing import Any
 
 from xla_sentinel.judge import invariants
 
+# The buffer verdicts repro.py judges by the buffers (core/model.py, StillFails.BUFFERS but
+# result_clobbered, which needs the earlier results of a process that ran other programs).
+BUFFER_FAILURES = ("input_clobbered", "donation_mismatch")
+
 # How long repro.py lets a hang finding's child compile and run before it calls it a hang.
 HANG_SECONDS = 60
 
@@ -25,6 +29,12 @@ workaround xla_disable_hlo_passes=...). Needs only jax and numpy. A finding that
 invariant (INVARIANT below) is judged by that invariant alone, as the campaign judged it:
 the bound comes from the float64 values and the output's type, widened by the legal
 configuration's own miss (legal.npz); the numbers may differ as long as it holds.
+A buffer finding (FAILURE "input_clobbered" or "donation_mismatch") is judged by the
+buffers instead: each input the module does not donate must hold the same bits after the
+run and not be consumed; each donated input (DONATED) must be consumed, and the outputs
+must equal those of the module without its donation (module_undonated.mlir). A finding
+made under an injected runtime fault (RUNTIME_FAULT, xla-sentinel's tests) replays it
+after the run, as the finding's worker did; --without-plugins leaves it out too.
 """
 
 from __future__ import annotations
@@ -51,6 +61,11 @@ OUTPUTS = {outputs}
 # The invariant the finding broke, numbered in this module's outputs and arguments; None:
 # the outputs are judged by their numbers.
 INVARIANT = {invariant}
+# A buffer finding: the parameters the module donates, and the injected runtime fault the
+# finding was made under (None: XLA's own doing).
+DONATED = {donated}
+RUNTIME_FAULT = {runtime_fault}
+BUFFER_FAILURES = ("input_clobbered", "donation_mismatch")
 {invariant_checker}
 
 
@@ -99,6 +114,66 @@ def broken_invariant(outputs, expected, legal, inputs):
     worst = v.worst[0]
     return [f"output {{i}} ({{OUTPUTS[i]['dtype']}}): invariant {{inv.kind}} ({{inv.source}}) broken in "
             f"{{v.count}} rows or elements; worst {{worst}}"]
+
+
+def replay_fault(fault, inputs, bufs, outs):
+    """RUNTIME_FAULT, as xla-sentinel's worker injects it after the run (xla/buffers.py):
+    input_alias writes output 0's leading bytes over the first element of the first
+    non-donated input."""
+    if fault != "input_alias" or not outs:
+        return
+    import ctypes
+
+    out = np.ascontiguousarray(np.asarray(outs[0])).tobytes()
+    for i, (x, b) in enumerate(zip(inputs, bufs)):
+        if i in DONATED or not x.size or b.is_deleted():
+            continue
+        data = bytearray(np.ascontiguousarray(x).tobytes())
+        k = min(x.itemsize, len(out), len(data))
+        data[:k] = out[:k]
+        if bytes(data) == np.ascontiguousarray(x).tobytes():
+            data[0] ^= 1
+        ctypes.memmove(b.unsafe_buffer_pointer(), bytes(data), len(data))
+        return
+
+
+def broken_buffers(exe, device, inputs, options, fault):
+    """What the run does to buffers it must not touch ([] if nothing)."""
+    import jax
+    from jax._src import compiler, xla_bridge
+    from jax._src.lib import xla_client
+
+    bufs = [jax.device_put(np.array(x, copy=True), device) for x in inputs]
+    # donation_ignored: the run consumes copies of the donated inputs, which stay alive.
+    run = [jax.device_put(np.array(x, copy=True), device) if fault == "donation_ignored" and i in DONATED
+           else b for i, (x, b) in enumerate(zip(inputs, bufs))]
+    outs = [o[0] for o in exe.execute_sharded(run).disassemble_into_single_device_arrays()]
+    replay_fault(fault, inputs, bufs, outs)
+    wrong = []
+    for i, (x, b) in enumerate(zip(inputs, bufs)):
+        if i in DONATED:
+            if not b.is_deleted():
+                wrong.append(f"input {{i}} is donated and was not consumed by the run")
+            continue
+        if b.is_deleted():
+            wrong.append(f"input {{i}} is not donated and was consumed by the run")
+            continue
+        after = np.asarray(b)
+        if np.ascontiguousarray(after).tobytes() != np.ascontiguousarray(x).tobytes():
+            n = int(np.count_nonzero(np.frombuffer(np.ascontiguousarray(after).tobytes(), np.uint8)
+                                     != np.frombuffer(np.ascontiguousarray(x).tobytes(), np.uint8)))
+            wrong.append(f"input {{i}} is not donated and the run changed it ({{n}} bytes differ)")
+    if FAILURE == "donation_mismatch" and DONATED:
+        # The same module without its donation must give the same bits.
+        plain = xla_bridge.get_backend("cpu").compile_and_load(
+            (HERE / "module_undonated.mlir").read_text(), xla_client.DeviceList((device,)),
+            compiler.get_compile_options(num_replicas=1, num_partitions=1, env_options_overrides=options))
+        again = [np.asarray(o[0]) for o in plain.execute_sharded(
+            [jax.device_put(np.array(x, copy=True), device) for x in inputs]).disassemble_into_single_device_arrays()]
+        for i, (a, b) in enumerate(zip(outs, again)):
+            if np.ascontiguousarray(np.asarray(a)).tobytes() != np.ascontiguousarray(b).tobytes():
+                wrong.append(f"output {{i}} differs from the module's without donation")
+    return wrong
 
 
 def host_devices():
@@ -160,7 +235,7 @@ def main():
     parser.add_argument("--xla-option", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if FAILURE != "wrong_result" and not args.child:
+    if FAILURE not in ("wrong_result", *BUFFER_FAILURES) and not args.child:
         # The compile may take the process down: run it in a child and judge its exit.
         import subprocess
 
@@ -223,6 +298,15 @@ def main():
         outputs = [np.asarray(o[0]) for o in result.disassemble_into_single_device_arrays()]
     if args.child:
         return 0
+    if FAILURE in BUFFER_FAILURES:
+        wrong = broken_buffers(exe, devices[0], inputs, options, None if args.without_plugins else RUNTIME_FAULT)
+        print(f"jax {{jax.__version__}}, options {{options}}, donated inputs {{DONATED}}, runtime fault "
+              f"{{'off' if args.without_plugins else RUNTIME_FAULT}}")
+        if wrong:
+            print("BUG: " + "; ".join(wrong))
+            return 1
+        print("OK: every buffer the run must not touch is as it was")
+        return 0
     wrong = []
     if INVARIANT is not None:
         with np.load(HERE / "legal.npz") as z:
@@ -273,17 +357,21 @@ if __name__ == "__main__":
 
 def render(finding_id: str, failure: str, options: dict[str, Any], plugins: list[str],
            input_dtypes: list[str], outputs: list[dict[str, Any]], partitions: int = 1,
-           invariant: dict[str, Any] | None = None) -> str:
+           invariant: dict[str, Any] | None = None, donated: list[int] | None = None,
+           runtime_fault: str | None = None) -> str:
     """repro.py with the finding's constants filled in (as Python literals); `partitions`
     is the module's mhlo.num_partitions (targets.partitions); `invariant` the declaration
     (invariants.Invariant.to_json, numbered in the module) an invariant finding broke,
-    judged by the checkers of judge/invariants.py copied in (standalone_source)."""
+    judged by the checkers of judge/invariants.py copied in (standalone_source). A buffer
+    finding (`failure` one of BUFFER_FAILURES) gives `donated`, the module's donated
+    parameters, and `runtime_fault`, the injected runtime fault it was made under."""
     checker = ""
     if invariant is not None:
         checker = ("\n# --- the invariant's declaration and checkers (xla_sentinel/judge/invariants.py) ---\n"
                    + invariants.standalone_source() + "\n# --- end of the checkers ---\n")
     return TEMPLATE.format(finding_id=finding_id, failure=failure, partitions=int(partitions),
                            invariant=repr(invariant), invariant_checker=checker,
+                           donated=repr(list(donated or [])), runtime_fault=repr(runtime_fault),
                            hang_seconds=HANG_SECONDS,
                            options=repr(options),
                            plugins=repr(plugins),

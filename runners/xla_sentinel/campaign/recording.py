@@ -176,9 +176,9 @@ class Recorder:
         with self.lock:
             first = self._groups.get(program.id, {}).get(key)
         if first is None:
-            finding.signature = signature_of(finding)
             finding.known_bug = known_bugs.match(finding, graph=program.graph,
                                                  module=program.module if program.graph is None else None)
+            finding.signature = signature_of(finding)  # a known bug signs it (signature_id)
         else:
             # One bug, one signature: the program's first finding of this group was signed,
             # matched to the known bugs and bisected; this configuration joins it (its own

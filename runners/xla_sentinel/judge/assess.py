@@ -7,6 +7,7 @@ worker per target under test (injected passes registered there only).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import zlib
@@ -21,6 +22,7 @@ import numpy as np
 from xla_sentinel.core import stablehlo
 from xla_sentinel.core.anomalies import AnomalyLine, anomaly_evidence
 from xla_sentinel.core.cpu_account import stage
+from xla_sentinel.core.dtypes import UNIT_ROUNDOFF
 from xla_sentinel.core.model import (
     BUFFER_VERDICTS,
     XLA_F64_REFERENCES,
@@ -36,6 +38,7 @@ from xla_sentinel.judge.invariant_patterns import recognized
 from xla_sentinel.judge.noise import NoiseDraw, NoiseModel, Samples
 from xla_sentinel.judge.targets import Target
 from xla_sentinel.ops import exact
+from xla_sentinel.ops.rules import DISCRETE_OPS
 from xla_sentinel.spec.campaign import SpecError
 from xla_sentinel.spec.options import REFERENCE_OPTIONS
 from xla_sentinel.worker import devices
@@ -50,6 +53,7 @@ from xla_sentinel.worker.protocol import (
     NumpyReference,
     Outputs,
     Ran,
+    Region,
     Reply,
     Request,
     RequestFailed,
@@ -166,6 +170,61 @@ def _noise_spread(noise: NoiseModel, truth: list[np.ndarray], undetermined: list
     if any(not np.array_equal(oracle.nan_classes(y), oracle.nan_classes(np.asarray(truth[i]))) for y in outs):
         return None
     return max(oracle.normwise_error(y, truth[i], "f64") for y in outs)
+
+
+def literal_spread(literal: list[np.ndarray], truth: list[np.ndarray], infos: list[oracle.OutputInfo],
+                   undetermined: list[np.ndarray] | None, i: int) -> float | None:
+    """The spread reference_disagreement is given where there is no noise model (a
+    replayed module: no graph to perturb): the normwise error on float output i of the
+    op-by-op evaluation at the program's own precision (`literal`: each op compiled alone,
+    calls inlined), never less than one rounding of that precision. It is one evaluation
+    with every op rounded to its own dtype, 5e8 (f32) to 3.5e13 (bf16) times a float64
+    rounding: a program that amplifies float64 rounding past BEYOND_NOISE times this has
+    amplified its own, far larger rounding less than that, which no conditioning does
+    (docs/detection.md, "A reference that shares the bug"). An op-by-op evaluation that
+    shares the bug is far off too, and the spread it gives excuses the reference (no
+    verdict, as before). None where its NaN/inf pattern differs from the truth's."""
+    y = np.asarray(oracle.without_undetermined(literal, undetermined)[i])
+    x = np.asarray(truth[i])
+    if y.shape != x.shape or not np.array_equal(oracle.nan_classes(y), oracle.nan_classes(x)):
+        return None
+    return max(oracle.normwise_error(y, x, "f64"), UNIT_ROUNDOFF[infos[i].dtype])
+
+
+def cross_check_spread(noise: NoiseModel, truth: list[np.ndarray], infos: list[oracle.OutputInfo],
+                       undetermined: list[np.ndarray] | None, literal: list[np.ndarray] | None,
+                       ) -> Callable[[int], float | None]:
+    """reference_disagreement's `spread`: the noise model's where it has samples, else
+    (no graph) the op-by-op evaluation's, `literal`, where one is given (literal_spread)."""
+    def spread(i: int) -> float | None:
+        if noise.samples():
+            return _noise_spread(noise, truth, undetermined, i)
+        return None if literal is None else literal_spread(literal, truth, infos, undetermined, i)
+    return spread
+
+
+# A reduce jax prints in its short form, `applies stablehlo.add`: its region is that one op.
+_APPLIES = re.compile(r"\bapplies (\S+)")
+
+
+def _hides_ops(op: dict[str, Any]) -> bool:
+    """Whether an op of a module's info (@main) may run ops its info does not show: a call,
+    a custom call, an op with regions, except a reduce whose region is one op that is not
+    discrete (a sum, a max: softmax's and a norm's reduces, which flip no tie)."""
+    if op["name"] in stablehlo.OPAQUE:
+        return True
+    if not op.get("regions"):
+        return False
+    body = _APPLIES.search(op.get("text", "")) if op["name"] == "stablehlo.reduce" else None
+    return body is None or body.group(1) in DISCRETE_OPS
+
+
+def _deciding(op: dict[str, Any]) -> list[str]:
+    """The operands of a discrete op whose values may flip its choice: a select's predicate
+    only (it moves its other operands unchanged; a causal mask over float scores chooses
+    by integer positions), every operand of any other."""
+    operands: list[str] = op["operands"]
+    return operands[:1] if op["name"] == "stablehlo.select" else operands
 
 
 def _xla_references_disagree(ran: dict[str, list[np.ndarray]], infos: list[oracle.OutputInfo]) -> bool:
@@ -432,7 +491,7 @@ class Judging:
     slot: Slot
     program: Program
     result: Assessment
-    info: dict[str, Any] | None  # a replayed module's info (Assessor._module_info)
+    info: dict[str, Any] | None  # a replayed module's info, calls inlined (Assessor._dataflow)
     infos: list[oracle.OutputInfo]
     truth: list[np.ndarray]
     numpy: Outcome | None  # f64_numpy's outcome, which the XLA float64 references cross-check
@@ -605,7 +664,12 @@ class Assessor:
         ill_outputs: set[int] = set()
         result, undetermined = judging.result, judging.undetermined
         truth = oracle.without_undetermined(judging.truth, undetermined)
-        spread = partial(_noise_spread, judging.noise, truth, undetermined)
+        # Only a replayed module (no graph, so no noise samples) gets the op-by-op spread; a
+        # discrete one does not: its op-by-op evaluation may flip a tie the float64 ones do
+        # not, and one evaluation shows no spread there, the noise model's samples do.
+        replayed = judging.program.graph is None and not judging.discrete
+        literal = judging.results.get(judging.literal) if replayed else None
+        spread = cross_check_spread(judging.noise, truth, judging.infos, undetermined, literal)
         for kind, o in self._xla_f64(judging.slot, judging.program, sample).items():
             result.executions += 1
             result.worker_s += o.busy_s
@@ -649,14 +713,31 @@ class Assessor:
         StableHLO ops it holds (rules.py, in the program worker): by those of @main that
         read a float-dependent value where its info has no region or call (an integer
         compare flips no tie; the clamps of a dynamic_slice's start are such compares),
-        else by any op anywhere in its text."""
+        else by any op anywhere in its text. `info` has its calls inlined (_dataflow: a
+        jitted helper is a func.call in @main; judged by its text, its integer clamps made
+        the module discrete, and the cross-check's op-by-op spread was refused)."""
         if program.graph is not None:
             return any(n.discrete for n in program.graph.nodes)
-        if info is not None and not any(op.get("regions") or op["name"] in stablehlo.OPAQUE for op in info["ops"]):
+        if info is not None and not any(_hides_ops(op) for op in info["ops"]):
             tainted = stablehlo.float_dependent(info, stablehlo.holds_floats(program.module))
-            return any(op.get("discrete") and any(tainted.get(v, True) for v in op["operands"])
+            return any(op.get("discrete") and any(tainted.get(v, True) for v in _deciding(op))
                        for op in info["ops"])
         return self.ask(slot.programs, ClassifyModule(program.module)).discrete
+
+    def _dataflow(self, slot: Slot, program: Program, info: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A replayed module's info with every call of @main inlined (the program worker's
+        Region at @main, then Info): what its discreteness and its recognized invariants
+        are read from. jax puts a jitted helper behind a func.call, and a softmax there was
+        no invariant of the module (a corpus trace's finding was a nan_mismatch, bisected
+        to the wrong op). `info` itself where @main calls nothing or MLIR cannot inline."""
+        if info is None or not any(op["name"] == "func.call" for op in info["ops"]):
+            return info
+        try:
+            text = self.ask(slot.programs, Region(program.module, [], [])).info["module"]
+            inlined: dict[str, Any] = self.ask(slot.programs, Info(text)).info
+            return inlined
+        except RequestFailed:
+            return info
 
     def ask(self, worker: Worker, request: Request[R]) -> R:
         """A request that must succeed (no verdict rides on it)."""
@@ -830,10 +911,11 @@ class Assessor:
         result.expected = truth.outputs
         results = {n: o.outputs for n, o in outcomes.items() if o.outputs is not None and not o.buffers}
         results.update({k: ran[k] for k in OWN_PRECISION_REFERENCES if k in ran})
-        return Judging(slot, program, result, info, infos, truth.outputs, refs.get(Reference.F64_NUMPY), results,
+        flow = self._dataflow(slot, program, info)
+        return Judging(slot, program, result, flow, infos, truth.outputs, refs.get(Reference.F64_NUMPY), results,
                        # A replayed module's op-by-op evaluation is its ops each compiled alone.
                        literal="eager" if program.graph is not None else "eager_module",
-                       discrete=self._discrete(slot, program, info),
+                       discrete=self._discrete(slot, program, flow),
                        noise=NoiseModel(partial(self._draw_noise, slot, program, result)),
                        k_overrides=self.k_overrides, undetermined=_undetermined(program, truth))
 

@@ -5,7 +5,10 @@ target, the culprit op in canonical form, dtype, fusion kind, the curing pass or
 and for crashes, compile errors and compile anomalies the error text with names and numbers
 stripped.
 Fields the bisector has not filled yet are None, which gives a coarser candidate
-signature that bisection refines.
+signature that bisection refines. A finding matched to a known bug is signed by that bug
+alone: one bug found by fuzzing (a generated program, its dtype, its fusion, the cure
+found on it) and by replaying a user's trace (another dtype, the op inside a call, another
+cure) is one signature (issue 36).
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ def canonical_error(text: str | None) -> str | None:
 
 
 def signature_id(fields: dict[str, Any]) -> str:
-    """The signature of a finding given as its fields (`error` the evidence's error text)."""
+    """The signature of a finding given as its fields (`error` the evidence's error text);
+    for a finding matched to a known bug (`known_bug`), the bug's."""
+    if fields.get("known_bug"):
+        return hashlib.sha256(json.dumps({"known_bug": fields["known_bug"]}).encode()).hexdigest()[:16]
     key = {f: fields.get(f) for f in FIELDS}
     if key["verdict"] in ERROR_SIGNED:
         key["error"] = canonical_error(fields.get("error"))
@@ -45,7 +51,8 @@ def signature_id(fields: dict[str, Any]) -> str:
 
 def signature_of(finding: Finding) -> str:
     """The finding's signature from its current fields: the candidate signature until
-    bisection fills in the culprit, the refined one after."""
+    bisection fills in the culprit, the refined one after; match the known bugs first
+    (`known_bug` decides it)."""
     return signature_id({**finding.to_json(), "error": finding.error})
 
 

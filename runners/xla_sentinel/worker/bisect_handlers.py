@@ -27,6 +27,7 @@ from xla_sentinel.programs import spmd
 from xla_sentinel.spec.options import LEGAL
 from xla_sentinel.worker.protocol import (
     Cut,
+    Donation,
     EveryValue,
     Info,
     Legal,
@@ -227,6 +228,14 @@ def region(req: Region) -> ModuleInfo:
         text = mod.expose(text, req.path, req.expose)
     return ModuleInfo({"module": text, "ops": ops, "arguments": arguments,
                        "returns": mod.module_info(text)["returns"]})
+
+
+@handles(Donation)
+def donation(req: Donation) -> ModuleInfo:
+    from xla_sentinel.xla import buffers
+
+    return ModuleInfo({"donated": buffers.donated_args(req.module), "undonated": buffers.without_donation(req.module),
+                       "fault": buffers.injected_fault()})
 
 
 @handles(Strip)

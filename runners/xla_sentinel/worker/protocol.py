@@ -353,6 +353,17 @@ class Strip(Request[ModuleText]):
 
 
 @dataclass
+class Donation(Request[ModuleInfo]):
+    """A module's donation as the buffer checks read it (xla/buffers.py), for a buffer
+    finding's repro.py: info {"donated": @main's donated parameters, "undonated": the
+    module without its donation, "fault": the runtime fault injected in this worker's
+    process, or None}."""
+
+    module: str
+    cmd: ClassVar[str] = "donation"
+
+
+@dataclass
 class ListPasses(Request[PassNames]):
     """The HLO passes XLA runs on the module under `options`."""
 
