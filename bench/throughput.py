@@ -52,11 +52,12 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any, Literal, cast
 
 import jax
 import structlog
 
-jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_enable_x64", True)  # type: ignore[no-untyped-call]
 # The figures are JSON on stdout; the engine's log lines go to stderr.
 structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 
@@ -83,10 +84,11 @@ ROWS = {"before": (BEFORE, True, False), "f64 numpy": (AFTER, True, False),
         "no buffer checks": (AFTER, False, True)}
 # Environment a row's worker processes start with (they inherit it).
 ROW_ENV = {"no buffer checks": {"XLA_SENTINEL_BUFFER_CHECKS": "0"}}
-COMPILES = Counter()
+COMPILES: Counter[str] = Counter()
+GraphKind = Literal["eager", "f64_eager", "f64_jit", "unsharded"]
 
 
-def _count_jax(event: str, duration: float, **_: object) -> None:
+def _count_jax(event: str, duration_secs: float, **_: str | int) -> None:
     if event == "/jax/core/compile/backend_compile_duration":
         COMPILES["n"] += 1
 
@@ -95,7 +97,7 @@ def _count_module_compiles() -> None:
     """compiler.compile_module compiles without jax's jit path (no event): count it too."""
     inner = compiler.compile_module
 
-    def counted(*a: object, **k: object) -> object:
+    def counted(*a: Any, **k: Any) -> Any:
         COMPILES["n"] += 1
         return inner(*a, **k)
     compiler.compile_module = counted
@@ -107,14 +109,15 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _spec(seed: int, programs: int, references: list[str], generator: dict | None = None) -> object:
+def _spec(seed: int, programs: int, references: list[str],
+          generator: dict[str, Any] | None = None) -> CampaignSpec:
     return parse_spec({"seed": seed, "budget": {"programs": programs}, "workers": 1,
                        "references": references, "bisect": {"enabled": False},
                        "generator": generator or {}})
 
 
 def campaign(seed: int, programs: int, references: list[str], eager_all_xla: bool,
-             zygote: bool, generator: dict | None = None) -> dict[str, object]:
+             zygote: bool, generator: dict[str, Any] | None = None) -> dict[str, Any]:
     # The worker processes read it when they start (handlers.EAGER_ALL_XLA).
     os.environ["XLA_SENTINEL_EAGER_ALL_XLA"] = "1" if eager_all_xla else "0"
     # The campaign stops the forkserver at its end, so the CPU time of the workers it
@@ -170,7 +173,7 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
                 evaluate.eager(g, x)
             else:
                 dispatch.handle(TABLE, NumpyReference(m, x, g) if kind == "f64_numpy"
-                                else GraphReference(kind, g, x))
+                                else GraphReference(cast(GraphKind, kind), g, x))
             if pid in sampled:
                 sampled_compiles += COMPILES["n"] - c0
                 sampled_s += time.perf_counter() - s0
@@ -191,7 +194,7 @@ def in_process(seed: int, programs: int) -> dict[str, object]:
             "seconds_by_configuration": {k: round(v, 2) for k, v in seconds.items()}}
 
 
-def generators(seed: int, programs: int) -> dict[str, object]:
+def generators(seed: int, programs: int) -> dict[str, Any]:
     """The old and the new default generator, one after the other on the same machine."""
     old = campaign(seed, programs, AFTER, False, True, {"version": 1})
     new = campaign(seed, programs, AFTER, False, True, {"version": 2})
@@ -388,7 +391,7 @@ def main() -> int:
         ap.error("--rows: the ratios are against 'after': name it")
     jax.monitoring.register_event_duration_secs_listener(_count_jax)
     _count_module_compiles()
-    result: dict[str, object] = {}
+    result: dict[str, Any] = {}
     for row in ROWS:
         if row in rows:
             os.environ.update(ROW_ENV.get(row, {}))

@@ -63,8 +63,10 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
            perturb: np.random.Generator | None, sign: float = 1.0,
            directed: bool = False,
            observe: Callable[[int, Node, Any, list[Any], Any], None] | None = None,
-           ) -> tuple[Any, ...]:
-    """Evaluate op by op; `observe(value, node, op, args, out)` sees each unperturbed result."""
+           concrete: bool = False) -> tuple[Any, ...]:
+    """Evaluate op by op; `observe(value, node, op, args, out)` sees each unperturbed result.
+    `concrete`: the arguments are arrays, not tracers (an evaluation, not a lowering), so an
+    elementwise op may be evaluated on a bucket (`_bucketed`) and the noise in numpy."""
 
     def load(v: int, x: Any) -> Any:
         return x.astype(F64) if promote and _is_float(x) else x
@@ -72,7 +74,11 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
     def apply(v: int, node: Node, xs: list[Any]) -> Any:
         op = OPS[node.op]
         xs = own_operands(graph, node, xs)
-        out = build(op, node.attrs, *xs)
+        shape = tuple(graph.values[v].shape)
+        if concrete and _bucketable(op, node.attrs, xs, shape):
+            out = on_device(_bucketed(op, node.attrs, xs, shape))
+        else:
+            out = build(op, node.attrs, *xs)
         if promote and _is_float(out) and out.dtype != F64:
             out = out.astype(F64)
         if observe is not None:
@@ -82,8 +88,10 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
             if node.op in NOISY_FORMS:
                 # A template's discrete choice is inside it, out of reach of a perturbation
                 # of its result: its noisy form perturbs what it chooses by.
-                out = jnp.asarray(NOISY_FORMS[node.op](node.attrs, [np.asarray(x) for x in xs], u, sign,
-                                                       None if directed else perturb), out.dtype)
+                noisy = np.asarray(NOISY_FORMS[node.op](node.attrs, [np.asarray(x) for x in xs], u, sign,
+                                                        None if directed else perturb))
+                out = (on_device(noisy) if concrete and noisy.dtype == out.dtype
+                       else jnp.asarray(noisy, out.dtype))
             # Directed: one ulp (2u) for a transcendental function, which may be an ulp
             # off; half an ulp (u) for the correctly rounded ops (arithmetic, sqrt,
             # converts), or a one-ulp rounding bug in them would look legal.
@@ -93,10 +101,75 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
             else:
                 assert perturb is not None  # not directed: the test above says perturbed
                 step = sign * perturb.uniform(-1.0, 1.0, size=out.shape)
-            out = out + jnp.asarray(u * step, out.dtype) * _rounding_scale(op, node.attrs, xs, out)
+            moved = _moved_in_numpy(op, node.attrs, xs, out, u * step) if concrete and out.dtype == F64 else None
+            if moved is not None:
+                out = on_device(moved)
+            else:
+                out = out + jnp.asarray(u * step, out.dtype) * _rounding_scale(op, node.attrs, xs, out)
         return out
 
     return tuple(graph.run(args, apply, load))
+
+
+# The smallest normal float64. XLA:CPU's float64 arithmetic reads a subnormal as zero and
+# flushes a subnormal result (own_precision.py); numpy does neither, and at the threshold
+# whether the hardware flushes is its own decision. The noise in numpy is taken only where
+# no value it reads or makes is nonzero below twice this, which leaves IEEE 754's correctly
+# rounded +, *, sqrt and the exact abs, max and select: XLA:CPU's bits. Nor where a NaN
+# comes out (below).
+_F64_TINY = float(np.finfo(np.float64).tiny)
+
+
+def _near_flush(*arrays: Any) -> bool:
+    for a in arrays:
+        mag = np.abs(np.asarray(a, np.float64))
+        if ((mag > 0) & (mag < 2 * _F64_TINY)).any():
+            return True
+    return False
+
+
+def _moved_in_numpy(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any, step: Any) -> np.ndarray | None:
+    """`out + step * _rounding_scale(...)` as the noise model computes it through XLA, in
+    numpy, bit for bit, or None where a value is near the flush threshold (XLA does it then).
+    Each of these float64 ops alone through XLA is one compile per shape, a third of the
+    noise model's compiles on programs of every shape family (issue 39); numpy's are the
+    same IEEE 754 operations, one at a time, in the same order."""
+    value = np.asarray(out)
+    scale = _rounding_scale_numpy(op, attrs, xs, value)
+    offset = np.asarray(step, np.float64)
+    with np.errstate(all="ignore"):
+        product = offset * scale
+        moved = value + product
+    if _near_flush(value, scale, offset, product, moved) or np.isnan(moved).any():
+        # A NaN's sign and payload are whichever operand the hardware instruction passes
+        # on, and XLA orders the operands its own way (s5-i6 of every family: XLA's
+        # -NaN + +NaN gave -NaN, numpy's +NaN): XLA decides them.
+        return None
+    return np.asarray(moved, np.float64)
+
+
+def _rounding_scale_numpy(op: Any, attrs: dict[str, Any], xs: list[Any], out: np.ndarray) -> np.ndarray:
+    """_rounding_scale with its elementwise steps in numpy (the sums' terms still through
+    XLA, on device arrays, as there)."""
+    magnitude = _terms_magnitude_numpy(op, attrs, xs)
+    with np.errstate(all="ignore"):
+        if magnitude is not None:
+            terms = np.asarray(build(op, attrs, *[on_device(np.ones(np.shape(x), x.dtype)) if _is_float(x) else x
+                                                   for x in xs]))
+            return np.asarray(np.sqrt(np.maximum(terms, 1.0)) * magnitude)
+        if "products" in op.tags:
+            x = xs[0]
+            n = math.prod(x.shape[a] for a in attrs["axes"]) if "axes" in attrs else x.shape[attrs["axis"]]
+            return np.asarray(math.sqrt(max(n, 1)) * np.abs(out))
+        return np.asarray(np.abs(out))
+
+
+def _terms_magnitude_numpy(op: Any, attrs: dict[str, Any], xs: list[Any]) -> np.ndarray | None:
+    if "sums" not in op.tags or attrs.get("kind", "add") != "add":
+        return None
+    terms = [on_device(np.where(np.isfinite(h), np.abs(h), 0).astype(h.dtype)) if _is_float(x) else x
+             for x, h in ((x, np.asarray(x)) for x in xs)]
+    return np.asarray(build(op, attrs, *terms))
 
 
 def own_operands(graph: Graph, node: Node, xs: list[Any]) -> list[Any]:
@@ -165,7 +238,7 @@ def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
             magnitudes += INNER_TERMS[node.op](node.attrs, *[np.asarray(x) for x in xs])
         prone[v] = any(bool((np.isfinite(m) & (m > top)).any()) for m in map(np.abs, map(np.asarray, magnitudes)))
 
-    _apply(graph, [on_device(x) for x in inputs], True, None, observe=observe)
+    _apply(graph, [on_device(x) for x in inputs], True, None, observe=observe, concrete=True)
     return [prone[i] for i in graph.outputs]
 
 
@@ -188,7 +261,7 @@ def eager(graph: Graph, inputs: list[np.ndarray], promote: bool = False,
           perturb: np.random.Generator | None = None, sign: float = 1.0,
           directed: bool = False) -> list[np.ndarray]:
     """Op-by-op evaluation; outputs as numpy arrays. `sign` -1 mirrors the perturbation."""
-    outs = _apply(graph, [on_device(x) for x in inputs], promote, perturb, sign, directed)
+    outs = _apply(graph, [on_device(x) for x in inputs], promote, perturb, sign, directed, concrete=True)
     return [np.asarray(o) for o in outs]
 
 
@@ -214,14 +287,17 @@ def literal(graph: Graph, inputs: list[np.ndarray],
     return graph.run(inputs, apply, load=lambda v, x: np.asarray(x))
 
 
-# Elementwise ops through XLA on flattened operands padded to a power-of-two length, at
-# least BUCKET_MIN: jax compiles each primitive once per shape, so random shapes cost a
-# compile per op and shape, and buckets turn those into cache hits across programs. Each
+# Elementwise ops through XLA on flattened operands padded to one of a few fixed lengths
+# (BUCKETS): jax compiles each primitive once per shape, so random shapes cost a compile
+# per op and shape, and buckets turn those into cache hits across programs. Each
 # primitive is still dispatched alone (its builder evaluated eagerly, as `eager` does), and an
 # XLA:CPU elementwise result depends on the element alone, not on where it sits or how
 # long the array is (tests/fuzz/test_own_precision.py, bitwise against the real shape),
-# except for SHAPE_DEPENDENT ops.
-BUCKET_MIN = 16
+# except for SHAPE_DEPENDENT ops. Few lengths, not every power of two: over 200 programs
+# of examples/smoke.yaml one worker met 71 (op, dtypes, attrs, power-of-two length) keys
+# and 39 (op, dtypes, attrs): the length was what missed the cache (issue 39). Computing
+# 1,024 elements where 3 are needed costs microseconds; a compile, tens of milliseconds.
+BUCKETS = (1 << 10, 1 << 14, 1 << 18, 1 << 22)
 # Where an XLA:CPU result does depend on the shape (measured against the same elements in
 # a 2,048-element array, every elementwise transcendental at each dtype and lengths 1 to
 # 100): f32 exp and log on an array whose length, or its tail past a multiple of 8, is 3,
@@ -231,16 +307,25 @@ BUCKET_MIN = 16
 SHAPE_DEPENDENT = frozenset({"exp", "log", "erf"})
 
 
-def _bucketable(op: Any, attrs: dict[str, Any], xs: list[np.ndarray], shape: tuple[int, ...]) -> bool:
+def bucket_size(n: int) -> int:
+    """The padded length an elementwise op of `n` elements is evaluated at: the first of
+    BUCKETS that holds it, past them the next power of two."""
+    for size in BUCKETS:
+        if n <= size:
+            return size
+    return 1 << (n - 1).bit_length()
+
+
+def _bucketable(op: Any, attrs: dict[str, Any], xs: Sequence[Any], shape: tuple[int, ...]) -> bool:
     """An elementwise op whose operands all have its result's shape (no axis of its own:
     select_extremum reduces along one)."""
     return (op.category == "elementwise" and op.name not in SHAPE_DEPENDENT and "axis" not in attrs
             and len(shape) > 0 and all(np.shape(x) == shape for x in xs))
 
 
-def _bucketed(op: Any, attrs: dict[str, Any], xs: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+def _bucketed(op: Any, attrs: dict[str, Any], xs: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray:
     n = math.prod(shape)
-    size = max(BUCKET_MIN, 1 << (n - 1).bit_length())
+    size = bucket_size(n)
     # Padding with ones: a value every op's domain guard accepts; its results are dropped.
     flat = [on_device(np.concatenate([np.ravel(x), np.ones(size - n, np.asarray(x).dtype)])) for x in xs]
     return np.asarray(build(op, attrs, *flat))[:n].reshape(shape)
