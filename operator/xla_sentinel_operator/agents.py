@@ -20,19 +20,24 @@ Pure desired-state functions first; `converge` and `ingest_fix_drafts` are the t
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, cast
 
 from xla_sentinel.agents.gate import MIN_REGRESSION_ENV, REGRESSION_CORPUS_ENV, configured_minimum
+from xla_sentinel.agents.kube_tasks import LEASE_GROUP, LEASE_PLURAL, LEASE_VERSION, TASK_LABEL
 from xla_sentinel.agents.kube_tasks import ROLE_LABEL as AGENT_ROLE_LABEL
-from xla_sentinel.cluster.report import CAMPAIGN_LABEL
+from xla_sentinel.agents.spend import Budget
+from xla_sentinel.cluster.report import CAMPAIGN_LABEL, REPORT_PLURAL, report_from_object
 from xla_sentinel.spec.campaign import (
     AGENT_CREDENTIAL_ENV,
     API_VERSION,
     AgentRoleSpec,
+    AgentSpendingSpec,
     CampaignSpec,
 )
 
-from . import desired, signatures
+from . import desired, signatures, waves
 from .bodies import (
     BugSignature,
     EnvVar,
@@ -40,14 +45,20 @@ from .bodies import (
     FixDraftResult,
     Job,
     Manifest,
+    Meta,
     job_spec,
     labels_of,
     sig_status,
 )
-from .kube import path
+from .kube import ApiError, path
 from .runtime import Runtime, campaign_ref, log, now_text, object_ref
+from .timestamps import rfc3339
 
 FIX_DRAFT = "fixDraft"
+AGENT_REVISION_LABEL = "xlasentinel.dev/agent-revision"
+WAVE_LABEL = "xlasentinel.dev/agent-wave"  # a Job started by events (waves.py), its id
+EVENTS_ANNOTATION = "xlasentinel.dev/agent-events"
+WAVE_TTL_SECONDS = 86400  # a finished wave Job stays a day (kubectl logs), then the Job controller removes it
 OUT = "/tmp/agent"  # the agent's own folder (claims, transcripts); on the pod's tmp volume
 # Index failures that are final: 1 a budget stopped the agent, 2 a bad credential or input.
 AGENT_FAILURE_POLICY = {"rules": [
@@ -81,7 +92,24 @@ def _args(spec: CampaignSpec, role: AgentRoleSpec) -> list[str]:
     return ["agent", "--role", role.role, "--model", agents.role_model(role), "--out", OUT,
             "--tasks", str(agents.tasks), "--lease-seconds", str(agents.leaseSeconds),
             "--max-tokens", str(budget.tokens), "--max-tool-calls", str(budget.toolCalls),
-            "--max-seconds", str(budget.seconds)]
+            "--max-seconds", str(budget.seconds), "--task-attempts", str(agents.taskAttempts),
+            *_spending_args(agents.spending)]
+
+
+def _spending_args(spending: AgentSpendingSpec | None) -> list[str]:
+    """The campaign-wide budget as the agent's flags (it sums the tasks' spending itself)."""
+    out: list[str] = []
+    if spending is not None and spending.tokens is not None:
+        out += ["--campaign-max-tokens", str(spending.tokens)]
+    if spending is not None and spending.usd is not None:
+        out += ["--campaign-max-usd", repr(spending.usd)]
+    return out
+
+
+def spending_budget(spec: CampaignSpec) -> Budget:
+    """spec.agents.spending as the agents' Budget (no limits when unset)."""
+    s = spec.agents.spending if spec.agents else None
+    return Budget(s.tokens, s.usd) if s is not None else Budget()
 
 
 def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str, gate: GateConfig) -> list[EnvVar]:
@@ -118,43 +146,68 @@ def agent_jobs(c: desired.Campaign, *, default_image: str,
     """The agent Jobs the campaign should have: one Indexed Job per role of spec.agents."""
     if c.spec.agents is None:
         return []
+    return [agent_job(c, role, default_image=default_image, service_account=service_account, gate=gate)
+            for role in c.spec.agents.roles]
+
+
+def agent_job(c: desired.Campaign, role: AgentRoleSpec, *, default_image: str,
+              service_account: str = "xla-sentinel-agent", gate: GateConfig | None = None,
+              wave: str = "", events: list[str] | None = None) -> Job:
+    """One role's Indexed Job: its first (at campaign create or a change of the agents), or
+    a wave started by events (`wave`: its id, waves.wave_id; `events`: the events that
+    started it, named on the Job), of at most `role.replicas` pods, one per event for
+    signatures and reports (a pod takes one task), all for a coverage plateau."""
+    assert c.spec.agents is not None
     rev = revision(c.spec)
     spec_json = json.dumps(c.spec.to_dict(), sort_keys=True)
     image = c.spec.image or default_image
-    jobs: list[Job] = []
-    for role in c.spec.agents.roles:
-        labels = {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent",
-                  AGENT_ROLE_LABEL: role.role}
-        volumes: list[Manifest] = [{"name": "tmp", "emptyDir": {}}]
-        mounts: list[Manifest] = [{"name": "tmp", "mountPath": "/tmp"}]
-        if c.spec.artifacts.pvc:  # the corpus and the campaign's bundles live there
-            volumes.append({"name": "artifacts", "persistentVolumeClaim": {"claimName": c.spec.artifacts.pvc}})
-            mounts.append({"name": "artifacts", "mountPath": desired.ARTIFACTS_MOUNT})
-        pod: Manifest = {"restartPolicy": "Never", "serviceAccountName": service_account,
-               "securityContext": desired.POD_SECURITY,
-               "containers": [{"name": "agent", "image": image, "args": _args(c.spec, role),
-                               "env": _env(c, role, spec_json, gate or GateConfig()), "volumeMounts": mounts,
-                               "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
-                               "securityContext": desired.CONTAINER_SECURITY}],
-               "volumes": volumes}
-        jobs.append({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": desired.job_name(c.name, "agent", role.role, rev),
-                         "namespace": c.namespace, "labels": labels,
-                         "ownerReferences": [desired.owner_reference(c)]},
-            "spec": {"completionMode": "Indexed", "completions": role.replicas,
-                     "parallelism": role.replicas, "backoffLimitPerIndex": 2,
-                     "podFailurePolicy": AGENT_FAILURE_POLICY, "suspend": bool(c.spec.suspend),
-                     "template": {"metadata": {"labels": labels}, "spec": pod}}})
-    return jobs
+    labels = {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent",
+              AGENT_ROLE_LABEL: role.role, AGENT_REVISION_LABEL: rev}
+    annotations: dict[str, str] = {}
+    replicas = role.replicas
+    if wave:
+        labels[WAVE_LABEL] = wave
+        annotations[EVENTS_ANNOTATION] = json.dumps((events or [])[:waves.WAVE_EVENTS_SHOWN])
+        if role.role != "stress":
+            replicas = max(1, min(role.replicas, len(events or [])))
+    volumes: list[Manifest] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[Manifest] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if c.spec.artifacts.pvc:  # the corpus and the campaign's bundles live there
+        volumes.append({"name": "artifacts", "persistentVolumeClaim": {"claimName": c.spec.artifacts.pvc}})
+        mounts.append({"name": "artifacts", "mountPath": desired.ARTIFACTS_MOUNT})
+    pod: Manifest = {"restartPolicy": "Never", "serviceAccountName": service_account,
+           "securityContext": desired.POD_SECURITY,
+           "containers": [{"name": "agent", "image": image, "args": _args(c.spec, role),
+                           "env": _env(c, role, spec_json, gate or GateConfig()), "volumeMounts": mounts,
+                           "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+                           "securityContext": desired.CONTAINER_SECURITY}],
+           "volumes": volumes}
+    name = desired.job_name(c.name, "agent", role.role, rev, *([wave] if wave else []))
+    meta: Meta = {"name": name, "namespace": c.namespace, "labels": labels,
+                  "ownerReferences": [desired.owner_reference(c)]}
+    if annotations:
+        meta["annotations"] = annotations
+    spec: Manifest = {"completionMode": "Indexed", "completions": replicas, "parallelism": replicas,
+                      "backoffLimitPerIndex": 2, "podFailurePolicy": AGENT_FAILURE_POLICY,
+                      "suspend": bool(c.spec.suspend), "template": {"metadata": {"labels": labels}, "spec": pod}}
+    if wave:  # one Job per event: the finished ones go (their runs are kept in the store)
+        spec["ttlSecondsAfterFinished"] = WAVE_TTL_SECONDS
+    return {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}  # type: ignore[typeddict-item]
 
 
 def plan_agents(c: desired.Campaign, want: list[Job], have: list[Job]
                 ) -> tuple[list[Job], list[str], dict[str, bool]]:
     """(Jobs to create, Job names to delete, suspend to set by name): the wanted ones of the
-    current revision, none of an older revision or a role no longer listed."""
+    current revision, none of an older revision or a role no longer listed. A wave of the
+    current revision (started by events: converge_waves) stays while its role is listed."""
+    rev = revision(c.spec)
+    roles = {r.role for r in c.spec.agents.roles} if c.spec.agents else set()
     names = {j["metadata"]["name"] for j in have}
-    wanted = {j["metadata"]["name"] for j in want}
+    wanted = {j["metadata"]["name"] for j in want} | {
+        j["metadata"]["name"] for j in have
+        if labels_of(j).get(WAVE_LABEL) and labels_of(j).get(AGENT_REVISION_LABEL) == rev
+        and labels_of(j).get(AGENT_ROLE_LABEL) in roles}
     create = [] if c.spec.suspend else [j for j in want if j["metadata"]["name"] not in names]
     delete = sorted(names - wanted)
     suspend = {j["metadata"]["name"]: bool(c.spec.suspend) for j in have
@@ -182,6 +235,96 @@ async def converge(rt: Runtime, c: desired.Campaign) -> None:
     for name in delete:
         await rt.api.delete(f"{jobs_path}/{name}")
         log.info("agents.retired", campaign=c.name, namespace=c.namespace, job=name)
+
+
+# --- waves: agent work started by events (waves.py) -----------------------------------------
+
+async def _worker_coverage(rt: Runtime, c: desired.Campaign) -> waves.CoverageLevel:
+    """What the campaign's workers covered, from their WorkerReports (every revision's)."""
+    objs = await rt.api.list(path(API_VERSION, REPORT_PLURAL, c.namespace), Manifest,
+                             desired.campaign_selector(c.name))
+    found = [r for o in objs if (r := report_from_object(o)) is not None]
+    return waves.coverage_level(r.coverage for r in found)
+
+
+async def _ledger(rt: Runtime, c: desired.Campaign) -> waves.Ledger:
+    """The campaign's task Leases, summed (waves.task_ledger)."""
+    return waves.task_ledger(await rt.api.list(
+        path(f"{LEASE_GROUP}/{LEASE_VERSION}", LEASE_PLURAL, c.namespace), Manifest,
+        {**desired.campaign_selector(c.name), TASK_LABEL: "true"}))
+
+
+def _gauges(rt: Runtime, c: desired.Campaign, ledger: waves.Ledger) -> None:
+    m, labels = rt.metrics, (c.namespace, c.name)
+    m.agent_tokens.labels(*labels).set(ledger.spent.tokens)
+    m.agent_usd.labels(*labels).set(ledger.spent.usd)
+    m.agent_tasks_dropped.labels(*labels).set(len(ledger.dropped))
+
+
+async def converge_waves(rt: Runtime, c: desired.Campaign, status: Mapping[str, Any],
+                         sigs: Iterable[BugSignature]) -> dict[str, list[str]]:
+    """Start the agent work the campaign's events call for (periodic.py, after each
+    roll-up): one wave Job per role with new events and no Job running, recorded in
+    status.agents. `status` is the campaign's status as last seen, `sigs` the BugSignatures
+    of its namespace (the operator's index). Returns the waves started."""
+    agents = c.spec.agents
+    if agents is None or c.spec.suspend:
+        return {}
+    now = datetime.now(UTC)
+    plateau = waves.plateau_seconds()
+    roles = {r.role: r for r in agents.roles}
+    previous = cast(waves.AgentsStatus, status.get("agents") or {})
+    events = waves.signature_events(c.name, sigs) if "fix" in roles else []
+    coverage = previous.get("coverage") or {}
+    ledger: waves.Ledger | None = None
+    if waves.coverage_due(previous, now, plateau):  # the reads of many objects, now and then
+        if "stress" in roles:
+            coverage = waves.track_coverage(coverage, await _worker_coverage(rt, c), now)
+        else:
+            coverage = {**coverage, "checked": rfc3339(now)}
+        ledger = await _ledger(rt, c)
+    if "stress" in roles and (event := waves.plateau_event(coverage, now, plateau)) is not None:
+        events.append(event)
+    if "reproduce" in roles and ledger is not None:
+        events += ledger.reports  # reports an agent pod seeded that no reproduce agent took
+    jobs_path = path("batch/v1", "jobs", c.namespace)
+    have = await rt.api.list(jobs_path, Job, {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent"})
+    busy = {labels_of(j).get(AGENT_ROLE_LABEL, "") for j in have if not waves.job_finished(j)}
+    if ledger is None and waves.startable(events, previous, set(roles) - busy):
+        ledger = await _ledger(rt, c)  # before a wave starts: did an earlier Job's agent do it?
+    spending = previous.get("spending") or {}
+    if ledger is not None:
+        spending = waves.spending_record(ledger, spending_budget(c.spec))
+        _gauges(rt, c, ledger)
+    if spending.get("exhausted"):
+        busy = set(roles)  # the budget is spent: no agent is started, the events wait
+    planned = waves.plan(set(roles), busy, events, previous, coverage, now,
+                         ledger.settled if ledger is not None else ())
+    if ledger is not None:
+        planned.status["spending"] = spending
+        planned.status["tasks"] = ledger.states
+        planned.status["dropped"] = ledger.dropped[:waves.DROPPED_SHOWN]
+        planned.status["droppedTotal"] = len(ledger.dropped)
+    for role, started in planned.waves.items():
+        job = agent_job(c, roles[role], default_image=rt.runner_image(c),
+                        service_account=rt.config.jobs.agent_service_account,
+                        gate=GateConfig(rt.config.jobs.agent_regression_corpus, rt.config.jobs.agent_min_regression),
+                        wave=waves.wave_id(started), events=started)
+        await rt.api.create(jobs_path, job)
+        planned.status["lastWave"] = {"role": role, "job": job["metadata"]["name"],
+                                      "time": rfc3339(now), "events": started[:waves.WAVE_EVENTS_SHOWN]}
+        log.info("agents.wave", campaign=c.name, namespace=c.namespace, role=role,
+                 job=job["metadata"]["name"], events=started[:waves.WAVE_EVENTS_SHOWN])
+        await rt.event(campaign_ref(c), "Normal", "AgentsStarted",
+                       f"{role} agents started by {len(started)} event(s): {', '.join(started[:5])}")
+    if planned.status != previous:
+        try:
+            await rt.api.patch(path(API_VERSION, "fuzzcampaigns", c.namespace, c.name, "status"),
+                               {"status": {"agents": planned.status}})
+        except ApiError as e:
+            if e.status != 404:
+                raise
+    return planned.waves
 
 
 # --- fix drafts ---------------------------------------------------------------------------

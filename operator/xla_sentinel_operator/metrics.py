@@ -49,6 +49,16 @@ class Metrics:
         self.findings = Gauge(
             "xlasentinel_campaign_findings", "Findings of a campaign.",
             ["namespace", "campaign"], registry=self.registry)
+        # The agent swarm (agents.converge_waves, from the campaign's task Leases).
+        self.agent_tokens = Gauge(
+            "xlasentinel_agent_tokens_spent", "Model tokens a campaign's agents spent, all tasks.",
+            ["namespace", "campaign"], registry=self.registry)
+        self.agent_usd = Gauge(
+            "xlasentinel_agent_usd_spent", "Dollars a campaign's agents spent (genai-prices' offline prices; "
+            "a model it does not know counts no dollars).", ["namespace", "campaign"], registry=self.registry)
+        self.agent_tasks_dropped = Gauge(
+            "xlasentinel_agent_tasks_dropped", "Agent tasks dropped after their last failed attempt.",
+            ["namespace", "campaign"], registry=self.registry)
 
 
 @dataclass

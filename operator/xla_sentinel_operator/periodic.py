@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import kopf
 from xla_sentinel.cluster.report import WorkerReport, label_value
 
+from . import agents, ingest, notify
 from . import campaigns as campaign_flows
-from . import ingest, notify
 from .bodies import (
     BugSignature,
     Disrupted,
@@ -103,6 +103,9 @@ def start(rt: Runtime, *, worker_jobs: WorkerJobIndex, reports: ReportIndex,
             rt, body, list(worker_jobs.get(key(body), [])),
             [r for _, r, _ in reports.get(key(body), [])],
             list(disrupted.get(key(body), [])) if disrupted is not None else [])
+        if body["spec"].get("agents"):  # the swarm's work its events start (agents.converge_waves)
+            await agents.converge_waves(rt, rt.campaign(body), body.get("status") or {},
+                                        list(signatures.get(body["metadata"]["namespace"], [])))
 
     async def reingest(body: FuzzCampaign) -> None:
         await ingest.catch_up(rt, rt.campaign(body), list(reports.get(key(body), [])),

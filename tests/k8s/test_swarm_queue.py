@@ -95,3 +95,32 @@ def test_only_the_holder_finishes_and_a_dead_agent_s_task_is_taken_again(
     assert row["holder"] == "fix-2" and row["transitions"] == 3 and row["result"] == {"ok": True}
     # Another campaign's queue is its own.
     assert queue(agent_kubeconfig, ns, "other").lease("fix", "fix-0", 60) is None
+
+
+def test_a_task_that_keeps_failing_is_dropped_and_its_spending_kept(agent_kubeconfig: Path, ns: str) -> None:
+    """Each attempt (given back, or its holder died) is a transition of the Lease; a task
+    taken its last time and free again is dropped with its failures, not handed out again;
+    what every attempt spent stays on the task, and the queue sums it."""
+    from xla_sentinel.agents.spend import Spend
+
+    q = queue(agent_kubeconfig, ns)
+    q.max_attempts = 3
+    q.put("fix", "signature:poison", {"signature": "poison"})
+    q.put("fix", "signature:fine", {"signature": "fine"})
+    for n in (1, 2):
+        task = q.lease("fix", f"fix-{n}", 600)
+        assert task is not None and task.key == "signature:poison"
+        q.release(task, f"fix-{n}", f"crash: attempt {n}", Spend(1000, 0.5, 0))
+    dying = q.lease("fix", "fix-3", 1)  # the third holder dies: its lease runs out
+    assert dying is not None and dying.key == "signature:poison"
+    time.sleep(2.5)
+    fine = q.lease("fix", "fix-4", 600)
+    assert fine is not None and fine.key == "signature:fine"  # the poison task is dropped on the way
+    q.finish(fine, "fix-4", {"ok": True}, Spend(10, 0.0, 10))
+    rows = {r["key"]: r for r in q.tasks("fix")}
+    poison = rows["signature:poison"]
+    assert poison["state"] == "dropped" and poison["attempts"] == 3 and poison["holder"] is None
+    assert poison["result"] == {"error": "dropped after 3 failed attempts", "attempts": 3,
+                                "failures": ["crash: attempt 1", "crash: attempt 2"]}
+    assert q.lease("fix", "fix-5", 600) is None
+    assert q.spent() == Spend(2010, 1.0, 10)

@@ -155,6 +155,10 @@ calls of operator/xla_sentinel_operator/handlers.py and kopf's own bookkeeping, 
 - apiGroups: ["", events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+# The agents' task queue (one Lease per task): summed for status.agents (spending, dropped tasks).
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [list]
 {{- end }}
 
 {{/* DNS on GKE: kube-dns pods in kube-system, and the addresses of networkPolicy.dns.cidrs

@@ -12,8 +12,10 @@ updates and answers the other 409, which moves on to the next task (optimistic
 concurrency, the way kube's own leader election takes a Lease). Finishing or giving a task
 back is refused unless `spec.holderIdentity` is the caller; the result is an annotation.
 
-What a task says lives in annotations (key, payload, state, result), its role and campaign
-in labels (a list by selector finds one role's tasks). No jax, no SQLite here.
+What a task says lives in annotations (key, payload, state, result, spent), its role and
+campaign in labels (a list by selector finds one role's tasks). Its attempts are the
+Lease's own `leaseTransitions`: one taken `max_attempts` times and free again (given back,
+or its holder died) is dropped, as in tasks.py. No jax, no SQLite here.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from xla_sentinel.agents.tasks import QueueError, Task
+from xla_sentinel.agents.spend import Spend
+from xla_sentinel.agents.tasks import MAX_ATTEMPTS, QueueError, Task, dropped_result, failed_result
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, dns_name, label_value
 from xla_sentinel.spec.campaign import AGENT_ROLES as ROLES
 
@@ -35,6 +38,7 @@ KEY_ANNOTATION = "xlasentinel.dev/task-key"
 PAYLOAD_ANNOTATION = "xlasentinel.dev/task-payload"
 STATE_ANNOTATION = "xlasentinel.dev/task-state"
 RESULT_ANNOTATION = "xlasentinel.dev/task-result"
+SPENT_ANNOTATION = "xlasentinel.dev/task-spent"  # spend.Spend of every attempt, summed
 # An annotation value counts against the object's 256 KiB of annotations: results are cut.
 RESULT_CHARS = 16 * 1024
 CONFLICTS = 5  # re-reads of one Lease after a 409 before finish/release give up
@@ -75,7 +79,10 @@ class KubeTaskQueue:
     calls, which answer plain JSON with the API's own field names)."""
 
     def __init__(self, api: Any, namespace: str, campaign: str, campaign_uid: str = "",
-                 clock: Any = time.time) -> None:
+                 clock: Any = time.time, max_attempts: int = MAX_ATTEMPTS) -> None:
+        if max_attempts < 1:
+            raise QueueError(f"max_attempts: {max_attempts}; at least 1")
+        self.max_attempts = max_attempts
         self.api = api
         self.namespace = namespace
         self.campaign = campaign
@@ -156,6 +163,10 @@ class KubeTaskQueue:
             if not self._free(lease, now):
                 continue
             meta, spec = lease["metadata"], dict(lease.get("spec") or {})
+            attempts = int(spec.get("leaseTransitions") or 0)
+            if attempts >= self.max_attempts:
+                self._drop(lease, attempts)
+                continue
             spec.update(holderIdentity=agent, leaseDurationSeconds=max(1, int(seconds)),
                         acquireTime=_micro_time(now), renewTime=_micro_time(now),
                         leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)
@@ -173,14 +184,37 @@ class KubeTaskQueue:
             return self._task(body, holder=agent, until=now + seconds)
         return None
 
+    def _drop(self, lease: dict[str, Any], attempts: int) -> None:
+        """Settle a free task taken `attempts` times as dropped (a 409: someone else did
+        something with it first, which is as good)."""
+        from kubernetes.client.exceptions import ApiException
+
+        meta, spec = lease["metadata"], dict(lease.get("spec") or {})
+        ann = dict(meta.get("annotations") or {})
+        previous = json.loads(ann[RESULT_ANNOTATION]) if ann.get(RESULT_ANNOTATION) else None
+        ann[STATE_ANNOTATION] = "dropped"
+        ann[RESULT_ANNOTATION] = json.dumps(dropped_result(attempts, previous))[:RESULT_CHARS]
+        for k in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
+            spec.pop(k, None)
+        try:
+            self.api.replace_namespaced_custom_object(
+                LEASE_GROUP, LEASE_VERSION, self.namespace, LEASE_PLURAL, meta["name"],
+                {**lease, "metadata": {**meta, "annotations": ann}, "spec": spec})
+        except ApiException as e:
+            if e.status not in (404, 409):
+                raise
+
     def _task(self, lease: dict[str, Any], holder: str | None = None,
               until: float | None = None) -> Task:
         ann = lease["metadata"].get("annotations") or {}
         return Task(lease["metadata"]["name"], lease["metadata"]["labels"][ROLE_LABEL],
                     ann[KEY_ANNOTATION], json.loads(ann.get(PAYLOAD_ANNOTATION) or "{}"), holder, until)
 
-    def _settle(self, task: Task, agent: str, state: str, result: dict[str, Any] | None) -> bool:
-        """Write `state` (and `result`) on a task `agent` holds; False when it does not."""
+    def _settle(self, task: Task, agent: str, state: str, result: dict[str, Any] | None,
+                spent: Spend | None = None, reason: str | None = None) -> bool:
+        """Write `state` (and `result`; a failed attempt's `reason` added to the earlier
+        ones) on a task `agent` holds, with what the attempt `spent` added to the task's;
+        False when it does not hold it."""
         from kubernetes.client.exceptions import ApiException
 
         for _ in range(CONFLICTS):
@@ -196,6 +230,12 @@ class KubeTaskQueue:
             if spec.get("holderIdentity") != agent or ann.get(STATE_ANNOTATION) != "leased":
                 return False
             ann[STATE_ANNOTATION] = state
+            if reason is not None:
+                previous = json.loads(ann[RESULT_ANNOTATION]) if ann.get(RESULT_ANNOTATION) else None
+                result = failed_result(previous, reason)
+            if spent is not None and spent != Spend():
+                before = Spend.from_json(json.loads(ann.get(SPENT_ANNOTATION) or "null"))
+                ann[SPENT_ANNOTATION] = json.dumps((before + spent).to_json())
             if result is not None:
                 ann[RESULT_ANNOTATION] = json.dumps(result, default=str)[:RESULT_CHARS]
             if state == "open":  # given back: free for the next agent at once
@@ -211,14 +251,23 @@ class KubeTaskQueue:
                     raise
         return False
 
-    def finish(self, task: Task, agent: str, result: dict[str, Any]) -> None:
+    def finish(self, task: Task, agent: str, result: dict[str, Any], spent: Spend | None = None) -> None:
         """Mark a held task done with what came of it; QueueError unless `agent` holds it."""
-        if not self._settle(task, agent, "done", result):
+        if not self._settle(task, agent, "done", result, spent):
             raise QueueError(f"task {task.id} ({task.key}) is not held by {agent}")
 
-    def release(self, task: Task, agent: str) -> None:
-        """Give a held task back unfinished (the agent ran out of budget)."""
-        self._settle(task, agent, "open", None)
+    def release(self, task: Task, agent: str, reason: str = "", spent: Spend | None = None) -> None:
+        """Give a held task back unfinished (a budget stopped the agent, or it crashed): a
+        failed attempt, `reason` recorded in its result."""
+        self._settle(task, agent, "open", None, spent, reason)
+
+    def spent(self) -> Spend:
+        """What every task of the campaign spent, summed (each Lease's spent annotation)."""
+        out = Spend()
+        for lease in self._list(None):
+            raw = (lease["metadata"].get("annotations") or {}).get(SPENT_ANNOTATION)
+            out += Spend.from_json(json.loads(raw) if raw else None)
+        return out
 
     def tasks(self, role: str | None = None) -> list[dict[str, Any]]:
         out = []
@@ -229,5 +278,7 @@ class KubeTaskQueue:
                         "key": ann.get(KEY_ANNOTATION), "payload": json.loads(ann.get(PAYLOAD_ANNOTATION) or "{}"),
                         "state": ann.get(STATE_ANNOTATION), "holder": spec.get("holderIdentity"),
                         "transitions": int(spec.get("leaseTransitions") or 0),
+                        "attempts": int(spec.get("leaseTransitions") or 0),
+                        "spent": Spend.from_json(json.loads(ann.get(SPENT_ANNOTATION) or "null")).to_json(),
                         "result": json.loads(ann[RESULT_ANNOTATION]) if ann.get(RESULT_ANNOTATION) else None})
         return out

@@ -27,8 +27,9 @@ INSTRUCTIONS = """\
 xla-sentinel: continuous correctness testing of the XLA compiler. Tools judge programs under
 a campaign's targets (XLA configurations) against float64 references with the campaign's
 oracle. Find what to test (coverage_gaps, open_signatures, failure_reports), try programs
-(run_test: a JAX snippet defining f(*args) with INPUTS, or StableHLO text; replay: trace
-folders, XLA dumps, module files), reduce what fails (reduce_finding, bisect_finding), try
+(run_test: a JAX snippet defining f(*args) with INPUTS, or StableHLO text; its `reached`
+says which kernel decisions, fusion kinds and passes the program reached, to aim the next
+one; replay: trace folders, XLA dumps, module files), reduce what fails (reduce_finding, bisect_finding), try
 cures (try_cure: XLA flags, passes to disable, an HLO pass plugin, or a rewrite of a
 bundle's program) and submit what you found (submit_test, submit_reproducer, submit_fix).
 Nothing you submit counts until the gate has verified it: a test must compile and be
@@ -104,122 +105,10 @@ def build_server(bench: Workbench, host: str = "127.0.0.1", port: int = 8000) ->
         except (GateError, ToolError) as e:
             raise McpToolError(str(e)) from None
 
-    @server.tool()
-    async def coverage_gaps() -> dict[str, Any]:
-        """What the campaign rarely or never exercised: ops never drawn and least drawn, op
-        pairs, dtypes, ranks, special values, fusion kinds, passes that never changed a module."""
-        return await call(bench.coverage_gaps)
+    # The tools, their parameters described (mcp_tools.py: pydantic, which comes with the extra).
+    from xla_sentinel.agents.mcp_tools import register_tools
 
-    @server.tool()
-    async def open_signatures() -> list[dict[str, Any]]:
-        """Distinct bugs the campaign found that are neither known bugs nor verified fixed."""
-        return await call(bench.open_signatures)
-
-    @server.tool()
-    async def failure_reports() -> list[dict[str, Any]]:
-        """Written failure reports waiting for a reproducer (text of each)."""
-        return await call(bench.failure_reports)
-
-    @server.tool()
-    async def run_test(code: str, kind: str = "jax", inputs: list[Any] | None = None,
-                       special: bool = False) -> dict[str, Any]:
-        """Judge a program under the campaign's targets with the campaign's oracle.
-
-        kind "jax": code defines f(*args) and INPUTS = [(dtype, shape), ...] (or pass inputs as
-        [[dtype, shape], ...]); special=True draws special values. kind "stablehlo": module
-        text; inputs (optional) one nested list of values per parameter. Returns a verdict per
-        target with evidence, and `failing`: the targets judged wrong."""
-        return await call(bench.run_test, code, kind, inputs, special)
-
-    @server.tool()
-    async def submit_test(code: str, rationale: str, kind: str = "jax",
-                          inputs: list[Any] | None = None, special: bool = False) -> dict[str, Any]:
-        """Add a test to the campaign's corpus with its provenance (the agent and model are
-        the server's, not arguments). It is judged first and kept only if it compiled and
-        the oracle judged it."""
-        return await call(bench.submit_test, code, rationale, kind, inputs, special)
-
-    @server.tool()
-    async def check_finding(finding: str) -> dict[str, Any]:
-        """Re-run a finding's program (an id under OUT/findings, or a folder) under the targets."""
-        return await call(bench.check_finding, finding)
-
-    @server.tool()
-    async def bisect_finding(finding: str, timeout: float = 120.0, reduce: bool = True) -> dict[str, Any]:
-        """Localize (and reduce, unless reduce=false) a finding to its culprit op, fusion and
-        curing pass; writes its repro bundle (report.md, issue.md, repro.py)."""
-        return await call(bench.bisect_finding, finding, timeout, reduce)
-
-    @server.tool()
-    async def reduce_finding(finding: str, timeout: float = 120.0) -> dict[str, Any]:
-        """Reduce a finding to a standalone reproducer: the fewest ops that still fail, in a
-        repro bundle; returns the ops before and after, and its repro.py and module.mlir."""
-        return await call(bench.reduce_finding, finding, timeout)
-
-    @server.tool()
-    async def replay(paths: list[str]) -> dict[str, Any]:
-        """Replay trace folders, XLA dump folders or module files (StableHLO, HLO text,
-        jax.export) under the campaign's targets, as `xla-sentinel replay` does: each module's
-        status, the findings (verdict, target, signature, folder) and signatures."""
-        return await call(bench.replay, paths)
-
-    @server.tool()
-    async def read_bundle(path: str) -> dict[str, Any]:
-        """Read a repro bundle folder: report.md, issue.md, repro.py, module.mlir."""
-        return await call(bench.read_bundle, path)
-
-    @server.tool()
-    async def submit_reproducer(code: str, target: str, verdict: str, kind: str = "jax",
-                                inputs: list[Any] | None = None, special: bool = False,
-                                culprit_op: str | None = None, disable_passes: list[str] | None = None,
-                                xla_flags: list[str] | None = None, report: str = "",
-                                rationale: str = "") -> dict[str, Any]:
-        """Submit a reproducer: a program (as for run_test: a JAX snippet defining f with
-        INPUTS, or StableHLO text) that shows the reported failure, with its cure (passes to
-        disable, XLA flags). The engine judges it: verified only if the campaign's `target`
-        judges it `verdict` (mismatch and nan_mismatch are one class), its module holds
-        `culprit_op` where the report names one, and under the cure (applied to the
-        compiler, not visible to the program) the same target judges it pass. `report`: the
-        report's name, or a signature id (whose own target, verdict and culprit op count)."""
-        return await call(bench.submit_reproducer, code, cure(disable_passes, xla_flags), target, verdict,
-                          kind, inputs, special, culprit_op, report, rationale)
-
-    @server.tool()
-    async def try_cure(reproducer: str, disable_passes: list[str] | None = None,
-                       xla_flags: list[str] | None = None, plugin: str | None = None,
-                       plugin_code: str | None = None, plugin_function: str = "transform",
-                       rewrite: str | None = None, rewrite_kind: str = "jax") -> dict[str, Any]:
-        """Try a cure on a reproducer (a repro.py, a bundle folder, or bench/repros/NAME.py).
-        A cure of the compiler: HLO passes to disable, XLA flags, an HLO pass plugin (plugin:
-        FILE.py[:FUNC], or plugin_code: its Python source with transform(proto: bytes) ->
-        bytes | None), run on the reproducer and on the server's regression corpus of known
-        bugs (chosen by the server; a corpus under its minimum size verifies no fix). Or a
-        rewrite of a bundle's program (rewrite: a JAX snippet defining f, or StableHLO text,
-        rewrite_kind "jax" or "stablehlo") that takes the bundle's inputs: it must compute the
-        original module's float64 values on fresh and special inputs, not only the bundle's;
-        the campaign's targets judge it too. Returns cured or not, regressions, other bugs
-        it cures."""
-        return await call(bench.try_cure, reproducer,
-                          cure(disable_passes, xla_flags, plugin, plugin_code, plugin_function, rewrite),
-                          rewrite, rewrite_kind)
-
-    @server.tool()
-    async def submit_fix(reproducer: str, disable_passes: list[str] | None = None,
-                         xla_flags: list[str] | None = None, plugin: str | None = None,
-                         plugin_code: str | None = None, plugin_function: str = "transform",
-                         rewrite: str | None = None, rewrite_kind: str = "jax", rationale: str = "",
-                         signature: str | None = None) -> dict[str, Any]:
-        """Submit a fix draft (the cure as for try_cure): verified only if it cures the
-        reproducer and no known bug's reproducer gets worse under it (a rewrite: no target
-        judges it wrong). A verified fix of a `signature` is kept beside it in the store."""
-        return await call(bench.submit_fix, reproducer,
-                          cure(disable_passes, xla_flags, plugin, plugin_code, plugin_function, rewrite),
-                          rationale, signature, rewrite, rewrite_kind)
-
-    @server.tool()
-    async def draft_issue(signature: str) -> dict[str, Any]:
-        """The upstream issue text of a signature (its bundle's issue.md once bisected)."""
-        return await call(bench.draft_issue, signature)
+    register_tools(server, bench, call, cure)
 
     @server.resource("sentinel://signatures", mime_type="application/json")
     async def signatures() -> list[dict[str, Any]]:

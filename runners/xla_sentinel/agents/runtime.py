@@ -30,10 +30,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from xla_sentinel.agents.archive import archive_run, localize_repro, write_run
 from xla_sentinel.agents.gate import Decision, Ledger
-from xla_sentinel.agents.tasks import Task, TaskQueue
+from xla_sentinel.agents.spend import Budget as SpendingBudget
+from xla_sentinel.agents.spend import Spend, messages_spend
+from xla_sentinel.agents.tasks import MAX_ATTEMPTS, Task, TaskQueue
 from xla_sentinel.core.errors import UserError
 from xla_sentinel.spec.campaign import AGENT_ROLES as ROLES
+from xla_sentinel.storage.objects import StorageError
 
 RETRY_STATUSES = (429, 503, 529)
 # Exit codes: the operator's pod failure policy fails an index at once on budget and
@@ -226,12 +230,16 @@ def task_prompt(role: str, task: Task | None, text: str | None, agent: str = "ag
 
 async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, budget: Budget,
                     task_text: str | None = None, lease_seconds: float | None = None,
-                    campaign: Path | None = None, swarm: Any = None) -> dict[str, Any]:
+                    campaign: Path | None = None, swarm: Any = None,
+                    spending: SpendingBudget | None = None, task_attempts: int = MAX_ATTEMPTS) -> dict[str, Any]:
     """One agent loop; returns its record (also written as the transcript's header).
 
     `swarm` (agents/swarm.Swarm, in an agent pod of a campaign's swarm): the task comes
     from the campaign's queue of Leases, seeded also from its BugSignatures, and the
-    verified fix drafts go back to the operator through the pod's result object."""
+    verified fix drafts go back to the operator through the pod's result object.
+    `spending`: the campaign-wide budget, over what every task of the queue spent: once it
+    is spent no task is taken (exit 1), and a task's token limit is at most what is left.
+    `task_attempts`: a task taken that often and given back again is dropped."""
     import anyio
     from pydantic_ai import Agent
     from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded, UserError
@@ -240,9 +248,17 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
 
     if role not in ROLES:
         raise ValueError(f"--role: {role!r}; one of {', '.join(ROLES)}")
-    queue: Any = swarm.queue if swarm is not None else TaskQueue(out / "agents.sqlite")
+    queue: Any = (swarm.task_queue(task_attempts) if swarm is not None
+                  else TaskQueue(out / "agents.sqlite", task_attempts))
     ledger = Ledger(out / "agents.sqlite")
     task = None
+    spending = spending or SpendingBudget()
+    spent_before = queue.spent() if task_text is None else Spend()
+    if task_text is None and (why := spending.exhausted(spent_before)) is not None:
+        queue.close()
+        ledger.close()
+        return {"role": role, "agent": agent, "status": f"budget: {why}", "exit": EXIT_BUDGET,
+                "campaign_spent": spent_before.to_json()}
     if task_text is None:
         from xla_sentinel.agents.tools import Workbench
 
@@ -260,14 +276,23 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
             queue.close()
             ledger.close()
             return {"role": role, "agent": agent, "status": "no_task", "exit": 0}
+        if swarm is not None:
+            try:  # a bucket campaign's repro, where the tools can open it
+                task = localize_repro(task, out)
+            except StorageError as e:
+                queue.release(task, agent, f"crash: {e}")
+                queue.close()
+                ledger.close()
+                return {"role": role, "agent": agent, "task": task.key, "status": f"crash: {e}", "exit": EXIT_CRASH}
     started = time.time()
     first_claim = max([c["id"] for c in ledger.claims()] or [0])
     model_name = getattr(model, "model_name", str(model))
     # A model from make_model is retried on rate limits already; any other (a test's) is here.
     wrapped = model if getattr(model, "waits", None) is not None or _is_fallback(model) else retrying(model)
     runner = Agent(wrapped, toolsets=[toolset], name=agent, retries=TOOL_RETRIES)
-    limits = UsageLimits(request_limit=None, tool_calls_limit=budget.tool_calls,
-                         total_tokens_limit=budget.tokens)
+    left = spending.tokens_left(spent_before)
+    tokens = left if budget.tokens is None else budget.tokens if left is None else min(budget.tokens, left)
+    limits = UsageLimits(request_limit=None, tool_calls_limit=budget.tool_calls, total_tokens_limit=tokens)
     messages: list[Any] = []
     output, status, code, usage = None, "done", 0, {}
     failure: BaseException | None = None
@@ -299,16 +324,18 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
         if run is not None:
             messages = run.all_messages()
             usage = asdict(run.usage)
-        # Stopped by a budget or an error: the task goes back to the queue for another agent.
+        spent = messages_spend(messages)
+        # Stopped by a budget or an error: the task goes back to the queue for another
+        # agent, a failed attempt (tasks.py drops it after the last one).
         if task is not None and code != 0:
-            queue.release(task, agent)
+            queue.release(task, agent, status, spent)
     claims = [c for c in ledger.claims() if c["id"] > first_claim and c["agent"] == agent]
     transcripts = out / "agents" / "transcripts"
     transcripts.mkdir(parents=True, exist_ok=True)
     path = transcripts / f"{role}-{agent}-{int(started)}.json"
     record = {"role": role, "agent": agent, "model": model_name, "status": status, "exit": code,
               "task": task.key if task else task_text, "seconds": round(time.time() - started, 1),
-              "usage": usage, "output": output, "transcript": str(path),
+              "usage": usage, "spent": spent.to_json(), "output": output, "transcript": str(path),
               "claims": [{"id": c["id"], "kind": c["kind"], "verified": c["verified"], "reason": c["reason"]}
                          for c in claims]}
     if output:
@@ -319,8 +346,15 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
                                indent=1, default=str))
     if swarm is not None:  # only what the gate verified; the operator checks it again
         record["fix_drafts"] = swarm.publish(claims, {"key": task.key, "payload": task.payload} if task else None)
+    write_run(out, record)  # the triage page's agents section reads OUT/agents/runs
+    if swarm is not None and swarm.store:  # the pod's folder goes with the pod: keep the run
+        try:
+            record["archived"] = len(archive_run(swarm.store, out, record, claims))
+        except StorageError as e:
+            record["archived"] = 0
+            print(f"xla-sentinel: agent: the run could not be kept in the campaign's store: {e}", file=sys.stderr)
     if task is not None and code == 0:
-        queue.finish(task, agent, {"claims": record["claims"], "transcript": str(path)})
+        queue.finish(task, agent, {"claims": record["claims"], "transcript": str(path)}, spent)
     queue.close()
     ledger.close()
     if failure is not None:  # said in one line, after the transcript is written

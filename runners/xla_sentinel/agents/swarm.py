@@ -33,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from xla_sentinel.agents.archive import campaign_store
 from xla_sentinel.agents.kube_tasks import KubeTaskQueue
 from xla_sentinel.agents.sources import (
     ARTIFACTS_ROOT,
@@ -42,6 +43,7 @@ from xla_sentinel.agents.sources import (
     configmap_reports,
     worker_reports,
 )
+from xla_sentinel.agents.tasks import MAX_ATTEMPTS
 from xla_sentinel.cluster.report import (
     GROUP,
     REPORT_PLURAL,
@@ -80,12 +82,19 @@ def pod_coverage(spec: Any, env: dict[str, str] | None = None, root: Path = ARTI
                    reports if namespace else None)
 
 
+def _artifacts_of(env: dict[str, str]) -> dict[str, Any]:
+    """spec.artifacts of the campaign spec the operator gives the pod ({} when none)."""
+    try:
+        got = json.loads(env.get("XLA_SENTINEL_SPEC") or "{}").get("artifacts") or {}
+    except (ValueError, AttributeError):
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
 def _bucket_of(env: dict[str, str]) -> str | None:
     """artifacts.bucketURI of the campaign spec the operator gives the pod, if any."""
-    try:
-        return (json.loads(env.get("XLA_SENTINEL_SPEC") or "{}").get("artifacts") or {}).get("bucketURI")
-    except (ValueError, AttributeError):
-        return None
+    bucket = _artifacts_of(env).get("bucketURI")
+    return str(bucket) if bucket else None
 
 
 def _custom_api() -> Any:
@@ -105,6 +114,7 @@ class Swarm:
     campaign_uid: str
     pod: str
     bucket: str | None = None  # artifacts.bucketURI: failure reports under CAMPAIGN/reports/
+    pvc: bool = False  # artifacts.pvc: the campaign's store is /artifacts/CAMPAIGN
 
     @classmethod
     def from_env(cls, api: Any = None) -> Swarm:
@@ -115,7 +125,12 @@ class Swarm:
             raise ValueError(f"an agent pod needs {', '.join(missing)} (set by the operator)")
         return cls(api if api is not None else _custom_api(), env["XLA_SENTINEL_NAMESPACE"],
                    env["XLA_SENTINEL_CAMPAIGN"], env.get("XLA_SENTINEL_CAMPAIGN_UID", ""),
-                   env["XLA_SENTINEL_POD"], _bucket_of(dict(env)))
+                   env["XLA_SENTINEL_POD"], _bucket_of(dict(env)), bool(_artifacts_of(dict(env)).get("pvc")))
+
+    @property
+    def store(self) -> str | None:
+        """Where this pod's runs persist (agents/archive.py): the campaign's store, or None."""
+        return campaign_store(self.campaign, self.pvc, self.bucket)
 
     @property
     def agent(self) -> str:
@@ -125,7 +140,12 @@ class Swarm:
 
     @property
     def queue(self) -> KubeTaskQueue:
-        return KubeTaskQueue(self.api, self.namespace, self.campaign, self.campaign_uid)
+        return self.task_queue()
+
+    def task_queue(self, max_attempts: int = MAX_ATTEMPTS) -> KubeTaskQueue:
+        """The campaign's queue, dropping a task after `max_attempts` (spec.agents.taskAttempts)."""
+        return KubeTaskQueue(self.api, self.namespace, self.campaign, self.campaign_uid,
+                             max_attempts=max_attempts)
 
     def seed(self, queue: KubeTaskQueue) -> int:
         """Queue the tasks the cluster holds: a fix task per BugSignature of the campaign

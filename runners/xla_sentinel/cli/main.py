@@ -33,6 +33,7 @@ from xla_sentinel.storage import objects as storage
 from xla_sentinel.worker.client import WorkerStartError
 
 if TYPE_CHECKING:
+    from xla_sentinel.agents.spend import Budget as SpendingBudget
     from xla_sentinel.agents.swarm import Swarm
 
 EXIT_OK, EXIT_BUGS = 0, 1
@@ -269,6 +270,7 @@ def _cmd_agent(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     if args.tasks < 1:
         raise UserError(f"--tasks: must be >= 1, got {args.tasks}")
+    spending = _spending(args)
     campaign, swarm, name = _agent_place(args)
     if campaign:
         load_campaign(campaign)
@@ -280,7 +282,8 @@ def _cmd_agent(args: argparse.Namespace) -> int:
                                   agent=name, model=args.model)
             record = asyncio.run(run_agent(args.role, model, toolset, Path(args.out), name, budget,
                                            args.task, lease_seconds=args.lease_seconds,
-                                           campaign=campaign, swarm=swarm))
+                                           campaign=campaign, swarm=swarm, spending=spending,
+                                           task_attempts=args.task_attempts))
             records.append(record)
             if record["status"] == "no_task" or record["exit"] != 0:
                 break
@@ -289,6 +292,22 @@ def _cmd_agent(args: argparse.Namespace) -> int:
     for record in records:
         print(json.dumps(record, indent=1, default=str))
     return int(records[-1]["exit"])
+
+
+def _spending(args: argparse.Namespace) -> SpendingBudget:
+    """The agent's campaign-wide budget from --campaign-max-tokens/-usd and --task-attempts,
+    each checked."""
+    import math
+
+    from xla_sentinel.agents.spend import Budget
+
+    if args.campaign_max_tokens is not None and args.campaign_max_tokens < 1:
+        raise UserError(f"--campaign-max-tokens: must be >= 1, got {args.campaign_max_tokens}")
+    if args.campaign_max_usd is not None and not (math.isfinite(args.campaign_max_usd) and args.campaign_max_usd > 0):
+        raise UserError(f"--campaign-max-usd: must be > 0, got {args.campaign_max_usd}")
+    if args.task_attempts < 1:
+        raise UserError(f"--task-attempts: must be >= 1, got {args.task_attempts}")
+    return Budget(args.campaign_max_tokens, args.campaign_max_usd)
 
 
 def _agent_place(args: argparse.Namespace) -> tuple[Path | None, Swarm | None, str]:
@@ -410,6 +429,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "(each with the budgets above); stops early when none is left or a budget stops one")
     agent.add_argument("--lease-seconds", type=float, help="how long a taken task stays this agent's "
                        "(default: --max-seconds + 60)")
+    agent.add_argument("--campaign-max-tokens", type=int, help="the campaign-wide budget: tokens all "
+                       "tasks of the queue may spend together (no task is taken once spent)")
+    agent.add_argument("--campaign-max-usd", type=float, help="the campaign-wide budget in dollars "
+                       "(priced by genai-prices' offline data)")
+    agent.add_argument("--task-attempts", type=int, default=3, help="attempts at one task before it is dropped")
     agent.set_defaults(fn=_cmd_agent)
 
     worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",

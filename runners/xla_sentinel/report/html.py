@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from xla_sentinel.core.model import VERDICT_TABLE
+from xla_sentinel.report.agents import AgentRunRow, agents_section
 
 # What the page may load: nothing but itself (inline styles, data: images).
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -102,6 +103,7 @@ class Page:
     decisions: list[tuple[str, str, int]] = field(default_factory=list)
     decisions_with_hlo: int = 0
     notes: list[str] = field(default_factory=list)
+    agent_runs: list[AgentRunRow] = field(default_factory=list)  # report/agents.py
 
 
 def _e(value: object) -> str:
@@ -215,7 +217,7 @@ body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1200px;color
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 .meta{color:#586069}.cards{display:flex;gap:12px;flex-wrap:wrap;margin:16px 0}
 .card{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:120px}
-.card b{display:block;font-size:20px}
+.card b{display:block;font-size:20px}.ok{color:#138d75}.refused{color:#c0392b}
 table{border-collapse:collapse;margin:6px 0 12px}th,td{border:1px solid #e1e4e8;padding:3px 8px;
 text-align:left;vertical-align:top}th{background:#f6f8fa}td.n{text-align:right}
 code{font-size:12px}.verdict{font-weight:600}.state-new,.state-regressed{color:#c0392b}
@@ -312,6 +314,8 @@ def render_page(page: Page) -> str:
                        f'<td class="n">{c.signatures}</td><td>{_e(c.workers)}</td>'
                        f'<td>{_e(_short(c.started))}</td><td class="n">{rate}</td></tr>')
         out.append("</table>")
+    if page.agent_runs:
+        out.append(agents_section(page.agent_runs))
     if page.throughput or page.program_seconds:
         out.append('<h2 id="throughput">Throughput</h2><div class="grid"><table>'
                    + "".join(f"<tr><th>{_e(k)}</th><td class=\"n\">{_e(v)}</td></tr>"

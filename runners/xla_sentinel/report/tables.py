@@ -23,6 +23,7 @@ from urllib.parse import quote
 from xla_sentinel.campaign import coverage
 from xla_sentinel.core.model import Signature
 from xla_sentinel.core.program import ProgramError
+from xla_sentinel.report.agents import RUNS, read_runs
 from xla_sentinel.report.html import Event, Page, SignatureRow, render_page, versions_note
 from xla_sentinel.spec.campaign import OP_NAMES
 from xla_sentinel.storage import objects as storage
@@ -233,6 +234,9 @@ def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None 
     tables = {"Programs by status": data["status"], "Findings by verdict": data["findings"],
               "Least exercised ops": dict(sorted(cov["ops"].items(), key=lambda kv: (kv[1], kv[0]))[:TOP])}
     lists = {"Generator ops never drawn": never_drawn(cov)} if data["generated"] else {}
+    # The campaign's agent runs: its own folder's, and in a cluster's store the campaign's
+    # agents/ beside its workers' folders (agents/archive.py).
+    runs, unread = read_runs([folder, folder.parent])
     return Page(
         title=f"xla-sentinel: campaign {name}", source=store_uri or str(folder.resolve()),
         generated=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -243,7 +247,8 @@ def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None 
         coverage={SECTION_TITLES[k]: cov[k] for k in SECTION_TITLES if cov.get(k)},
         decisions=[(d, what, cov.get("kernel_decisions", {}).get(d, 0))
                    for d, what in coverage.KERNEL_DECISIONS.items()],
-        decisions_with_hlo=cov.get("programs_with_hlo", 0))
+        decisions_with_hlo=cov.get("programs_with_hlo", 0),
+        agent_runs=runs, notes=[f"agent run not shown: {e}" for e in unread])
 
 
 def html_report(folder: Path, path: Path | None = None) -> Path:
@@ -268,6 +273,26 @@ def download_campaign(store: storage.ObjectStore, folder: Path) -> None:
                 raise storage.StorageError(f"{e} (a run uploads its store's snapshot when it ends)") from None
 
 
+def download_agent_runs(uri: str, folder: Path) -> list[str]:
+    """Fetch the agent runs kept at `uri` and at the campaign's store above it (a worker's
+    folder's parent) into folder/agents/runs and folder/../agents/runs, as read_runs reads
+    them; the stores that could not be read (named; the page is made without them)."""
+    problems = []
+    parent = uri.rstrip("/").rsplit("/", 1)[0]
+    for where, dest in ((uri, folder), (parent, folder.parent)):
+        if "://" in where and not where.split("://", 1)[1]:
+            continue  # above a bucket's root there is nothing
+        try:
+            store = storage.ObjectStore(where)
+            for key in store.find(f"{RUNS}/*.json"):
+                target = dest / key
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(store.read(key))
+        except storage.StorageError as e:
+            problems.append(str(e))
+    return problems
+
+
 def html_report_uri(uri: str, path: Path | None = None) -> Path:
     """Write the triage page of the campaign stored at `uri` to `path` (default: report.html
     in the URI's staging folder); returns where it went. The snapshot is read in a folder
@@ -275,8 +300,12 @@ def html_report_uri(uri: str, path: Path | None = None) -> Path:
     store = storage.ObjectStore(uri)
     path = Path(path) if path else storage.default_staging(uri) / "report" / "report.html"
     with tempfile.TemporaryDirectory(prefix="xla-sentinel-report-") as tmp:
-        download_campaign(store, Path(tmp))
-        page = render_page(page_data(Path(tmp), path.parent, store_uri=store.uri))
+        campaign = Path(tmp) / "campaign"
+        download_campaign(store, campaign)
+        problems = download_agent_runs(store.uri, campaign)
+        data = page_data(campaign, path.parent, store_uri=store.uri)
+        data.notes += [f"agent runs not read: {p}" for p in problems]
+        page = render_page(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page)
     return path

@@ -463,6 +463,23 @@ class AgentBudgetSpec:
 
 
 @dataclass(frozen=True)
+class AgentSpendingSpec:
+    """What a campaign's whole swarm may spend over all its tasks (unset: no limit), counted
+    from the model's reported usage; money priced by genai-prices' offline data
+    (agents/spend.py), so a model it does not know spends tokens only."""
+
+    tokens: int | None = None
+    usd: float | None = None
+
+    def check(self, path: str) -> None:
+        if self.tokens is not None:
+            _require(1 <= self.tokens <= INT64_MAX, f"{path}.tokens", "must be >= 1")
+        if self.usd is not None:
+            _require_finite(self.usd, f"{path}.usd")
+            _require(self.usd > 0, f"{path}.usd", "must be > 0")
+
+
+@dataclass(frozen=True)
 class AgentRoleSpec:
     """`replicas` agent pods of one role; model and budget default to spec.agents'."""
 
@@ -507,6 +524,10 @@ class AgentsSpec:
     # Tasks each agent pod takes one after another (each under `budget`); it stops early
     # when its role's queue is empty or a budget stopped one.
     tasks: int = 1
+    # The campaign-wide budget of the swarm; the agents take no task once it is spent.
+    spending: AgentSpendingSpec | None = None
+    # Attempts at one task (a crash, a budget stop, a dead pod) before it is dropped.
+    taskAttempts: int = 3
 
     def role_model(self, role: AgentRoleSpec) -> str:
         return role.model or self.model
@@ -526,6 +547,9 @@ class AgentsSpec:
         _require(60 <= self.leaseSeconds <= 7 * 86400, f"{path}.leaseSeconds",
                  "must be between 60 and 604800")
         _require(1 <= self.tasks <= 1000, f"{path}.tasks", "must be between 1 and 1000")
+        _require(1 <= self.taskAttempts <= 20, f"{path}.taskAttempts", "must be between 1 and 20")
+        if self.spending is not None:
+            self.spending.check(f"{path}.spending")
         providers = {self.role_model(r).partition(":")[0] for r in self.roles}
         needs = sorted({AGENT_CREDENTIAL_ENV[p] for p in providers if p in AGENT_CREDENTIAL_ENV})
         if self.credentialSecretRef is None:
