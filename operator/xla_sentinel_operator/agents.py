@@ -25,8 +25,9 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
 
 from xla_sentinel.agents.gate import MIN_REGRESSION_ENV, REGRESSION_CORPUS_ENV, configured_minimum
-from xla_sentinel.agents.kube_tasks import LEASE_GROUP, LEASE_PLURAL, LEASE_VERSION, TASK_LABEL
-from xla_sentinel.agents.kube_tasks import ROLE_LABEL as AGENT_ROLE_LABEL
+from xla_sentinel.agents.kube_tasks import LEASE_GROUP, LEASE_PLURAL, LEASE_VERSION
+from xla_sentinel.agents.lease_keys import ROLE_LABEL as AGENT_ROLE_LABEL
+from xla_sentinel.agents.lease_keys import TASK_LABEL
 from xla_sentinel.agents.spend import Budget
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, REPORT_PLURAL, report_from_object
 from xla_sentinel.spec.campaign import (

@@ -31,7 +31,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, TypedDict
 
-from xla_sentinel.agents.kube_tasks import (
+from xla_sentinel.agents.lease_keys import (
     KEY_ANNOTATION,
     RESULT_ANNOTATION,
     ROLE_LABEL,
@@ -115,7 +115,7 @@ class Ledger(NamedTuple):
 
 
 def task_ledger(leases: Iterable[Mapping[str, Any]]) -> Ledger:
-    """Sum the campaign's task Leases (agents/kube_tasks.py's annotations)."""
+    """Sum the campaign's task Leases (agents/lease_keys.py's annotations)."""
     spent, states = Spend(), Counter[str]()
     dropped: list[DroppedTask] = []
     settled: set[str] = set()

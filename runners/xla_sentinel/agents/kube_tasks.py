@@ -26,19 +26,21 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from xla_sentinel.agents.lease_keys import (
+    KEY_ANNOTATION,
+    PAYLOAD_ANNOTATION,
+    RESULT_ANNOTATION,
+    ROLE_LABEL,
+    SPENT_ANNOTATION,
+    STATE_ANNOTATION,
+    TASK_LABEL,
+)
 from xla_sentinel.agents.spend import Spend
 from xla_sentinel.agents.tasks import MAX_ATTEMPTS, QueueError, Task, dropped_result, failed_result
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, dns_name, label_value
 from xla_sentinel.spec.campaign import AGENT_ROLES as ROLES
 
 LEASE_GROUP, LEASE_VERSION, LEASE_PLURAL = "coordination.k8s.io", "v1", "leases"
-TASK_LABEL = "xlasentinel.dev/agent-task"
-ROLE_LABEL = "xlasentinel.dev/agent-role"
-KEY_ANNOTATION = "xlasentinel.dev/task-key"
-PAYLOAD_ANNOTATION = "xlasentinel.dev/task-payload"
-STATE_ANNOTATION = "xlasentinel.dev/task-state"
-RESULT_ANNOTATION = "xlasentinel.dev/task-result"
-SPENT_ANNOTATION = "xlasentinel.dev/task-spent"  # spend.Spend of every attempt, summed
 # An annotation value counts against the object's 256 KiB of annotations: results are cut.
 RESULT_CHARS = 16 * 1024
 CONFLICTS = 5  # re-reads of one Lease after a 409 before finish/release give up
