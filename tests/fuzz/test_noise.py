@@ -181,6 +181,21 @@ def test_overflow_prone_counts_the_finite_terms_of_a_sum_that_holds_an_inf() -> 
     assert evaluate.overflow_prone(graph, [np.float16([np.inf, -3, -3, -3])]) == [False]
 
 
+def test_overflow_prone_counts_finite_f64_terms_that_add_up_beyond_float64() -> None:
+    # Clean run s41-i31 cut down: f64 terms each finite whose magnitudes add up beyond
+    # 1.8e308. numpy's float64 sum was -inf, the default target's -1.35e308, f64_eager's
+    # another inf/NaN pattern: all legal, as the order of the additions decides.
+    f64_dot = Graph(values=[Value([1, 3], "f64", False, input=0), Value([3, 1], "f64", False, input=1),
+                            Value([1, 1], "f64", True, node=0)],
+                    nodes=[Node("dot_general", [0, 1], {"lhs_contract": [1], "rhs_contract": [0],
+                                                        "lhs_batch": [], "rhs_batch": []})],
+                    outputs=[2])
+    row = np.float64([[-1.2e308, -1.2e308, 1.0e308]])
+    column = np.float64([[1.0], [1.0], [1.0]])
+    assert evaluate.overflow_prone(f64_dot, [row, column]) == [True]
+    assert evaluate.overflow_prone(f64_dot, [row / 10, column]) == [False]
+
+
 # A NaN that only the program's own precision makes, every value in range: f16
 # (1 + 23/1024)^2 is 1.0454 exactly and rounds up to 1 + 47/1024; times 62656 it is
 # 65532, which rounds to inf (inf - inf: NaN), where float64 has 65502 (finite in f16,

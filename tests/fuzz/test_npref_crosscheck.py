@@ -107,3 +107,13 @@ def test_an_output_the_references_disagree_on_leaves_the_other_outputs_judged(tm
     verdicts = check_program(tmp_path / "program", campaign, ())
     assert [(v["target"], v["status"], v["verdict"], v["evidence"].get("reason")) for v in verdicts] == [
         ("default", "judged", "mismatch", "integer"), ("O0", "judged", "mismatch", "integer")]
+
+
+def test_another_inf_pattern_is_ill_conditioning_only_where_overflow_is_legal() -> None:
+    # s41-i31: an f64 conv whose terms add up beyond float64's range, NaN in numpy's order
+    # and -inf in f64_eager's; on an output that cannot overflow it stays a finding.
+    numpy_out, xla_out = [np.array([np.nan, 1.0])], [np.array([-np.inf, 1.0])]
+    infos = [OutputInfo("f64", True)]
+    assert reference_disagreement(numpy_out, xla_out, infos, overflow=lambda: [True]) == (None, {0})
+    verdict, _ = reference_disagreement(numpy_out, xla_out, infos, overflow=lambda: [False])
+    assert verdict is not None and verdict[0] == "nan_mismatch"

@@ -112,6 +112,7 @@ BEYOND_NOISE = 10.0
 def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
                            infos: list[oracle.OutputInfo],
                            spread: Callable[[int], float | None] | None = None,
+                           overflow: Callable[[], list[bool] | None] | None = None,
                            ) -> tuple[tuple[Verdict, int, dict[str, Any]] | None, frozenset[int]]:
     """How an XLA float64 reference's outputs differ from numpy's float64 ones.
 
@@ -124,7 +125,11 @@ def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
     on 1% of programs: no verdict on that output then. Unless `spread(i)`, the noise model's
     normwise spread on float output i, says the program cannot amplify rounding that far
     (BEYOND_NOISE): then it is a mismatch of the reference (s24-i282: f64_jit shared the
-    dynamic_slice-of-dynamic_slice bug on a float output, and the program went undecided)."""
+    dynamic_slice-of-dynamic_slice bug on a float output, and the program went undecided).
+    Another NaN/inf pattern is ill-conditioning too where `overflow()` (the noise model's,
+    evaluate.overflow_prone) marks the output: terms that add up beyond float64's range
+    overflow in one order and not in another, in float64 as in any dtype (s41-i31, an f64
+    conv: numpy NaN, f64_eager -inf)."""
     ill: set[int] = set()
     for i, (x, y, info) in enumerate(zip(expected, actual, infos, strict=True)):
         x, y = np.asarray(x), np.asarray(y)
@@ -143,6 +148,9 @@ def reference_disagreement(expected: list[np.ndarray], actual: list[np.ndarray],
                                           "expected": x[where].item(), "actual": y[where].item()}), frozenset(ill)
         cx, cy = oracle.nan_classes(x), oracle.nan_classes(y)
         if not np.array_equal(cx, cy):
+            if overflow is not None and (prone := overflow()) and prone[i]:
+                ill.add(i)
+                continue
             where = tuple(int(k) for k in np.argwhere(cx != cy)[0])
             return (Verdict.NAN_MISMATCH, i, {"reason": "reference", "dtype": info.dtype,
                                               "elements": int((cx != cy).sum()), "where": list(where),
@@ -676,7 +684,7 @@ class Assessor:
             if o.outputs is None:
                 continue
             verdict, ill = reference_disagreement(truth, oracle.without_undetermined(o.outputs, undetermined),
-                                                  judging.infos, spread)
+                                                  judging.infos, spread, judging.noise.overflow)
             ill_outputs |= ill
             if verdict is not None:
                 name, output, ev = verdict
