@@ -43,10 +43,11 @@ async def reconcile(rt: Runtime, body: FuzzCampaign) -> None:
 
 
 async def slice_jobsets(rt: Runtime, c: desired.Campaign) -> list[Job]:
-    """The worker JobSets of a TPU campaign's multi-host slices, read as worker Jobs
-    (jobsets.as_worker_job). Listed at each roll-up rather than watched: only TPU campaigns
-    have them, a handful of objects; none where the operator runs without JobSet."""
-    if not rt.config.jobs.jobset or c.spec.accelerator.type != "tpu":
+    """The worker JobSets of a TPU campaign's multi-host slices, or of a CPU/GPU campaign's
+    multi-host groups (accelerator.hosts > 1), read as worker Jobs (jobsets.as_worker_job).
+    Listed at each roll-up rather than watched: only those campaigns have them, a handful
+    of objects; none where the operator runs without JobSet."""
+    if not rt.config.jobs.jobset or (c.spec.accelerator.type != "tpu" and desired.group_hosts(c.spec) <= 1):
         return []
     try:
         items = await rt.api.list(path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace), JobSet,

@@ -1,6 +1,7 @@
 """Pure functions from a campaign spec to the Jobs that should exist: worker Jobs (one
-Indexed Job per runner image; each index is one seed shard; on a multi-host TPU slice one
-JobSet per shard, jobsets.py) and bisector and fix-verification Jobs.
+Indexed Job per runner image; each index is one seed shard; on a multi-host TPU slice, or
+a CPU/GPU campaign of `accelerator.hosts > 1`, one JobSet per shard, jobsets.py) and
+bisector and fix-verification Jobs.
 
 No API calls here; the workflows (campaigns.py, followups.py) apply these manifests to
 the cluster.
@@ -416,6 +417,14 @@ def tpu_slice(spec: CampaignSpec) -> tpu.Slice | None:
     return s
 
 
+def hosts_unavailable(spec: CampaignSpec) -> str:
+    """Why a CPU/GPU multi-host group is refused where the operator runs without JobSet."""
+    return (f"spec.accelerator.hosts: {spec.accelerator.hosts} hosts run as one JobSet per shard "
+            "(its pods the hosts of one program), and this operator runs without JobSet (chart "
+            "value jobset.enabled=false, flag --no-jobset): install JobSet (sigs.k8s.io/jobset) "
+            "and enable it, or set accelerator.hosts to 1")
+
+
 def jobset_unavailable(spec: CampaignSpec, s: tpu.Slice) -> str:
     """Why a multi-host slice is refused where the operator runs without JobSet: its hosts
     must start, fail and restart together, in one node pool, which one Indexed Job per
@@ -439,14 +448,27 @@ def _multi_host(spec: CampaignSpec) -> tpu.Slice | None:
     return s if s is not None and s.multi_host else None
 
 
+def group_hosts(spec: CampaignSpec) -> int:
+    """Hosts of a CPU or GPU campaign's multi-host group (`accelerator.hosts`): its pods
+    are the hosts of one program stream, 1 for every other campaign (a TPU slice's hosts
+    come from its topology, _multi_host)."""
+    acc = spec.accelerator
+    return acc.hosts if acc.type != "tpu" and acc.hosts > 1 else 1
+
+
+def slice_hosts(spec: CampaignSpec) -> int:
+    """Pods per shard: a multi-host TPU slice's hosts, a multi-host group's, else 1."""
+    s = _multi_host(spec)
+    return s.hosts if s is not None else group_hosts(spec)
+
+
 def job_count(spec: CampaignSpec) -> int:
     """Worker Jobs of a campaign: one per group, or one per group and slice (multi-host)."""
-    return len(worker_groups(spec)) * (spec.workers if _multi_host(spec) else 1)
+    return len(worker_groups(spec)) * (spec.workers if slice_hosts(spec) > 1 else 1)
 
 
 def pod_count(spec: CampaignSpec) -> int:
-    s = _multi_host(spec)
-    return spec.workers * len(worker_groups(spec)) * (s.hosts if s else 1)
+    return spec.workers * len(worker_groups(spec)) * slice_hosts(spec)
 
 
 # Progress writes of a campaign's reports, per second, that the workers' interval aims at
@@ -514,6 +536,18 @@ def _slice_env(name: str, hosts: int) -> list[EnvVar]:
             {"name": "TPU_WORKER_HOSTNAMES", "value": ",".join(jobsets.hostnames(name, hosts))}]
 
 
+def _group_env(name: str, hosts: int) -> list[EnvVar]:
+    """What each pod of a CPU/GPU multi-host group's JobSet `name` reads (cluster/pod.py
+    host_role): the group's size (its index is JOB_COMPLETION_INDEX, host 0 runs the
+    campaign), the headless Service's subdomain (host 0's DNS name: `<name>-hosts-0-0.<name>`,
+    jobsets.hostnames), and the slice's restart attempt, the token a host shows host 0 (a
+    pod of an earlier attempt is never taken into the group)."""
+    return [{"name": "XLA_SENTINEL_HOSTS", "value": str(hosts)},
+            {"name": "XLA_SENTINEL_SUBDOMAIN", "value": name},
+            {"name": "XLA_SENTINEL_SLICE_TOKEN",
+             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{jobsets.RESTART_LABEL}']"}}}]
+
+
 # Restarts of a whole slice before its JobSet fails: the per-shard retry budget an Indexed
 # Job's index has (backoffLimitPerIndex). A JobSet failed after them stalls the campaign
 # and is recreated with the worker Jobs' backoff (rollup.retries); one failed by its fatal
@@ -522,21 +556,26 @@ SLICE_RESTARTS = BACKOFF_PER_INDEX
 # A failed host fails its slice's Job at once (backoffLimit 0, JobSet restarts the
 # slice), so the Indexed Job's FailIndex becomes FailJob; JobSet's failurePolicy then fails
 # the JobSet for good (jobsets.FATAL_JOB_REASONS) instead of restarting into the same exit 2.
+# A host disrupted (DisruptionTarget: eviction, a node drain, TPU maintenance) fails the Job
+# too, by rule 0 (jobsets.MAINTENANCE_RULE_INDEX): the slice's hosts run one program in
+# lockstep, so one replaced host alone cannot rejoin; JobSet restarts the whole slice
+# without spending maxRestarts (jobsets.slice_jobset's maintenance rule), as JobSet
+# documents for host maintenance.
 SLICE_POD_FAILURE_POLICY: Manifest = {"rules": [
-    POD_FAILURE_POLICY["rules"][0],
+    {**POD_FAILURE_POLICY["rules"][0], "action": "FailJob"},
     {**POD_FAILURE_POLICY["rules"][1], "action": "FailJob"},
 ]}
 
 
 def _slice_jobset(c: Campaign, name: str, labels: dict[str, str], pod: Manifest,
                   hosts: int, *, restarts: int, suspend: bool,
-                  deadline_s: int | None = None) -> JobSet:
+                  deadline_s: int | None = None, exclusive: bool = True) -> JobSet:
     pod = {**pod, "subdomain": name}  # the hosts' names: jobsets.hostnames
     return jobsets.slice_jobset(
         name=name, namespace=c.namespace, labels=labels, job_labels=campaign_selector(c.name),
         owner=owner_reference(c), pod_labels={k: v for k, v in labels.items() if k != QUEUE_LABEL},
         pod=pod, hosts=hosts, max_restarts=restarts, suspend=suspend,
-        pod_failure_policy=SLICE_POD_FAILURE_POLICY, deadline_s=deadline_s)
+        pod_failure_policy=SLICE_POD_FAILURE_POLICY, deadline_s=deadline_s, exclusive=exclusive)
 
 
 def worker_jobs(c: Campaign, *, default_image: str,
@@ -547,6 +586,7 @@ def worker_jobs(c: Campaign, *, default_image: str,
     rev = revision(c.spec)
     spec_json = json.dumps(worker_spec(c.spec), sort_keys=True)
     multi = _multi_host(c.spec)
+    hosts = group_hosts(c.spec)
     jobs: list[Workload] = []
     for group in worker_groups(c.spec):
         labels = _labels(c, "worker", **{GROUP_LABEL: group.name, REVISION_LABEL: rev})
@@ -555,6 +595,19 @@ def worker_jobs(c: Campaign, *, default_image: str,
         env = _worker_env(c, group, spec_json) + [
             {"name": "XLA_SENTINEL_REVISION", "value": rev},
             {"name": "XLA_SENTINEL_IMAGE", "value": image}]
+        if multi is None and hosts > 1:
+            for i in range(c.spec.workers):
+                # One shard per group: its pods are the hosts of one program stream; host 0
+                # runs the campaign and reports, hosts 1..N-1 serve it (cluster/pod.py).
+                name = jobset_name(c.name, group.name, rev, f"s{i}")
+                group_env = env + [{"name": "XLA_SENTINEL_SHARD_INDEX", "value": str(i)},
+                                   *_group_env(name, hosts)]
+                pod = _pod_spec(c, image, ["worker"], group_env, service_account)
+                jobs.append(_slice_jobset(c, name, {**labels, SLICE_LABEL: str(i)}, pod, hosts,
+                                          restarts=SLICE_RESTARTS,
+                                          suspend=bool(c.spec.suspend or c.spec.queueName),
+                                          exclusive=False))
+            continue
         if multi is None:
             pod = _pod_spec(c, image, ["worker"], env, service_account)
             jobs.append(_job(c, job_name(c.name, group.name, rev), labels, pod, c.spec.workers))

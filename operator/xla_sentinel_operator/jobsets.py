@@ -1,6 +1,6 @@
-"""Multi-host TPU slices as JobSets (jobset.x-k8s.io/v1alpha2, sigs.k8s.io/jobset): the
-shape of one slice's JobSet, the names JobSet gives its hosts, and a JobSet's status read
-as the roll-up reads a worker Job's.
+"""Multi-host TPU slices, and CPU/GPU multi-host groups (`accelerator.hosts`), as JobSets
+(jobset.x-k8s.io/v1alpha2, sigs.k8s.io/jobset): the shape of one slice's JobSet, the names
+JobSet gives its hosts, and a JobSet's status read as the roll-up reads a worker Job's.
 
 A slice of `hosts` hosts is one JobSet holding one replicatedJob (HOSTS_JOB) of one
 Indexed Job of `hosts` pods. JobSet places every pod of a slice in one GKE node pool
@@ -43,6 +43,12 @@ FATAL_JOB_REASONS = ["PodFailurePolicy", "DeadlineExceeded"]
 # The reason of a JobSet's Failed condition once it restarted its slice maxRestarts times
 # (JobSet's constants.ReachedMaxRestartsReason): hosts lost, not a fatal rule.
 SPENT_RESTARTS = "ReachedMaxRestarts"
+# The slice's podFailurePolicy rule (desired.SLICE_POD_FAILURE_POLICY) that fails its Job
+# for a disrupted host (DisruptionTarget): its index is in the Job's failure message, "Pod
+# NS/NAME has condition DisruptionTarget matching FailJob rule at index 0", which the
+# maintenance rule matches (onJobFailureMessagePatterns, JobSet >= v0.10).
+MAINTENANCE_RULE_INDEX = 0
+MAINTENANCE_PATTERN = f"matching FailJob rule at index {MAINTENANCE_RULE_INDEX}$"
 
 
 def job_name(jobset: str) -> str:
@@ -68,11 +74,13 @@ def slice_jobset(*, name: str, namespace: str, labels: dict[str, str], job_label
                  owner: OwnerReference, pod_labels: dict[str, str], pod: Manifest,
                  hosts: int, max_restarts: int, suspend: bool,
                  pod_failure_policy: Manifest | None = None,
-                 deadline_s: int | None = None) -> JobSet:
+                 deadline_s: int | None = None, exclusive: bool = True) -> JobSet:
     """One slice as a JobSet. `labels` go on the JobSet (Kueue reads its queue label there);
     its Job carries `job_labels` (the campaign's, no role: never taken for a worker Job); its pods
     carry `pod_labels` (role, group, revision: the network policy and the Services select on
-    them). `suspend`: created suspended (spec.suspend, or Kueue admits it by unsuspending)."""
+    them). `suspend`: created suspended (spec.suspend, or Kueue admits it by unsuspending).
+    `exclusive`: one slice per node pool (a TPU slice's hosts are its pool's VMs); a CPU or
+    GPU group's pods go wherever they fit, several groups to a pool."""
     job_spec: JobSpec = {
         "completionMode": "Indexed", "completions": hosts, "parallelism": hosts,
         # Any failed host fails the Job at once; the JobSet then restarts the whole slice.
@@ -86,7 +94,7 @@ def slice_jobset(*, name: str, namespace: str, labels: dict[str, str], job_label
     return {
         "apiVersion": API_VERSION, "kind": KIND,
         "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "annotations": {EXCLUSIVE_TOPOLOGY: NODEPOOL},
+                     "annotations": {EXCLUSIVE_TOPOLOGY: NODEPOOL} if exclusive else {},
                      "ownerReferences": [owner]},
         "spec": {
             "suspend": suspend,
@@ -94,7 +102,13 @@ def slice_jobset(*, name: str, namespace: str, labels: dict[str, str], job_label
             # they resolve before the pods are ready, as libtpu needs at start.
             "network": {"enableDNSHostnames": True, "subdomain": name,
                         "publishNotReadyAddresses": True},
+            # First match wins: a disrupted host restarts the slice without spending
+            # maxRestarts (JobSet's documented handling of host maintenance); exit 2 or
+            # a deadline fails it for good; any other failed host restarts it, counted.
             "failurePolicy": {"maxRestarts": max_restarts, "rules": [
+                {"name": "maintenance", "action": "RestartJobSetAndIgnoreMaxRestarts",
+                 "onJobFailureReasons": ["PodFailurePolicy"],
+                 "onJobFailureMessagePatterns": [MAINTENANCE_PATTERN]},
                 {"name": "fatal", "action": "FailJobSet",
                  "onJobFailureReasons": FATAL_JOB_REASONS}]},
             "replicatedJobs": [{"name": HOSTS_JOB, "replicas": 1, "template": {

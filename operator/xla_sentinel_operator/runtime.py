@@ -234,6 +234,8 @@ def campaign_of(body: FuzzCampaign, images: dict[str, str] | None = None,
         raise Refused(str(e)) from None
     if tpu_slice is not None and tpu_slice.multi_host and not jobset:
         raise Refused(desired.jobset_unavailable(spec, tpu_slice), "JobSetUnavailable")
+    if desired.group_hosts(spec) > 1 and not jobset:
+        raise Refused(desired.hosts_unavailable(spec), "JobSetUnavailable")
     if images is not None:
         declared = annotations_of(body).get(desired.IMAGE_PLATFORM_ANNOTATION)
         try:

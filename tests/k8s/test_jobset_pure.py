@@ -216,8 +216,8 @@ def test_followups_of_a_multi_host_slice_run_on_a_whole_slice_in_the_queue(make)
     env = env_of(job["template"]["spec"])
     assert env["TPU_WORKER_HOSTNAMES"].count(",") == 3 and "TPU_WORKER_ID" in env
     # Past its deadline it fails for good, not restarted into the same wait.
-    rules = js["spec"]["failurePolicy"]["rules"]
-    assert rules[0]["action"] == "FailJobSet" and "DeadlineExceeded" in rules[0]["onJobFailureReasons"]
+    (fatal,) = [r for r in js["spec"]["failurePolicy"]["rules"] if r["name"] == "fatal"]
+    assert fatal["action"] == "FailJobSet" and "DeadlineExceeded" in fatal["onJobFailureReasons"]
 
 
 def test_followups_of_a_single_host_slice_are_jobs_with_a_deadline_and_cpu_ones_are_not_held():

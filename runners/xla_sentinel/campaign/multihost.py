@@ -15,6 +15,8 @@ whatever the reduction order), against its twin bit for bit: a difference there 
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -30,6 +32,7 @@ from xla_sentinel.judge.assess import Assessor, Judging, Outcome, Slot
 from xla_sentinel.judge.targets import Target
 from xla_sentinel.spec.campaign import CampaignSpec
 from xla_sentinel.worker.client import Worker
+from xla_sentinel.worker.host_link import RemoteHosts
 from xla_sentinel.worker.hosts import HostGroup, Layout
 
 
@@ -121,6 +124,8 @@ class MultiHost:
         self.layout = lay
         self.plugins = list(plugins)
         self.group: HostGroup | None = None
+        # The campaign's stop (the assessor's): set when a remote host's pod is gone.
+        self.stop: threading.Event | None = None
 
     @classmethod
     def of(cls, spec: CampaignSpec, plugins: Sequence[str]) -> MultiHost | None:
@@ -128,6 +133,7 @@ class MultiHost:
         return None if lay is None else cls(lay, plugins)
 
     def assessor(self, base: Assessor) -> LayoutAssessor:
+        self.stop = base.stop
         return LayoutAssessor.around(base, self.layout)
 
     def add_to_summary(self, out: Path, summary: dict[str, Any]) -> None:
@@ -146,7 +152,13 @@ class MultiHost:
         """The group, as every slot's worker of the layout's target (one program at a
         time on it: its call holds a lock). A slot's close closes it (HostGroup.close
         is idempotent)."""
-        self.group = HostGroup(self.layout, self.plugins, logs)
+        # In a cluster, hosts 1..N-1 are other pods of the slice (cluster/pod.py puts
+        # where in the environment); a lost one stops the campaign: JobSet restarts the
+        # slice, and the program in flight is redone on resume, not recorded as a hang.
+        remote = RemoteHosts.from_environ(os.environ)
+        stop = self.stop
+        self.group = HostGroup(self.layout, self.plugins, logs, remote=remote,
+                               on_lost=stop.set if remote is not None and stop is not None else None)
         for s in slots:
             # The group serves the part of a Worker's interface a slot uses (call, start,
             # close, name, log_path, restarts, recycles): duck-typed, not a subclass.

@@ -221,6 +221,15 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return worker_main(args.rest)
 
 
+def _cmd_host(args: argparse.Namespace) -> int:
+    from xla_sentinel.worker.host_link import serve_remote
+
+    try:
+        return serve_remote(args.driver, args.host, args.token, args.connect_seconds)
+    except ValueError as e:
+        raise UserError(f"--driver: {e}") from None
+
+
 def _cmd_operator(args: argparse.Namespace) -> int:
     from xla_sentinel_operator.main import run
 
@@ -440,6 +449,15 @@ def build_parser() -> argparse.ArgumentParser:
                             add_help=False)
     worker.add_argument("rest", nargs=argparse.REMAINDER)
     worker.set_defaults(fn=_cmd_worker)
+
+    host = sub.add_parser("host", help="serve one host (1..N-1) of a multi-host group to its driver over TCP "
+                          "(docs/spmd.md; a JobSet's pods run `worker`, which does this on hosts 1..N-1)")
+    host.add_argument("--driver", required=True, metavar="HOST:PORT", help="the driver's address (host 0)")
+    host.add_argument("--host", type=int, required=True, help="this host's index, 1..N-1")
+    host.add_argument("--token", default="", help="the group's token, as the driver was given it")
+    host.add_argument("--connect-seconds", type=float, default=600.0,
+                      help="give up (exit 1) when the driver is unreachable this long")
+    host.set_defaults(fn=_cmd_host)
 
     op = sub.add_parser("operator", help="run the Kubernetes operator", add_help=False)
     op.add_argument("rest", nargs=argparse.REMAINDER)

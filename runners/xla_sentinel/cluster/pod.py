@@ -275,6 +275,55 @@ def slice_host(environ: dict[str, str] | None = None) -> SliceHost | None:
     return SliceHost(host, hosts, f"{zero}:{port}")
 
 
+# The slice's restart attempt (JobSet's pod label, from the downward API): the token a
+# host's supervisor shows the driver, so a pod of an earlier restart is never taken in.
+SLICE_TOKEN_ENV = "XLA_SENTINEL_SLICE_TOKEN"
+
+
+def host_role(spec: CampaignSpec, environ: dict[str, str] | None = None) -> SliceHost | None:
+    """This pod's place in a CPU or GPU multi-host group (`accelerator.hosts > 1` in a
+    JobSet of that many pods): host 0 runs the campaign (the driver and its host 0
+    process) and reports; hosts 1..N-1 serve it (run_host). None where the pod runs the
+    shard as every worker does: one host, a TPU slice (its hosts keep the path of
+    TPU_WORKER_ID, reporting_host), or a hosts campaign run outside a JobSet (the engine
+    starts every host process itself on loopback). SpecError where the JobSet and the
+    spec disagree on the group's size."""
+    if spec.accelerator.type == "tpu" or spec.accelerator.hosts <= 1:
+        return None
+    env = dict(os.environ if environ is None else environ)
+    if "XLA_SENTINEL_HOSTS" not in env:
+        return None
+    place = slice_host(env)
+    if place is None or place.hosts != spec.accelerator.hosts:
+        raise SpecError(f"XLA_SENTINEL_HOSTS={env.get('XLA_SENTINEL_HOSTS')}: the pod's group does not have "
+                        f"spec.accelerator.hosts={spec.accelerator.hosts} hosts")
+    if not 0 <= place.host < place.hosts:
+        raise SpecError(f"JOB_COMPLETION_INDEX={place.host}: not a host of a group of {place.hosts}")
+    return place
+
+
+def driver_environment(place: SliceHost, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """What host 0's pod puts in the engine's environment: its HostGroup then accepts the
+    other hosts' supervisors on the driver port and binds jax.distributed's coordinator
+    on every IPv4 interface (worker/host_link.RemoteHosts)."""
+    from xla_sentinel.worker.host_link import DRIVER_PORT, RemoteHosts, split_address
+
+    env = os.environ if environ is None else environ
+    _, port = split_address(place.coordinator)
+    return RemoteHosts(listen=f"0.0.0.0:{DRIVER_PORT}", coordinator=place.coordinator,
+                       bind=f"0.0.0.0:{port}", token=env.get(SLICE_TOKEN_ENV, "")).environment()
+
+
+def run_host(place: SliceHost) -> int:
+    """Hosts 1..N-1 of a group: serve host 0's driver (worker/host_link.serve_remote)
+    until it closes the group (exit 0, the pod completes) or cannot be reached (exit 1:
+    the slice restarts). They report nothing: host 0 reports what the group found."""
+    from xla_sentinel.worker.host_link import DRIVER_PORT, serve_remote, split_address
+
+    name, _ = split_address(place.coordinator)
+    return serve_remote(f"{name}:{DRIVER_PORT}", place.host, os.environ.get(SLICE_TOKEN_ENV, ""))
+
+
 def own_report_name() -> str | None:
     """The WorkerReport name this pod may write (cluster.report.writer_name of its pod name,
     XLA_SENTINEL_POD from the downward API); None outside a pod."""
@@ -431,6 +480,15 @@ def main(argv: list[str]) -> int:
     except SpecError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        place = host_role(spec)
+    except SpecError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if place is not None and place.host > 0:
+        return run_host(place)
+    if place is not None:
+        os.environ.update(driver_environment(place))
     shard_count = args.shard_count or spec.workers
     if not 0 <= args.shard_index < shard_count:
         print(f"error: --shard-index: {args.shard_index} is outside [0, {shard_count})",

@@ -1,7 +1,9 @@
 """One host process of a multi-host group: a program that spans processes runs here in part.
 
 `python -m xla_sentinel.worker.host`, started by worker/hosts.py `HostGroup` (one per host
-of the group, on loopback) with the group in its environment (hosts.HOST_ENV). It
+of the group, on loopback) or, for a host in another pod, by that pod's supervisor
+(worker/host_link.py serve_remote, which relays its frames over TCP), with the group in
+its environment (hosts.HOST_ENV). It
 initializes jax.distributed with host 0's coordinator, with the CPU's cross-process
 collectives over gloo and its own virtual devices, so the group's devices are one global
 set; then it serves the requests its driver sends every host alike (lockstep), in order:
@@ -26,7 +28,6 @@ import os
 import pickle
 import queue
 import signal
-import struct
 import sys
 import threading
 import time
@@ -34,7 +35,7 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
-from xla_sentinel.worker import hosts
+from xla_sentinel.worker import host_link, hosts
 
 # How long host 0 waits for another host's output shards once its own run is done: the
 # hosts finish a program's collectives together, so a host that has not written its
@@ -43,21 +44,17 @@ GATHER_MS = 60_000
 
 
 def _send(out: IO[bytes], lock: threading.Lock, frame: dict[str, Any]) -> None:
-    data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-    with lock:
-        out.write(struct.pack("<Q", len(data)) + data)
-        out.flush()
+    host_link.write_frame(out, frame, lock)
 
 
 def _reader(inp: IO[bytes], requests: queue.Queue[dict[str, Any] | None]) -> None:
     """Requests from the driver into `requests`; on EOF the process ends (os._exit: the
     main thread may be blocked in a collective that will never complete)."""
     while True:
-        head = inp.read(8)
-        if len(head) < 8:
+        data = host_link.read_raw(inp)
+        if data is None:
             os._exit(0)
-        (size,) = struct.unpack("<Q", head)
-        frame = pickle.loads(inp.read(size))
+        frame = pickle.loads(data)
         if frame is None:
             requests.put(None)
             return
@@ -76,7 +73,8 @@ class Host:
         t0 = time.monotonic()
         jax.distributed.initialize(group.coordinator, num_processes=group.hosts,
                                    process_id=group.host,
-                                   heartbeat_timeout_seconds=group.heartbeat_s)
+                                   heartbeat_timeout_seconds=group.heartbeat_s,
+                                   coordinator_bind_address=group.bind or None)
         self.init_s = time.monotonic() - t0
         # Global device order: by process, then local id, the order jax.devices() gives.
         self.devices = tuple(jax.devices())

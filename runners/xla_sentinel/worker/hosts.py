@@ -29,20 +29,20 @@ import queue
 import re
 import signal
 import socket
-import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from xla_sentinel.worker import host_link
 from xla_sentinel.worker.client import STARTUP_SECONDS, WorkerDied, WorkerHung
+from xla_sentinel.worker.host_link import Listener, RemoteHost, RemoteHosts
 from xla_sentinel.worker.protocol import Failed, Ping, Pong, Ran, Request, RequestFailed, Run
 
 # The group a host process belongs to, in its environment (GroupEnv).
@@ -51,8 +51,12 @@ HOSTS_ENV = "XLA_SENTINEL_HOSTS"  # how many hosts
 COORDINATOR_ENV = "XLA_SENTINEL_COORDINATOR"  # host:port of host 0's coordinator
 DEVICES_ENV = "XLA_SENTINEL_HOST_DEVICES"  # devices per host
 HEARTBEAT_ENV = "XLA_SENTINEL_HEARTBEAT_S"
+BIND_ENV = "XLA_SENTINEL_COORDINATOR_BIND"  # host 0: where its coordinator listens, if not its default
 PLUGINS_ENV = "XLA_SENTINEL_HOST_PLUGINS"  # injected passes (FILE.py[:FUNC]), a JSON list
 
+# At close, how long to wait for a remote host's supervisor to connect again (it does
+# within a second of its last host process's end) to be told the campaign is done.
+DONE_WAIT_S = 30.0
 # jax.distributed's heartbeat timeout in a local group: a host that stops beating this
 # long is declared dead by the coordinator, which then ends every other host (jax's
 # "Terminating process because the JAX distributed service detected fatal errors"). Its
@@ -119,17 +123,21 @@ class GroupEnv:
     devices_per_host: int
     heartbeat_s: int = HEARTBEAT_S
     plugins: tuple[str, ...] = ()
+    # Host 0's coordinator bind address ("" = jax's default, every interface on the
+    # coordinator's port); a pod binds 0.0.0.0 (a pod network may have no IPv6).
+    bind: str = ""
 
     def environment(self) -> dict[str, str]:
         return {HOST_ENV: str(self.host), HOSTS_ENV: str(self.hosts), COORDINATOR_ENV: self.coordinator,
                 DEVICES_ENV: str(self.devices_per_host), HEARTBEAT_ENV: str(self.heartbeat_s),
-                PLUGINS_ENV: json.dumps(list(self.plugins))}
+                PLUGINS_ENV: json.dumps(list(self.plugins)), BIND_ENV: self.bind}
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> GroupEnv:
         plugins = tuple(str(p) for p in json.loads(environ.get(PLUGINS_ENV) or "[]"))
         return cls(int(environ[HOST_ENV]), int(environ[HOSTS_ENV]), environ[COORDINATOR_ENV],
-                   int(environ[DEVICES_ENV]), int(environ.get(HEARTBEAT_ENV, HEARTBEAT_S)), plugins)
+                   int(environ[DEVICES_ENV]), int(environ.get(HEARTBEAT_ENV, HEARTBEAT_S)), plugins,
+                   environ.get(BIND_ENV, ""))
 
 
 def _groups(line: str, partitions: int) -> list[list[int]] | None:
@@ -219,18 +227,91 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _host_flags(flags: str, devices: int) -> str:
-    """XLA_FLAGS with this host's virtual device count in place of any other."""
-    kept = [f for f in flags.split() if not f.startswith("--xla_force_host_platform_device_count")]
-    return " ".join([*kept, f"--xla_force_host_platform_device_count={devices}"])
-
-
 @dataclass
 class _Process:
+    """One host of the group's current generation: a local process (popen, frames over
+    its pipes, its log a file here) or a remote one (a supervisor's TCP connection in
+    another pod, worker/host_link.py; its exit and log tail come in its exit frame)."""
+
     host: int
-    popen: subprocess.Popen[bytes]
-    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
     log_start: int = 0
+    remote: RemoteHost | None = None
+
+    def poll(self) -> int | None:
+        if self.popen is not None:
+            return self.popen.poll()
+        assert self.remote is not None
+        return self.remote.exitcode
+
+    def alive(self) -> bool:
+        if self.popen is not None:
+            return self.popen.poll() is None
+        assert self.remote is not None
+        return not self.remote.ended.is_set()
+
+    def wait(self, timeout: float) -> None:
+        if self.popen is not None:
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            assert self.remote is not None
+            self.remote.ended.wait(timeout)
+
+    def write(self, data: bytes) -> None:
+        if self.remote is not None:
+            self.remote.send(data)
+            return
+        assert self.popen is not None and self.popen.stdin is not None
+        try:
+            self.popen.stdin.write(data)
+            self.popen.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: its stdout's end says so
+
+    def close_input(self) -> None:
+        if self.popen is not None and self.popen.stdin is not None:
+            try:
+                self.popen.stdin.close()
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        if self.remote is not None:
+            self.remote.kill()
+        elif self.popen is not None and self.popen.poll() is None:
+            self.popen.kill()
+
+    def reap(self) -> None:
+        """Wait for a killed local process and close its pipes."""
+        if self.popen is None:
+            return
+        try:
+            self.popen.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (self.popen.stdin, self.popen.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+    def log_text(self, last: int | None = None) -> str:
+        """This generation's log (its last `last` bytes)."""
+        if self.remote is not None:
+            return self.remote.log_tail[-last:] if last else self.remote.log_tail
+        assert self.log is not None
+        try:
+            with open(self.log, "rb") as f:
+                end = f.seek(0, 2)
+                f.seek(max(self.log_start, end - last) if last else self.log_start)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
 
 
 @dataclass
@@ -242,6 +323,12 @@ class HostGroup:
     logs: Path | None = None
     name: str = ""
     heartbeat_s: int = HEARTBEAT_S
+    # Hosts 1..N-1 in other pods (the cluster's group): None runs every host here.
+    remote: RemoteHosts | None = None
+    # Called when a remote host's pod is gone (its connection ended without an exit):
+    # not the program's doing, the slice is restarting; the campaign stops (the program
+    # in flight is redone on resume) instead of recording a hang.
+    on_lost: Callable[[], None] | None = None
     restarts: int = 0
     recycles: int = 0
     # Programs run, and those whose optimized module moves data between hosts.
@@ -255,9 +342,18 @@ class HostGroup:
     _ready: bool = False
     _closed: bool = False
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
+    _listener: Listener | None = field(default=None, repr=False)
+    _slice_lost: bool = False  # a remote host's pod went: the slice restarts, nobody to tell
 
     def __post_init__(self) -> None:
         self.name = self.name or self.layout.name
+        if self.remote is not None:
+            self._listener = Listener(self.remote.listen, self.layout.hosts, self.remote.token)
+
+    @property
+    def listen_port(self) -> int | None:
+        """The port remote hosts connect to (None without remote hosts)."""
+        return self._listener.port if self._listener is not None else None
 
     @property
     def log_path(self) -> Path | None:
@@ -271,57 +367,89 @@ class HostGroup:
         return Path(self._tmp.name)
 
     def pids(self) -> list[int]:
-        """The live group's process ids (tests check none is left behind)."""
-        return [p.popen.pid for p in self._procs]
+        """The live group's local process ids (tests check none is left behind)."""
+        return [p.popen.pid for p in self._procs if p.popen is not None]
 
     def start(self) -> None:
         with self._lock:
-            if self._procs and all(p.popen.poll() is None for p in self._procs):
+            if self._procs and all(p.alive() for p in self._procs):
                 return
+            gone = [p.host for p in self._procs if p.popen is None and self._pod_gone(p.host)]
+            if gone and self.on_lost is not None:
+                # A remote host's pod went between two programs: no group can form
+                # until the slice restarts (JobSet restarts it whole); stop, not wait.
+                self._kill()
+                self.restarts += 1
+                self._slice_lost = True
+                self.on_lost()
+                raise WorkerHung(f"{self.name}: host {gone[0]}'s pod is gone (its connection ended "
+                                 "without an exit); the slice restarts")
             self._kill()
+            self._slice_lost = False  # a new generation: its hosts came back (a test's group)
             self._generation += 1
-            coordinator = f"127.0.0.1:{_free_port()}"
+            if self.remote is None:
+                coordinator, bind = f"127.0.0.1:{_free_port()}", ""
+            else:
+                coordinator, bind = self.remote.coordinator, self.remote.bind
             env = dict(os.environ)
             env["JAX_PLATFORMS"] = "cpu"
-            env["XLA_FLAGS"] = _host_flags(env.get("XLA_FLAGS", ""), self.layout.devices_per_host)
+            env["XLA_FLAGS"] = host_link.host_flags(env.get("XLA_FLAGS", ""), self.layout.devices_per_host)
             for h in range(self.layout.hosts):
                 group = GroupEnv(h, self.layout.hosts, coordinator, self.layout.devices_per_host,
-                                 self.heartbeat_s, tuple(self.plugins))
+                                 self.heartbeat_s, tuple(self.plugins), bind if h == 0 else "")
+                if self.remote is not None and h > 0:
+                    remote = RemoteHost(h)
+                    self._procs.append(_Process(h, remote=remote))
+                    start = {"generation": self._generation, "devices": self.layout.devices_per_host,
+                             "env": group.environment()}
+                    threading.Thread(target=self._read_remote, args=(self._generation, remote, start),
+                                     daemon=True).start()
+                    continue
                 log = self._log_dir() / f"{self.name}-host{h}.log"
                 with open(log, "ab") as f:
-                    start = f.tell()
-                    popen = subprocess.Popen([sys.executable, "-m", "xla_sentinel.worker.host"],
+                    begin = f.tell()
+                    popen = subprocess.Popen(host_link.host_command(),
                                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=f,
                                              env={**env, **group.environment()})
-                proc = _Process(h, popen, log, start)
+                proc = _Process(h, popen, log, begin)
                 self._procs.append(proc)
                 assert popen.stdout is not None
                 threading.Thread(target=self._read, args=(self._generation, h, popen.stdout),
                                  daemon=True).start()
             self._ready = False
 
-    def _read(self, generation: int, host: int, out: IO[bytes]) -> None:
-        """One host's frames into the event queue; None when its stdout closes (it died)."""
+    def _read(self, generation: int, host: int, out: IO[bytes],
+              remote: RemoteHost | None = None) -> None:
+        """One host's frames into the event queue; None when its stream closes (it died,
+        or its connection ended)."""
         try:
-            while True:
-                head = out.read(8)
-                if len(head) < 8:
-                    break
-                (size,) = struct.unpack("<Q", head)
-                self._events.put((generation, host, pickle.loads(out.read(size))))
+            while (data := host_link.read_raw(out)) is not None:
+                frame = pickle.loads(data)
+                if remote is not None and remote.frame(frame):
+                    continue  # its exit, kept for _fail
+                self._events.put((generation, host, frame))
         except (OSError, ValueError, pickle.UnpicklingError, EOFError):
             pass
+        if remote is not None:
+            remote.ended.set()
         self._events.put((generation, host, None))
 
+    def _read_remote(self, generation: int, remote: RemoteHost, start: dict[str, Any]) -> None:
+        """A remote host of this generation: its supervisor's connection taken from the
+        listener (STARTUP_SECONDS at most), sent the group's start, then read as a pipe."""
+        assert self._listener is not None
+        conn = self._listener.take(remote.host, STARTUP_SECONDS, remote.killed)
+        stream = remote.attach(conn, start) if conn is not None else None
+        if stream is None:
+            remote.ended.set()
+            self._events.put((generation, remote.host, None))
+            return
+        self._read(generation, remote.host, stream, remote)
+
     def _send(self, frame: dict[str, Any] | None) -> None:
-        data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+        data = host_link.encode(frame)
         for p in self._procs:
-            assert p.popen.stdin is not None
-            try:
-                p.popen.stdin.write(struct.pack("<Q", len(data)) + data)
-                p.popen.stdin.flush()
-            except (BrokenPipeError, OSError):
-                pass  # it died: its stdout's end says so
+            p.write(data)
 
     def call(self, request: Request[Any], timeout: float) -> Any:
         """Ping: wait until every host has joined; Run: the program on the whole group."""
@@ -384,11 +512,8 @@ class HostGroup:
                 continue
             if frame is None:
                 p = self._procs[host]
-                try:
-                    p.popen.wait(self.heartbeat_s)
-                except subprocess.TimeoutExpired:
-                    pass
-                dead[host] = p.popen.poll()
+                p.wait(self.heartbeat_s)
+                dead[host] = p.poll()
                 if first_death is None:
                     first_death = host
                     # The others are waiting for it: they answer (an error), are ended by
@@ -407,22 +532,27 @@ class HostGroup:
         raise AssertionError("unreachable")
 
     def _ended_by_peer(self, host: int) -> bool:
-        p = self._procs[host]
-        try:
-            with open(p.log, "rb") as f:
-                f.seek(p.log_start)
-                return ENDED_BY_PEER in f.read().decode(errors="replace")
-        except OSError:
-            return False
+        return ENDED_BY_PEER in self._procs[host].log_text()
 
     def _tail(self, host: int) -> str:
-        p = self._procs[host]
-        try:
-            with open(p.log, "rb") as f:
-                f.seek(max(p.log_start, f.seek(0, 2) - 4000))
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return self._procs[host].log_text(4000)
+
+    def _say_done(self, told: set[int]) -> None:
+        """Tell the remote hosts not sent the group's end (no generation was running: the
+        last one failed) that the campaign is done, so their pods complete instead of
+        waiting for a driver that is gone (and failing the slice's Job)."""
+        assert self._listener is not None
+        for h in range(1, self.layout.hosts):
+            if h in told:
+                continue
+            conn = self._listener.take(h, DONE_WAIT_S)
+            if conn is not None:
+                host_link.say_done(conn)
+
+    def _pod_gone(self, host: int) -> bool:
+        """A remote host whose connection ended without its supervisor's exit frame."""
+        remote = self._procs[host].remote
+        return remote is not None and remote.ended.is_set() and remote.exitcode is None
 
     def _fail(self, answers: dict[int, dict[str, Any]], dead: dict[int, int | None], first_death: int | None,
               stages: dict[int, list[dict[str, Any]]], timeout: float, what: str) -> None:
@@ -435,8 +565,13 @@ class HostGroup:
         waiting = [h for h in hosts if h not in lost and "reply" not in answers.get(h, {})]
         why = {h: answers[h]["failed"].splitlines()[0][:300] for h in waiting if "failed" in answers.get(h, {})}
         tails = {h: self._tail(h) for h in hosts}
-        codes = {h: self._procs[h].popen.poll() for h in hosts}
+        codes = {h: self._procs[h].poll() for h in hosts}
+        gone = [h for h in lost if self._pod_gone(h)]
         self._kill()
+        if gone and self.on_lost is not None:
+            # Before raising: the Assessor reads the stop it sets and records no finding.
+            self._slice_lost = True
+            self.on_lost()
         self.restarts += 1
         seen = next((stages[h] for h in sorted(stages)), [])
         named = ", ".join(f"{c['name']} ({c['kind']}{', across hosts' if c['crosses'] else ''})"
@@ -466,21 +601,12 @@ class HostGroup:
                          f"the program's collectives: {named}; the group is restarted")
 
     def _kill(self) -> None:
-        """Every process of the group killed by its id and waited for."""
+        """Every local process of the group killed by its id and waited for; every remote
+        host's connection ended (its supervisor ends its process and connects again)."""
         for p in self._procs:
-            if p.popen.poll() is None:
-                p.popen.kill()
+            p.kill()
         for p in self._procs:
-            try:
-                p.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                pass
-            for stream in (p.popen.stdin, p.popen.stdout):
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
+            p.reap()
         self._procs = []
         self._ready = False
 
@@ -491,25 +617,27 @@ class HostGroup:
         self._closed = True
         if not self._lock.acquire(blocking=False):
             for p in list(self._procs):
-                if p.popen.poll() is None:
-                    p.popen.kill()
+                p.kill()
+            if self._listener is not None:
+                self._listener.close()
             return
         try:
-            if self._procs and all(p.popen.poll() is None for p in self._procs):
+            told: set[int] = set()
+            if self._procs and all(p.alive() for p in self._procs):
+                # A remote host's supervisor reads the None frame as the group's end: its
+                # host leaves, and it exits 0 (its pod completes).
                 self._send(None)
                 for p in self._procs:
-                    assert p.popen.stdin is not None
-                    try:
-                        p.popen.stdin.close()
-                    except OSError:
-                        pass
+                    p.close_input()
                 deadline = time.monotonic() + 5
                 for p in self._procs:
-                    try:
-                        p.popen.wait(max(0.1, deadline - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        pass
+                    p.wait(max(0.1, deadline - time.monotonic()))
+                told = {p.host for p in self._procs if p.remote is not None}
             self._kill()
+            if self._listener is not None:
+                if not self._slice_lost:
+                    self._say_done(told)
+                self._listener.close()
             if self._tmp is not None:
                 self._tmp.cleanup()
                 self._tmp = None
