@@ -21,7 +21,7 @@ demo: install
 
 # tests/node share one real node per machine (a lock): tests/conftest.py's scheduler sends
 # them to one xdist worker and spreads the rest over both.
-test: install control-plane node-deps system-deps test-envs images
+test: install control-plane kwok node-deps system-deps test-envs images
 	$(BIN)/pytest -n 2 -q
 
 # What starts no cluster and no long campaign (the cost markers of tests/conftest.py): the
@@ -38,6 +38,14 @@ test-fast: install system-deps test-envs
 # real node's kubelet, kube-scheduler, kube-proxy, containerd (+ shim, ctr) and pause.
 control-plane:
 	tests/controlplane/build.sh
+
+# kwok (sigs.k8s.io/kwok) from its Go module, with its Stage manifests, into the same cache
+# folder: it plays the kubelet of many Nodes (tests/controlplane/kwok.py) for
+# tests/k8s/test_kwok.py and `bench/operator_scale.py --kwok-nodes N`. Once: 8.5 min cold on
+# the loaded 2-core machine, seconds with a warm Go cache.
+.PHONY: kwok
+kwok:
+	tests/controlplane/build.sh kwok
 
 # What the real node of the tests (tests/controlplane/node.py, tests/node) takes from Debian:
 # runc (containerd's runtime), the CNI plugins (bridge, host-local, loopback), iptables and

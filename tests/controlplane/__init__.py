@@ -1,0 +1,19 @@
+"""The test cluster, built from Go modules by build.sh (`make control-plane`, `make kwok`).
+
+cluster.py is the control plane every cluster test runs against (etcd, kube-apiserver,
+kube-controller-manager; no scheduler, no kubelet). Where a test's pods go is one of four:
+
+- The real node (node.py: kubelet, containerd, kube-scheduler, the device plugin), where a
+  container must really run: tests/node (pods, the chart's pods from the built images,
+  accelerators), `make dev-cluster`, bench/operator_scale.py --real-node.
+- kwok (kwok.py: kwok's stages play the kubelet of many Nodes, the real kube-scheduler
+  places pods), where no container must run but placement and pod phases matter: GKE TPU
+  and CPU node pools in tests/k8s/test_kwok.py and bench/operator_scale.py --kwok-nodes.
+- The fake node (kubelet.py: scheduler and kubelet in one, running the engine as local
+  processes), where the worker's own process must run without an image:
+  tests/k8s/test_end_to_end.py, test_lifecycle.py, test_swarm.py, test_swarm_events.py,
+  test_version_bisection.py.
+- Hand-made Node objects with pods bound and their status written by the test:
+  tests/k8s/test_jobset.py and test_jobset_operator.py (JobSet's multi-host slices, which
+  the tests drive host by host).
+"""

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager and etcd (the control plane), and kubelet,
 # kube-scheduler, kube-proxy and the accelerator device plugin (the real node,
-# tests/controlplane/node.py), from this folder's
+# tests/controlplane/node.py); `build.sh kwok` builds kwok alone (make kwok); from this folder's
 # Go module into DEST, once: a binary already there is kept. DEST defaults to the folder cluster.py looks
 # in: $XLA_SENTINEL_CONTROL_PLANE, else ~/.cache/xla-sentinel/controlplane-<k8s version>,
 # outside the source tree so every clone on the machine reuses one build. Needs Go and the
@@ -11,6 +11,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 version="$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")"
 default="${XLA_SENTINEL_CONTROL_PLANE:-${XDG_CACHE_HOME:-$HOME/.cache}/xla-sentinel/controlplane-$version}"
 if [ "${1:-}" = "--dir" ]; then echo "$default"; exit 0; fi
+only=""
+if [ "${1:-}" = "kwok" ]; then only=kwok; shift; fi  # `build.sh kwok [DEST]`: kwok alone (make kwok)
 dest="${1:-$default}"
 command -v go >/dev/null || { echo "control-plane: needs Go (https://go.dev) on PATH" >&2; exit 1; }
 mkdir -p "$dest"
@@ -24,6 +26,27 @@ build() {  # name package
   mv "$dest/$1.tmp" "$dest/$1"
   echo "control-plane: $1 built in $(( $(date +%s) - start )) s" >&2
 }
+# kwok (sigs.k8s.io/kwok), which plays the kubelet of many Nodes (tests/controlplane/kwok.py:
+# tests/k8s/test_kwok.py, bench/operator_scale.py --kwok-nodes). Its go.mod has no replace or
+# exclude directives, so `go install pkg@version` builds it against its own pinned
+# dependencies (k8s.io/client-go v0.33, within the skew of this kube-apiserver); its Stage
+# manifests (the module's kustomize/stage folder) go beside it as kwok-stages/.
+kwok_version=v0.7.0
+build_kwok() {
+  [ -x "$dest/kwok" ] && [ -f "$dest/kwok-stages/pod/fast/pod-ready.yaml" ] && return 0
+  echo "control-plane: building kwok ($kwok_version) into $dest" >&2
+  start=$(date +%s)
+  local tmp src
+  tmp="$(mktemp -d)"
+  CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
+  src="$(go mod download -json "sigs.k8s.io/kwok@$kwok_version" | awk -F'"' '$2 == "Dir" {print $4}')"
+  rm -rf "$dest/kwok-stages" "$dest/kwok-stages.tmp"
+  cp -r "$src/kustomize/stage" "$dest/kwok-stages.tmp"; chmod -R u+w "$dest/kwok-stages.tmp"
+  mv "$dest/kwok-stages.tmp" "$dest/kwok-stages"
+  mv "$tmp/kwok" "$dest/kwok"; rmdir "$tmp"
+  echo "control-plane: kwok built in $(( $(date +%s) - start )) s" >&2
+}
+if [ "$only" = kwok ]; then build_kwok; exit 0; fi
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
