@@ -69,8 +69,10 @@ POD_SUBNET, GATEWAY = "10.244.0.0/24", "10.244.0.1"
 SERVICE_SUBNET, API_SERVICE_IP = "10.96.0.0/24", "10.96.0.1"  # cluster.py's service range
 CLUSTER_DOMAIN = "cluster.local"
 CHAIN = "XS-NODE"
+# endpointslice-controller: a headless Service's pods get DNS names only through the
+# EndpointSlices it writes (a JobSet's hosts find host 0 at <pod>.<subdomain>, CoreDNS).
 NODE_CONTROLLERS = ("node-lifecycle-controller", "root-ca-certificate-publisher-controller",
-                    "deployment-controller", "replicaset-controller")
+                    "deployment-controller", "replicaset-controller", "endpointslice-controller")
 NAMESPACE = "k8s.io"  # containerd's namespace for CRI (kubelet's) images and containers
 PAUSE_IMAGE = "xla-sentinel.test/pause:1"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "xla-sentinel"
