@@ -98,6 +98,20 @@ def test_componentwise_owns_one_wrong_element_that_passes_normwise() -> None:
     assert j.evidence["wrong"][0]["index"] == [7, 9]
 
 
+def test_componentwise_leaves_a_subnormal_against_zero_to_xla() -> None:
+    # Clean run s41-i2626: min(x, x) of f32 subnormals (bit cast from s32) kept them on every
+    # target; float64 and the op-by-op evaluation flushed them to 0. Flushing is legal either
+    # way (the bitwise rule reads it so), so no element is wrong; a normal value still is.
+    tiny = np.float32(np.finfo(np.float32).smallest_subnormal)
+    kept = np.float32([16, 0, 6, 10, 0, 1]) * tiny
+    zeros = np.zeros(6)
+    assert oracle.componentwise(_output(kept, zeros, O0=kept, eager=np.zeros(6, np.float32))) is None
+    wrong = kept.copy()
+    wrong[1] = np.float32(1e-30)
+    j = oracle.componentwise(_output(wrong, zeros, O0=kept, eager=np.zeros(6, np.float32)))
+    assert j is not None and [w["index"] for w in j.evidence["wrong"]] == [[1]]
+
+
 def test_a_rule_added_to_the_chain_is_asked_after_the_others() -> None:
     def negative(out: oracle.Output) -> oracle.Judgement | None:
         return oracle.Judgement(Verdict.MISMATCH, out.index, {"reason": "negative"}) \

@@ -698,7 +698,14 @@ def _wrong_elements(out: Output) -> dict[str, Any] | None:
     r64 = np.asarray(out.expected, np.float64)
     k, u = out.k, out.u
     mask = np.isfinite(a64) & np.isfinite(r64) & np.isfinite(_cast_ref(r64, out.info.dtype))
-    if a64.shape != r64.shape or not mask.any():
+    if a64.shape != r64.shape:
+        return None
+    # A subnormal against zero is XLA's to choose, as in the bitwise rule (same_elements):
+    # clean run s41-i2626, min(x, x) of f32 subnormals bit cast from s32, kept them on every
+    # target where float64 and the op-by-op evaluation flushed them (an error of 16 of the
+    # smallest subnormals, flagged against a largest magnitude of 0).
+    mask &= ~same_elements(a64, r64, out.info.dtype)
+    if not mask.any():
         return None
     err = np.where(mask, _element_errors(a64, r64), 0.0)
     largest = float(np.abs(r64[mask]).max())
