@@ -133,8 +133,11 @@ def test_a_replayed_module_is_evaluated_op_by_op_not_compiled_whole(tmp_path: Pa
     even at O0, the own-precision reference shared the bug and the trace replayed as
     clean; op by op (worker/bisect_handlers.op_by_op) it gives numpy's x[4:34][16:20], so no target
     passes by matching it. The XLA float64 cross-check (the module compiled whole) shares
-    the bug too, and a replayed module has no noise model to tell that from
-    ill-conditioning: undecided, not clean."""
+    the bug too; a replayed module has no noise model to tell that from ill-conditioning,
+    but the op-by-op evaluation at the program's precision is a third opinion
+    (docs/detection.md, "A reference that shares the bug"): the float64 reference is far
+    beyond its spread, a finding of its own (f64_text), and every target is judged and
+    flagged as the known bug."""
     from jax import lax
     from xla_sentinel.worker.bisect_handlers import op_by_op
 
@@ -149,7 +152,9 @@ def test_a_replayed_module_is_evaluated_op_by_op_not_compiled_whole(tmp_path: Pa
     Program("ds_of_ds", module, [x, i], ["f32", "s32"]).save(tmp_path / "t")
     spec = parse_spec({"traces": [str(tmp_path / "t")], "budget": {"programs": 1}, "workers": 1})
     summary = run_campaign(spec, tmp_path / "out", name="replay")
-    assert summary["program_status"] == {"references_disagree": 1}
+    assert summary["program_status"] == {"judged": 1}
+    assert summary["findings"] == {"mismatch": 4}  # default, O0, no_fusion_emitters, f64_text
+    assert summary["findings_known"] == 4
 
 
 def test_a_record_output_folder_replays_each_of_its_trace_folders(tmp_path: Path) -> None:

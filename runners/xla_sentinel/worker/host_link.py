@@ -37,6 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+# host:port of host 0's jax.distributed coordinator, in a host process's environment
+# (worker/hosts.py's HostGroup sets it; declared here, which hosts.py imports, not the reverse)
+COORDINATOR_ENV = "XLA_SENTINEL_COORDINATOR"
+
 HEAD = struct.Struct("<Q")
 # A hello larger than this is not a supervisor's; a start frame (the group's environment,
 # plugin paths included) is allowed more.
@@ -356,8 +360,6 @@ def coordinator_by_address(env: dict[str, str], driver_host: str, peer_ip: str) 
     """`env` with the coordinator named by the address this supervisor reached the driver
     at, where both name host 0's pod: its DNS name was resolved once, by the system's
     resolver (search domains included), and jax's gRPC client need not resolve it again."""
-    from xla_sentinel.worker.hosts import COORDINATOR_ENV
-
     coordinator = env.get(COORDINATOR_ENV, "")
     if not coordinator:
         return env

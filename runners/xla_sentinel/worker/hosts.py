@@ -42,13 +42,12 @@ import numpy as np
 
 from xla_sentinel.worker import host_link
 from xla_sentinel.worker.client import STARTUP_SECONDS, WorkerDied, WorkerHung
-from xla_sentinel.worker.host_link import Listener, RemoteHost, RemoteHosts
+from xla_sentinel.worker.host_link import COORDINATOR_ENV, Listener, RemoteHost, RemoteHosts
 from xla_sentinel.worker.protocol import Failed, Ping, Pong, Ran, Request, RequestFailed, Run
 
 # The group a host process belongs to, in its environment (GroupEnv).
 HOST_ENV = "XLA_SENTINEL_HOST"  # this host's index, 0 is the coordinator and reports
 HOSTS_ENV = "XLA_SENTINEL_HOSTS"  # how many hosts
-COORDINATOR_ENV = "XLA_SENTINEL_COORDINATOR"  # host:port of host 0's coordinator
 DEVICES_ENV = "XLA_SENTINEL_HOST_DEVICES"  # devices per host
 HEARTBEAT_ENV = "XLA_SENTINEL_HEARTBEAT_S"
 BIND_ENV = "XLA_SENTINEL_COORDINATOR_BIND"  # host 0: where its coordinator listens, if not its default
