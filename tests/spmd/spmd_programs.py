@@ -4,12 +4,18 @@ Named uniquely (not conftest helpers) because test folders share one import name
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from xla_sentinel.core.graph import Graph, Node, ShardingPlan, Value
 from xla_sentinel.worker.client import Worker
 from xla_sentinel.worker.protocol import GraphReference, Lower, Run
+
+# A plugin that stalls a host process while the file named by SLOW_ENV exists
+# (conftest.py's `slow_flag`): how the host tests hold a host inside a program.
+SLOW_PLUGIN = str(Path(__file__).with_name("slow_host_plugin.py"))
+SLOW_ENV = "XLA_SENTINEL_TEST_SLOW_HOST"
 
 TIMEOUT = 120.0
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from spmd_programs import TIMEOUT, inputs_for, one_op_graph, with_region
+from spmd_programs import SLOW_PLUGIN, TIMEOUT, inputs_for, one_op_graph, with_region
 from xla_sentinel.campaign.multihost import LayoutAssessor, layout_disagreement
 from xla_sentinel.core.graph import Graph
 from xla_sentinel.core.model import ProgramStatus, Verdict
@@ -27,25 +27,9 @@ from xla_sentinel.worker.client import WorkerDied, WorkerHung
 from xla_sentinel.worker.hosts import HostGroup, Layout, collectives
 from xla_sentinel.worker.protocol import Lower, Run
 
-SLOW_PLUGIN = str(Path(__file__).with_name("slow_host_plugin.py"))
-SLOW_ENV = "XLA_SENTINEL_TEST_SLOW_HOST"
 # The engine's: a lost host's peer is ended by the coordinator within it (gloo usually
 # fails the collective sooner, when the lost host's connection closes).
 HEARTBEAT_S = 10
-
-
-@pytest.fixture(scope="module")
-def slow_flag(tmp_path_factory) -> Iterator[Path]:
-    flag = tmp_path_factory.mktemp("slow") / "stall"
-    previous = os.environ.get(SLOW_ENV)
-    os.environ[SLOW_ENV] = str(flag)  # read by the plugin in the hosts, which inherit it
-    try:
-        yield flag
-    finally:
-        if previous is None:
-            os.environ.pop(SLOW_ENV, None)
-        else:
-            os.environ[SLOW_ENV] = previous
 
 
 @pytest.fixture(scope="module")

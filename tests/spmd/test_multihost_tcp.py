@@ -17,15 +17,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from spmd_programs import TIMEOUT, inputs_for, one_op_graph, with_region
+from spmd_programs import SLOW_PLUGIN, TIMEOUT, inputs_for, one_op_graph, with_region
 from xla_sentinel.worker import host_link
 from xla_sentinel.worker.client import WorkerHung
 from xla_sentinel.worker.host_link import RemoteHosts
 from xla_sentinel.worker.hosts import HostGroup, Layout
 from xla_sentinel.worker.protocol import Lower, Run
 
-SLOW_PLUGIN = str(Path(__file__).with_name("slow_host_plugin.py"))
-SLOW_ENV = "XLA_SENTINEL_TEST_SLOW_HOST"
 HEARTBEAT_S = 10
 TOKEN = "restart-0"
 
@@ -64,20 +62,6 @@ class Remote:
                 return int(children[0])
             time.sleep(0.05)
         raise AssertionError("the supervisor started no host process")
-
-
-@pytest.fixture(scope="module")
-def slow_flag(tmp_path_factory) -> Iterator[Path]:
-    flag = tmp_path_factory.mktemp("slow") / "stall"
-    previous = os.environ.get(SLOW_ENV)
-    os.environ[SLOW_ENV] = str(flag)  # read by the plugin in host 1, whose supervisor inherits it
-    try:
-        yield flag
-    finally:
-        if previous is None:
-            os.environ.pop(SLOW_ENV, None)
-        else:
-            os.environ[SLOW_ENV] = previous
 
 
 @pytest.fixture(scope="module")

@@ -196,8 +196,7 @@ class KubeTaskQueue:
         previous = json.loads(ann[RESULT_ANNOTATION]) if ann.get(RESULT_ANNOTATION) else None
         ann[STATE_ANNOTATION] = "dropped"
         ann[RESULT_ANNOTATION] = json.dumps(dropped_result(attempts, previous))[:RESULT_CHARS]
-        for k in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
-            spec.pop(k, None)
+        _free(spec)
         try:
             self.api.replace_namespaced_custom_object(
                 LEASE_GROUP, LEASE_VERSION, self.namespace, LEASE_PLURAL, meta["name"],
@@ -241,8 +240,7 @@ class KubeTaskQueue:
             if result is not None:
                 ann[RESULT_ANNOTATION] = json.dumps(result, default=str)[:RESULT_CHARS]
             if state == "open":  # given back: free for the next agent at once
-                for k in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
-                    spec.pop(k, None)
+                _free(spec)
             try:
                 self.api.replace_namespaced_custom_object(
                     LEASE_GROUP, LEASE_VERSION, self.namespace, LEASE_PLURAL, meta["name"],
@@ -284,3 +282,9 @@ class KubeTaskQueue:
                         "spent": Spend.from_json(json.loads(ann.get(SPENT_ANNOTATION) or "null")).to_json(),
                         "result": json.loads(ann[RESULT_ANNOTATION]) if ann.get(RESULT_ANNOTATION) else None})
         return out
+
+
+def _free(spec: dict[str, Any]) -> None:
+    """A Lease spec with no holder: the next agent may take its task at once."""
+    for k in ("holderIdentity", "acquireTime", "renewTime", "leaseDurationSeconds"):
+        spec.pop(k, None)
