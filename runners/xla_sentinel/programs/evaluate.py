@@ -135,7 +135,7 @@ def _moved_in_numpy(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any, ste
     noise model's compiles on programs of every shape family (issue 39); numpy's are the
     same IEEE 754 operations, one at a time, in the same order."""
     value = np.asarray(out)
-    scale = _rounding_scale_numpy(op, attrs, xs, value)
+    scale = np.asarray(_rounding_scale(op, attrs, xs, value, np))
     offset = np.asarray(step, np.float64)
     with np.errstate(all="ignore"):
         product = offset * scale
@@ -148,30 +148,6 @@ def _moved_in_numpy(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any, ste
     return np.asarray(moved, np.float64)
 
 
-def _rounding_scale_numpy(op: Any, attrs: dict[str, Any], xs: list[Any], out: np.ndarray) -> np.ndarray:
-    """_rounding_scale with its elementwise steps in numpy (the sums' terms still through
-    XLA, on device arrays, as there)."""
-    magnitude = _terms_magnitude_numpy(op, attrs, xs)
-    with np.errstate(all="ignore"):
-        if magnitude is not None:
-            terms = np.asarray(build(op, attrs, *[on_device(np.ones(np.shape(x), x.dtype)) if _is_float(x) else x
-                                                   for x in xs]))
-            return np.asarray(np.sqrt(np.maximum(terms, 1.0)) * magnitude)
-        if "products" in op.tags:
-            x = xs[0]
-            n = math.prod(x.shape[a] for a in attrs["axes"]) if "axes" in attrs else x.shape[attrs["axis"]]
-            return np.asarray(math.sqrt(max(n, 1)) * np.abs(out))
-        return np.asarray(np.abs(out))
-
-
-def _terms_magnitude_numpy(op: Any, attrs: dict[str, Any], xs: list[Any]) -> np.ndarray | None:
-    if "sums" not in op.tags or attrs.get("kind", "add") != "add":
-        return None
-    terms = [on_device(np.where(np.isfinite(h), np.abs(h), 0).astype(h.dtype)) if _is_float(x) else x
-             for x, h in ((x, np.asarray(x)) for x in xs)]
-    return np.asarray(build(op, attrs, *terms))
-
-
 def own_operands(graph: Graph, node: Node, xs: list[Any]) -> list[Any]:
     """The operands of `node` as its op reads them: cast back to their own dtypes for an op
     that computes in them (OpDef.own_dtypes: bit casts, nextafter), which promoted
@@ -181,7 +157,7 @@ def own_operands(graph: Graph, node: Node, xs: list[Any]) -> list[Any]:
     return [x.astype(NP_DTYPES[graph.values[i].dtype]) for x, i in zip(xs, node.args, strict=True)]
 
 
-def _rounding_scale(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any) -> Any:
+def _rounding_scale(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any, xp: Any = jnp) -> Any:
     """Per element, how far legal rounding can move an op's output, in units of u.
 
     An op that rounds once: |out|. An op that accumulates n terms: sqrt(n) times the sum of
@@ -191,24 +167,29 @@ def _rounding_scale(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any) -> 
     s6-i2349, an f16 product of 3,264 terms, differed legally by 8% between targets
     while that noise model allowed 0.2%.
     """
-    magnitude = _terms_magnitude(op, attrs, xs)
-    if magnitude is not None:
-        n = build(op, attrs, *[jnp.ones_like(x) if _is_float(x) else x for x in xs])
-        return jnp.sqrt(jnp.maximum(n, 1.0)) * magnitude
-    if "products" in op.tags:
-        x = xs[0]
-        n = math.prod(x.shape[a] for a in attrs["axes"]) if "axes" in attrs else x.shape[attrs["axis"]]
-        return math.sqrt(max(n, 1)) * jnp.abs(out)
-    return jnp.abs(out)
+    magnitude = _terms_magnitude(op, attrs, xs, xp)
+    with np.errstate(all="ignore"):
+        if magnitude is not None:
+            ones = (lambda x: on_device(np.ones(np.shape(x), x.dtype))) if xp is np else jnp.ones_like
+            n = xp.asarray(build(op, attrs, *[ones(x) if _is_float(x) else x for x in xs]))
+            return xp.sqrt(xp.maximum(n, 1.0)) * magnitude
+        if "products" in op.tags:
+            x = xs[0]
+            n = math.prod(x.shape[a] for a in attrs["axes"]) if "axes" in attrs else x.shape[attrs["axis"]]
+            return math.sqrt(max(n, 1)) * xp.abs(out)
+        return xp.abs(out)
 
 
-def _terms_magnitude(op: Any, attrs: dict[str, Any], xs: list[Any]) -> Any | None:
+def _terms_magnitude(op: Any, attrs: dict[str, Any], xs: list[Any], xp: Any = jnp) -> Any | None:
     """For an op that adds up terms, the sum of their finite terms' magnitudes per output
     element: with an inf among the terms (f16 [inf, -32750, -32750, -32750]) the finite
     ones may still add up to -inf in one order, and inf + -inf is NaN there (s25-i256:
     O0 and no_fusion_emitters NaN, default and float64 inf, then logistic 1.0)."""
     if "sums" not in op.tags or attrs.get("kind", "add") != "add":
         return None
+    if xp is np:  # numpy's terms, placed on the device for the op (no identity compile)
+        return np.asarray(build(op, attrs, *[on_device(np.where(np.isfinite(h), np.abs(h), 0).astype(h.dtype))
+                                             if _is_float(x) else x for x, h in ((x, np.asarray(x)) for x in xs)]))
     return build(op, attrs, *[jnp.where(jnp.isfinite(x), jnp.abs(x), 0) if _is_float(x) else x for x in xs])
 
 
