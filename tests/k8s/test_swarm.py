@@ -46,6 +46,7 @@ from xla_sentinel.agents.tools import Workbench
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, writer_name
 from xla_sentinel.spec.campaign import OP_NAMES
 
+from .chat_endpoint import ChatEndpoint
 from .conftest import API, as_service_account, campaign, eventually
 
 REPO_REPROS = REPO_ROOT / "bench" / "repros"
@@ -61,15 +62,14 @@ KEY = "sk-scripted-0123"
 _WHO = re.compile(r"You are agent '([^']+)'")
 
 
-class ScriptedModel:
+class ScriptedModel(ChatEndpoint):
     """An OpenAI-compatible Chat Completions endpoint that plays each agent's script. It
     records every request: who asked (the agent named in its prompt), about which task,
     with which credential, and what the tools answered."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[dict[str, Any]] = []
-        self.url = ""
-        self._runner: web.AppRunner | None = None
 
     @staticmethod
     def _text(content: Any) -> str:
@@ -115,25 +115,12 @@ class ScriptedModel:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
 
-    async def start(self) -> ScriptedModel:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/v1"
-        return self
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
 
 @pytest.fixture
 async def scripted_model() -> AsyncIterator[ScriptedModel]:
-    m = await ScriptedModel().start()
+    m = ScriptedModel()
+    await m.start()
     yield m
     await m.close()
 

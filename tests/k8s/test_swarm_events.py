@@ -32,6 +32,7 @@ from xla_sentinel.agents.sources import read_report
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL
 from xla_sentinel_operator import agents, waves
 
+from .chat_endpoint import ChatEndpoint
 from .conftest import API, campaign, eventually
 
 KEY = "sk-scripted-0123"
@@ -40,14 +41,13 @@ REPORT = "jnp.cumsum over 4097 f16 elements returns inf on XLA:CPU, finite on O0
 _WHO = re.compile(r"You are agent '([^']+)'")
 
 
-class QuietModel:
+class QuietModel(ChatEndpoint):
     """A Chat Completions endpoint whose every answer is a final text: an agent that takes
     its task and ends it at once. Records the agent and prompt of every request."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[dict[str, str]] = []
-        self.url = ""
-        self._runner: web.AppRunner | None = None
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -61,25 +61,12 @@ class QuietModel:
                          "message": {"role": "assistant", "content": "nothing to submit"}}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105}})
 
-    async def start(self) -> QuietModel:
-        app = web.Application(client_max_size=16 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/v1"
-        return self
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
 
 @pytest.fixture
 async def quiet_model() -> AsyncIterator[QuietModel]:
-    m = await QuietModel().start()
+    m = QuietModel()
+    await m.start()
     yield m
     await m.close()
 

@@ -1,0 +1,33 @@
+"""A Chat Completions endpoint on loopback for the swarm tests (the model API is what cannot
+exist here): the server's start and stop; each test's model says what it answers
+(`_handle`)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+
+class ChatEndpoint:
+    """Serves POST /v1/chat/completions with `_handle` at `url` once started."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        raise NotImplementedError
+
+    async def start(self) -> ChatEndpoint:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}/v1"
+        return self
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
