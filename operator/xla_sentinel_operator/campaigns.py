@@ -37,17 +37,23 @@ async def reconcile(rt: Runtime, body: FuzzCampaign) -> None:
     c = rt.campaign(body)
     jobs = await rt.api.list(path("batch/v1", "jobs", c.namespace), Job,
                              {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "worker"})
-    jobs += await slice_jobsets(rt, c)
+    # Every worker JobSet the campaign owns, whatever its spec says now: a campaign whose
+    # hosts went from 2 to 1 (or from a TPU slice to CPU) renders Jobs, and its older
+    # revision's JobSets, which the roll-up no longer lists, are deleted here as stale.
+    jobs += await slice_jobsets(rt, c, retired=True)
     completed = (body.get("status") or {}).get("phase") == "Completed"
     await converge_workers(rt, c, jobs, completed)
 
 
-async def slice_jobsets(rt: Runtime, c: desired.Campaign) -> list[Job]:
-    """The worker JobSets of a TPU campaign's multi-host slices, or of a CPU/GPU campaign's
-    multi-host groups (accelerator.hosts > 1), read as worker Jobs (jobsets.as_worker_job).
-    Listed at each roll-up rather than watched: only those campaigns have them, a handful
-    of objects; none where the operator runs without JobSet."""
-    if not rt.config.jobs.jobset or (c.spec.accelerator.type != "tpu" and desired.group_hosts(c.spec) <= 1):
+async def slice_jobsets(rt: Runtime, c: desired.Campaign, *, retired: bool = False) -> list[Job]:
+    """The worker JobSets the campaign owns (desired.owned_jobsets) of its TPU campaign's
+    multi-host slices, or of its CPU/GPU multi-host groups (accelerator.hosts > 1), read as
+    worker Jobs (jobsets.as_worker_job). Listed at each roll-up rather than watched: only
+    those campaigns have them, a handful of objects; none where the operator runs without
+    JobSet. `retired`: listed whatever the spec says now (reconcile, on a spec change or an
+    operator's start), so that those of a spec that had them are found and, no longer
+    wanted, deleted (desired.plan_workers)."""
+    if not rt.config.jobs.jobset or not (retired or desired.runs_jobsets(c.spec)):
         return []
     try:
         items = await rt.api.list(path(jobsets.API_VERSION, jobsets.PLURAL, c.namespace), JobSet,
@@ -56,7 +62,7 @@ async def slice_jobsets(rt: Runtime, c: desired.Campaign) -> list[Job]:
         if e.status == 404:  # no JobSet CRD: none can exist
             return []
         raise
-    return [jobsets.as_worker_job(js) for js in items]
+    return [jobsets.as_worker_job(js) for js in desired.owned_jobsets(c, items)]
 
 
 def _collection(c: desired.Campaign, obj: Workload | None) -> str:

@@ -462,6 +462,20 @@ def slice_hosts(spec: CampaignSpec) -> int:
     return s.hosts if s is not None else group_hosts(spec)
 
 
+def runs_jobsets(spec: CampaignSpec) -> bool:
+    """Whether the campaign's workers are slice JobSets now: a TPU campaign (a multi-host
+    topology; a single-host one may have had one before), or a multi-host CPU/GPU group."""
+    return spec.accelerator.type == "tpu" or group_hosts(spec) > 1
+
+
+def owned_jobsets(c: Campaign, items: list[JobSet]) -> list[JobSet]:
+    """The JobSets among `items` (listed by the campaign's selector) that this campaign
+    owns: one of an earlier campaign of the same name, left to the garbage collector, is
+    neither counted nor deleted as this campaign's."""
+    return [js for js in items
+            if any(o.get("uid") == c.uid for o in js["metadata"].get("ownerReferences") or [])]
+
+
 def job_count(spec: CampaignSpec) -> int:
     """Worker Jobs of a campaign: one per group, or one per group and slice (multi-host)."""
     return len(worker_groups(spec)) * (spec.workers if slice_hosts(spec) > 1 else 1)
@@ -543,9 +557,22 @@ def _group_env(name: str, hosts: int) -> list[EnvVar]:
     jobsets.hostnames), and the slice's restart attempt, the token a host shows host 0 (a
     pod of an earlier attempt is never taken into the group)."""
     return [{"name": "XLA_SENTINEL_HOSTS", "value": str(hosts)},
-            {"name": "XLA_SENTINEL_SUBDOMAIN", "value": name},
-            {"name": "XLA_SENTINEL_SLICE_TOKEN",
-             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{jobsets.RESTART_LABEL}']"}}}]
+            {"name": "XLA_SENTINEL_SUBDOMAIN", "value": name}, SLICE_TOKEN_ENV]
+
+
+# The slice's restart attempt (JobSet's pod label, from the downward API): the token a host
+# shows host 0's driver, so that a pod of an earlier attempt is never taken into the group.
+SLICE_TOKEN_ENV: EnvVar = {
+    "name": "XLA_SENTINEL_SLICE_TOKEN",
+    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{jobsets.RESTART_LABEL}']"}}}
+
+
+def _tpu_group_env(hosts: int) -> list[EnvVar]:
+    """What a multi-host TPU slice's worker pods read beside GKE's TPU variables (their
+    index, every host's name: _slice_env): the group's size as the operator rendered it
+    (cluster/pod.py host_role refuses a slice whose hostnames disagree) and the token.
+    Host 0 runs the campaign and drives hosts 1..N-1, as in a CPU/GPU group."""
+    return [{"name": "XLA_SENTINEL_HOSTS", "value": str(hosts)}, SLICE_TOKEN_ENV]
 
 
 # Restarts of a whole slice before its JobSet fails: the per-shard retry budget an Indexed
@@ -613,10 +640,11 @@ def worker_jobs(c: Campaign, *, default_image: str,
             jobs.append(_job(c, job_name(c.name, group.name, rev), labels, pod, c.spec.workers))
             continue
         for i in range(c.spec.workers):
-            # One shard per slice: every host runs it, host 0 reports it (cluster/pod.py).
+            # One shard per slice, as a CPU/GPU group's: host 0 (TPU_WORKER_ID 0) runs the
+            # campaign and reports, hosts 1..N-1 serve it (cluster/pod.py host_role).
             name = jobset_name(c.name, group.name, rev, f"s{i}")
             slice_env = env + [{"name": "XLA_SENTINEL_SHARD_INDEX", "value": str(i)},
-                               *_slice_env(name, multi.hosts)]
+                               *_slice_env(name, multi.hosts), *_tpu_group_env(multi.hosts)]
             pod = _pod_spec(c, image, ["worker"], slice_env, service_account)
             jobs.append(_slice_jobset(c, name, {**labels, SLICE_LABEL: str(i)}, pod, multi.hosts,
                                       restarts=SLICE_RESTARTS,

@@ -82,6 +82,26 @@ def test_each_pod_finds_its_place_and_host_0_at_the_services_name() -> None:
                                            bind=f"0.0.0.0:{pod.COORDINATOR_PORT}", token="3")
 
 
+def test_a_tpu_slices_pods_take_the_same_roles_from_gkes_variables() -> None:
+    """A v6e 4x4 slice (4 hosts): the rendering gives TPU_WORKER_ID (the completion index),
+    TPU_WORKER_HOSTNAMES, the group's size and the token; host 0 drives, hosts 1..3 reach
+    its driver and coordinator at the first hostname. (GKE's own webhook is not run here.)"""
+    c = camp({"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "4x4", "count": 4},
+             generator={"devices": 8})
+    js = desired.worker_jobs(c, default_image="img")[0]
+    name = js["metadata"]["name"]
+    env = env_of(js)
+    assert env["XLA_SENTINEL_HOSTS"] == "4" and env["XLA_SENTINEL_SLICE_TOKEN"] == {
+        "fieldRef": {"fieldPath": f"metadata.labels['{jobsets.RESTART_LABEL}']"}}
+    first = jobsets.hostnames(name, 4)[0]
+    for h in range(4):
+        environ = {**pod_environ(js, h), "TPU_WORKER_ID": str(h)}  # the downward API's index
+        place = pod.host_role(c.spec, environ)
+        assert place == pod.SliceHost(h, 4, f"{first}:{pod.COORDINATOR_PORT}")
+        assert place.driver == f"{first}:{host_link.DRIVER_PORT}"
+    assert pod.group_spec(c.spec, place).accelerator.hosts == 4  # the layout hosts4x2
+
+
 def test_a_pod_whose_group_disagrees_with_the_spec_is_bad_input() -> None:
     c = camp()
     js = desired.worker_jobs(c, default_image="img")[0]

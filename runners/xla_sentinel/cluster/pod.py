@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="worker group (one per runner image)")
     p.add_argument("--targets", default=env("XLA_SENTINEL_TARGETS", ""),
                    help="comma-separated target names this group runs (default: all)")
-    # On a multi-host TPU slice the Job's index is the host; the operator names the shard.
+    # On a multi-host slice (TPU or a CPU/GPU group) the Job's index is the host; the
+    # operator names the shard.
     p.add_argument("--shard-index", type=int,
                    default=int(env("XLA_SENTINEL_SHARD_INDEX") or env("JOB_COMPLETION_INDEX", "0")))
     p.add_argument("--shard-count", type=int, default=None,
@@ -223,8 +224,9 @@ def version_bisection(folder: Path, releases: str) -> dict[str, Any]:
 
 def reporting_host() -> bool:
     """Whether this pod writes what its slice found: the hosts of a multi-host TPU slice run
-    one shard (or one bisection, one verification) together and host 0 alone writes it, so a
-    slice gives one result, not one per host (the others would be refused by the operator)."""
+    one bisection or one verification together and host 0 alone writes it, so a slice gives
+    one result, not one per host (the others would be refused by the operator). A slice's
+    shard is host 0's alone to run and report (host_role: the other hosts serve it)."""
     return os.environ.get("TPU_WORKER_ID", "0") == "0"
 
 
@@ -242,12 +244,57 @@ class SliceHost:
     hosts: int
     coordinator: str
 
+    @property
+    def driver(self) -> str:
+        """Where hosts 1..N-1 reach host 0's driver: its pod's name, the driver port."""
+        from xla_sentinel.worker.host_link import DRIVER_PORT, split_address
+
+        name, _ = split_address(self.coordinator)
+        return f"[{name}]:{DRIVER_PORT}" if ":" in name else f"{name}:{DRIVER_PORT}"
+
+
+# GKE's variables on each host of a TPU slice (libtpu and jax.distributed read them too).
+TPU_WORKER_ID = "TPU_WORKER_ID"
+TPU_WORKER_HOSTNAMES = "TPU_WORKER_HOSTNAMES"
+
+
+def tpu_slice_host(environ: dict[str, str]) -> SliceHost | None:
+    """A GKE TPU slice host's place: TPU_WORKER_ID its index, TPU_WORKER_HOSTNAMES every
+    host's name, host h at position h (the coordinator is the first). None where neither is
+    set (not a TPU pod of GKE's) or the slice has one host. SpecError naming the variable
+    for an environment no slice has: hostnames without an index, an index that is
+    not one or not among the hostnames, an empty hostname (the positions would shift)."""
+    has_id, has_names = TPU_WORKER_ID in environ, TPU_WORKER_HOSTNAMES in environ
+    if not has_id and not has_names:
+        return None
+    if not has_id:
+        raise SpecError(f"{TPU_WORKER_ID}: not set, where {TPU_WORKER_HOSTNAMES} names the slice's "
+                        "hosts: this host's index is unknown")
+    raw = environ[TPU_WORKER_ID].strip()
+    if not raw.isdigit():
+        raise SpecError(f"{TPU_WORKER_ID}={raw!r}: not a host index")
+    host = int(raw)
+    # Without hostnames, GKE's single-host slice: this host alone.
+    names = [h.strip() for h in environ[TPU_WORKER_HOSTNAMES].split(",")] if has_names else ["localhost"]
+    if not any(names):
+        raise SpecError(f"{TPU_WORKER_HOSTNAMES}: empty, where {TPU_WORKER_ID}={host} is set")
+    if "" in names:
+        raise SpecError(f"{TPU_WORKER_HOSTNAMES}={environ[TPU_WORKER_HOSTNAMES]!r}: hostname "
+                        f"{names.index('')} is empty")
+    if host >= len(names):
+        raise SpecError(f"{TPU_WORKER_ID}={host}: not a host of a slice of {len(names)} "
+                        f"({TPU_WORKER_HOSTNAMES} names {len(names)})")
+    if len(names) == 1:
+        return None
+    port = environ.get("JAX_COORDINATOR_PORT") or str(COORDINATOR_PORT)
+    return SliceHost(host, len(names), f"{names[0]}:{port}")
+
 
 def slice_host(environ: dict[str, str] | None = None) -> SliceHost | None:
     """Read from what the platform puts in a pod's environment; None for a single host.
 
     - A GKE TPU slice: TPU_WORKER_ID, and TPU_WORKER_HOSTNAMES (host 0 first), which is
-      also what `jax.distributed.initialize()` reads there by itself.
+      also what `jax.distributed.initialize()` reads there by itself (tpu_slice_host).
     - A JobSet of CPU or GPU hosts: JOB_COMPLETION_INDEX (the Indexed Job's pod index) and
       XLA_SENTINEL_HOSTS (the group's size, set by the operator). Host 0 is
       XLA_SENTINEL_COORDINATOR where the operator names it, else the pod's own stable
@@ -255,10 +302,9 @@ def slice_host(environ: dict[str, str] | None = None) -> SliceHost | None:
       in the headless Service's subdomain XLA_SENTINEL_SUBDOMAIN (the JobSet's name by
       default, resolved by the cluster DNS)."""
     env = dict(os.environ if environ is None else environ)
+    if TPU_WORKER_ID in env or TPU_WORKER_HOSTNAMES in env:
+        return tpu_slice_host(env)
     port = env.get("JAX_COORDINATOR_PORT") or str(COORDINATOR_PORT)
-    names = [h.strip() for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
-    if "TPU_WORKER_ID" in env and len(names) > 1:
-        return SliceHost(int(env["TPU_WORKER_ID"]), len(names), f"{names[0]}:{port}")
     hosts = int(env.get("XLA_SENTINEL_HOSTS") or "1")
     if hosts <= 1:
         return None
@@ -281,16 +327,30 @@ SLICE_TOKEN_ENV = "XLA_SENTINEL_SLICE_TOKEN"
 
 
 def host_role(spec: CampaignSpec, environ: dict[str, str] | None = None) -> SliceHost | None:
-    """This pod's place in a CPU or GPU multi-host group (`accelerator.hosts > 1` in a
-    JobSet of that many pods): host 0 runs the campaign (the driver and its host 0
-    process) and reports; hosts 1..N-1 serve it (run_host). None where the pod runs the
-    shard as every worker does: one host, a TPU slice (its hosts keep the path of
-    TPU_WORKER_ID, reporting_host), or a hosts campaign run outside a JobSet (the engine
-    starts every host process itself on loopback). SpecError where the JobSet and the
-    spec disagree on the group's size."""
-    if spec.accelerator.type == "tpu" or spec.accelerator.hosts <= 1:
-        return None
+    """This pod's place in a multi-host group: a JobSet of that many pods for a CPU or GPU
+    campaign of `accelerator.hosts > 1`, or the hosts of a multi-host TPU slice (GKE's
+    TPU_WORKER_ID and TPU_WORKER_HOSTNAMES, tpu_slice_host). Host 0 runs the campaign (the
+    driver and its host 0 process) and reports; hosts 1..N-1 serve it (run_host). None
+    where the pod runs the shard as every worker does: one host (a single-host slice
+    included), or a hosts campaign run outside a JobSet (the engine starts every host
+    process itself on loopback). SpecError where the pod's environment is no group's, or
+    disagrees with the spec (or, on a slice, with the operator's XLA_SENTINEL_HOSTS) on
+    the group's size."""
     env = dict(os.environ if environ is None else environ)
+    if spec.accelerator.type == "tpu":
+        place = tpu_slice_host(env)
+        if place is None:
+            return None
+        if env.get("XLA_SENTINEL_HOSTS") and env["XLA_SENTINEL_HOSTS"] != str(place.hosts):
+            raise SpecError(f"XLA_SENTINEL_HOSTS={env['XLA_SENTINEL_HOSTS']}: the slice's "
+                            f"{TPU_WORKER_HOSTNAMES} names {place.hosts} hosts")
+        devices = spec.generator.device_count()
+        if devices % place.hosts:
+            raise SpecError(f"generator.devices: {devices} is not a multiple of the slice's "
+                            f"{place.hosts} hosts: each host gets as many devices")
+        return place
+    if spec.accelerator.hosts <= 1:
+        return None
     if "XLA_SENTINEL_HOSTS" not in env:
         return None
     place = slice_host(env)
@@ -300,6 +360,15 @@ def host_role(spec: CampaignSpec, environ: dict[str, str] | None = None) -> Slic
     if not 0 <= place.host < place.hosts:
         raise SpecError(f"JOB_COMPLETION_INDEX={place.host}: not a host of a group of {place.hosts}")
     return place
+
+
+def group_spec(spec: CampaignSpec, place: SliceHost) -> CampaignSpec:
+    """The spec host 0's engine runs: on a TPU slice, whose spec leaves `hosts` to the
+    topology, the slice's hosts, so that the engine adds the layout's target and drives
+    the other hosts (campaign/multihost.py); a CPU/GPU group's spec has them already."""
+    if spec.accelerator.hosts == place.hosts:
+        return spec
+    return dataclasses.replace(spec, accelerator=dataclasses.replace(spec.accelerator, hosts=place.hosts))
 
 
 def driver_environment(place: SliceHost, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -318,10 +387,9 @@ def run_host(place: SliceHost) -> int:
     """Hosts 1..N-1 of a group: serve host 0's driver (worker/host_link.serve_remote)
     until it closes the group (exit 0, the pod completes) or cannot be reached (exit 1:
     the slice restarts). They report nothing: host 0 reports what the group found."""
-    from xla_sentinel.worker.host_link import DRIVER_PORT, serve_remote, split_address
+    from xla_sentinel.worker.host_link import serve_remote
 
-    name, _ = split_address(place.coordinator)
-    return serve_remote(f"{name}:{DRIVER_PORT}", place.host, os.environ.get(SLICE_TOKEN_ENV, ""))
+    return serve_remote(place.driver, place.host, os.environ.get(SLICE_TOKEN_ENV, ""))
 
 
 def own_report_name() -> str | None:
@@ -443,8 +511,9 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def make_reporter(args: argparse.Namespace, spec: CampaignSpec, worker: str,
                   local: Any = None) -> Any:
-    """A started K8sReporter for this worker, or None when reporting is off. The hosts of a
-    multi-host TPU slice run one shard together; host 0 alone reports it (one writer).
+    """A started K8sReporter for this worker, or None when reporting is off, or on a host of
+    a multi-host TPU slice other than host 0 (one writer per slice; host_role sends those
+    hosts to run_host before this).
     `local`: resumed_report() of the store this pod continues, if any."""
     if args.report == "none" or not reporting_host():
         return None
@@ -489,6 +558,7 @@ def main(argv: list[str]) -> int:
         return run_host(place)
     if place is not None:
         os.environ.update(driver_environment(place))
+        spec = group_spec(spec, place)
     shard_count = args.shard_count or spec.workers
     if not 0 <= args.shard_index < shard_count:
         print(f"error: --shard-index: {args.shard_index} is outside [0, {shard_count})",
