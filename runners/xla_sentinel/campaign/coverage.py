@@ -7,7 +7,9 @@ inputs, and what XLA did with it in the default target's optimized HLO: fusions 
 (kLoop, kInput, kOutput, kCustom, and ynn for YNNPACK custom fusions) and which HLO
 opcodes ended up inside a fusion of each kind (`fused`, e.g. "kLoop:transpose"), and
 which of XLA:CPU's kernel decisions it reached (`kernel_decisions`, the KERNEL_DECISIONS
-table: fusion kinds with YNNPACK and oneDNN, emitter paths, thunks, in-place buffers).
+table: fusion kinds with YNNPACK and oneDNN, emitter paths, thunks, in-place buffers), and
+the process layout it was drawn for (`layouts`: `1x4`, one process over 4 devices;
+layout_programs adds the multi-host layouts, `hosts2x2`, it ran on).
 Which passes changed the module is measured on a sample only (see `PASS_SAMPLE_EVERY`):
 it costs one extra compile per pass.
 
@@ -30,13 +32,14 @@ import numpy as np
 
 from xla_sentinel.core.dtypes import subnormal
 from xla_sentinel.core.graph import Graph
+from xla_sentinel.core.stablehlo import partitions
 from xla_sentinel.xla import hlo
 
 FUSION_KINDS = ("kLoop", "kInput", "kOutput", "kCustom", "ynn")
 SPECIAL_KINDS = ("nan", "inf", "neg_zero", "subnormal", "huge", "tie_half", "int_min", "int_max")
 # Coverage counters a campaign sums; each maps a key to the number of programs that had it.
 SECTIONS = ("ops", "op_pairs", "dtypes", "ranks", "special", "fusion_kinds", "fused", "passes_changed",
-            "shapes", "kernel_decisions")
+            "shapes", "kernel_decisions", "layouts")
 # Ranks above what the op table was first written for (the rank 7-8 bugs).
 HIGH_RANK = 6
 
@@ -85,6 +88,10 @@ _IN_PLACE = ("dynamic-update-slice", "scatter")
 _IO_ALIAS = re.compile(r"input_output_alias=\{\s*\{")
 
 _STABLEHLO_OP = re.compile(r"=\s*\"?((?:stablehlo|chlo)\.[\w.]+)")
+
+# A multi-host layout's target (worker/hosts.Layout.name): hosts<N>x<D>, N processes of D
+# devices (docs/spmd.md, "Programs that span hosts").
+LAYOUT_TARGET = re.compile(r"^hosts(\d+)x(\d+)$")
 
 
 def pass_sampled(index: int) -> bool:
@@ -247,6 +254,7 @@ def program_coverage(graph: Graph | None, module: str, inputs: Iterable[np.ndarr
     """Everything one program exercised, as stored in programs.stats['coverage']."""
     cov = graph_coverage(graph) if graph is not None else module_coverage(module)
     cov["special"] = sorted(special_kinds(inputs))
+    cov["layouts"] = [process_layout(module)]
     if hlo_text:
         cov.update(hlo_coverage(hlo_text))
     if passes_changed is not None:
@@ -268,7 +276,8 @@ class Coverage:
         self.programs += 1
         for s in ("ops", "op_pairs", "fusion_kinds"):
             self.sections[s].update(cov.get(s, {}))
-        for s in ("dtypes", "ranks", "special", "fused", "passes_changed", "shapes", "kernel_decisions"):
+        for s in ("dtypes", "ranks", "special", "fused", "passes_changed", "shapes", "kernel_decisions",
+                  "layouts"):
             self.sections[s].update(str(k) for k in cov.get(s, []))
         if "fusion_kinds" in cov:
             self.with_hlo += 1
@@ -281,6 +290,35 @@ class Coverage:
         for s, c in self.sections.items():
             out[s] = dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
         return out
+
+
+def process_layout(module: str | bytes) -> str:
+    """The one-process layout a program was drawn for: `1x<D>`, one process over the D
+    devices its module is partitioned over (1x1: unsharded, or a module in bytecode, whose
+    partitioning is not read here, as multihost.py does not)."""
+    return f"1x{partitions(module) if isinstance(module, str) else 1}"
+
+
+def layout_programs(stats: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Programs per process layout, most first: each program's own one-process layout
+    (coverage `layouts`), and per multi-host layout target (hosts<N>x<D>) the programs
+    that ran on its group: those partitioned over its N x D devices (the others are
+    skipped there, campaign/multihost.py), or, in a store whose programs have no layout
+    recorded, those it compiled."""
+    counts: Counter[str] = Counter()
+    for s in stats:
+        if not s:
+            continue
+        drawn = list((s.get("coverage") or {}).get("layouts") or [])
+        counts.update(drawn)
+        for target, seconds in (s.get("compile_s") or {}).items():
+            m = LAYOUT_TARGET.match(target)
+            if m is None:
+                continue
+            devices = int(m.group(1)) * int(m.group(2))
+            if (f"1x{devices}" in drawn) if drawn else seconds > 0:
+                counts[target] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def decisions_summary(cov: Coverage) -> dict[str, Any]:

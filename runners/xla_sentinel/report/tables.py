@@ -3,9 +3,10 @@ or (`--html`) as the triage page of `html_report`.
 
 Reads the campaign store (DIR/campaign.sqlite), so it works on a campaign that is still
 running or was interrupted before summary.json was written. Prints markdown tables
-(programs by status, findings by verdict, each coverage section, the generator's ops
-never drawn) and writes DIR/coverage.png. No jax: the op table is read only to list the
-ops never drawn, and only for campaigns of generated programs.
+(programs by status, findings by verdict, each coverage section, the process layouts
+programs were drawn for and ran on, the generator's ops never drawn) and writes
+DIR/coverage.png. No jax: the op table is read only to list the ops never drawn, and only
+for campaigns of generated programs.
 """
 
 from __future__ import annotations
@@ -62,8 +63,36 @@ def collect(folder: Path) -> dict[str, Any]:
         generated = con.execute("SELECT count(*) FROM programs WHERE idx >= 0").fetchone()[0]
     finally:
         con.close()
-    cov = coverage.total(coverage.stored_stats(folder / "campaign.sqlite")).to_json()
-    return {"status": dict(status), "findings": dict(verdicts), "coverage": cov, "generated": generated}
+    stats = coverage.stored_stats(folder / "campaign.sqlite")
+    cov = coverage.total(stats).to_json()
+    return {"status": dict(status), "findings": dict(verdicts), "coverage": cov, "generated": generated,
+            "layouts": coverage.layout_programs(stats), "multihost": _summary(folder).get("multihost")}
+
+
+def _summary(folder: Path) -> dict[str, Any]:
+    """The campaign's summary.json; {} before it is written (a campaign still running)."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def layout_lines(data: dict[str, Any]) -> list[str]:
+    """The process layouts section: programs per layout (coverage.layout_programs), and,
+    for a campaign of several hosts, how many of those that ran on its group held a
+    collective across hosts (the group's own count, summary.json `multihost`)."""
+    programs = data["coverage"]["programs"]
+    lines = _table("Process layouts (programs)", data.get("layouts") or {}, programs or None)
+    mh = data.get("multihost")
+    if mh:
+        ran = int(mh.get("programs") or 0)
+        crossing = int(mh.get("cross_host_programs") or 0)
+        share = f" ({100 * crossing / ran:.0f}%)" if ran else ""
+        lines += [f"Programs with a collective across hosts on {mh.get('layout')}: {crossing} of the "
+                  f"{ran} that ran on its group{share}; group restarts: {int(mh.get('group_restarts') or 0)}.",
+                  ""]
+    return lines
 
 
 def _table(title: str, counts: dict[str, int], total: int | None = None, top: int = TOP) -> list[str]:
@@ -106,6 +135,7 @@ def render(data: dict[str, Any]) -> str:
     missing_decisions = [d for d in coverage.KERNEL_DECISIONS if not seen.get(d)]
     lines += [f"### Kernel decisions never reached ({len(missing_decisions)})", "",
               ", ".join(missing_decisions) or "(none)", ""]
+    lines += layout_lines(data)
     least = sorted(cov["ops"].items(), key=lambda kv: (kv[1], kv[0]))[:TOP]
     lines += _table("Least exercised ops", dict(least))
     if data["generated"]:
@@ -192,10 +222,7 @@ def _throughput(folder: Path, programs: int, executions: int, seconds: float) ->
     """Figures from summary.json when the campaign wrote one (wall time is only known
     there), else the store's sums of per-program time."""
     rows = [("programs", str(programs)), ("executions", str(executions))]
-    try:
-        summary = json.loads((folder / "summary.json").read_text())
-    except (OSError, ValueError):
-        summary = {}
+    summary = _summary(folder)
     if summary.get("elapsed_s"):
         rows = [("programs/s", f"{summary.get('programs_per_s', 0):.3g}"), *rows,
                 ("wall seconds", f"{summary['elapsed_s']:.1f}"),
@@ -207,6 +234,16 @@ def _throughput(folder: Path, programs: int, executions: int, seconds: float) ->
     elif programs:
         rows.append(("program seconds (sum over slots)", f"{seconds:.1f}"))
     return rows
+
+
+def _layout_counts(data: dict[str, Any]) -> dict[str, int]:
+    """The page's process layouts table: programs per layout, and the programs of a
+    multi-host layout's group that held a collective across hosts."""
+    counts = dict(data.get("layouts") or {})
+    mh = data.get("multihost")
+    if mh:
+        counts[f"{mh.get('layout')}: a collective across hosts"] = int(mh.get("cross_host_programs") or 0)
+    return counts
 
 
 def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None = None) -> Page:
@@ -232,6 +269,7 @@ def page_data(folder: Path, page_dir: Path | None = None, store_uri: str | None 
         con.close()
     cov = data["coverage"]
     tables = {"Programs by status": data["status"], "Findings by verdict": data["findings"],
+              "Process layouts (programs)": _layout_counts(data),
               "Least exercised ops": dict(sorted(cov["ops"].items(), key=lambda kv: (kv[1], kv[0]))[:TOP])}
     lists = {"Generator ops never drawn": never_drawn(cov)} if data["generated"] else {}
     # The campaign's agent runs: its own folder's, and in a cluster's store the campaign's
