@@ -21,7 +21,7 @@ demo: install
 
 # tests/node share one real node per machine (a lock): tests/conftest.py's scheduler sends
 # them to one xdist worker and spreads the rest over both.
-test: install control-plane kwok node-deps system-deps test-envs images
+test: install control-plane kwok policy-engine node-deps system-deps test-envs images
 	$(BIN)/pytest -n 2 -q
 
 # What starts no cluster and no long campaign (the cost markers of tests/conftest.py): the
@@ -47,12 +47,21 @@ control-plane:
 kwok:
 	tests/controlplane/build.sh kwok
 
+# The real node's NetworkPolicy engine: kube-router's network policy controller (iptables and
+# ipset), built from its Go module into the same cache folder, for
+# tests/node/test_networkpolicy_node.py (tests/controlplane/node.py start_policy_engine).
+# Once: 16 min cold on the loaded 2-core machine, seconds with a warm Go cache.
+.PHONY: policy-engine
+policy-engine:
+	tests/controlplane/build.sh kube-router
+
 # What the real node of the tests (tests/controlplane/node.py, tests/node) takes from Debian:
-# runc (containerd's runtime), the CNI plugins (bridge, host-local, loopback), iptables and
-# iproute2. kubelet, kube-scheduler and containerd are built by `make control-plane`.
+# runc (containerd's runtime), the CNI plugins (bridge, host-local, loopback), iptables,
+# ipset (kube-router's policy engine, make policy-engine) and iproute2. kubelet,
+# kube-scheduler and containerd are built by `make control-plane`.
 # Installed with apt-get when missing (root), like system-deps.
-NODE_BINS := runc iptables ip
-NODE_PKGS := runc containernetworking-plugins iptables iproute2
+NODE_BINS := runc iptables ipset ip
+NODE_PKGS := runc containernetworking-plugins iptables ipset iproute2
 .PHONY: node-deps
 node-deps:
 	@missing=""; for b in $(NODE_BINS); do command -v $$b >/dev/null || [ -x /usr/sbin/$$b ] || missing="$$missing $$b"; done; \

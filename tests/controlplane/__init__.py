@@ -1,11 +1,14 @@
-"""The test cluster, built from Go modules by build.sh (`make control-plane`, `make kwok`).
+"""The test cluster, built from Go modules by build.sh (`make control-plane`, `make kwok`,
+`make policy-engine`).
 
 cluster.py is the control plane every cluster test runs against (etcd, kube-apiserver,
 kube-controller-manager; no scheduler, no kubelet). Where a test's pods go is one of four:
 
 - The real node (node.py: kubelet, containerd, kube-scheduler, the device plugin), where a
   container must really run: tests/node (pods, the chart's pods from the built images,
-  accelerators), `make dev-cluster`, bench/operator_scale.py --real-node.
+  accelerators), `make dev-cluster`, bench/operator_scale.py --real-node. NetworkPolicy is
+  enforced there only for tests that take the `policy_engine` fixture (kube-router's network
+  policy controller, node.py): tests/node/test_networkpolicy_node.py.
 - kwok (kwok.py: kwok's stages play the kubelet of many Nodes, the real kube-scheduler
   places pods), where no container must run but placement and pod phases matter: GKE TPU
   and CPU node pools in tests/k8s/test_kwok.py and bench/operator_scale.py --kwok-nodes.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager and etcd (the control plane), and kubelet,
 # kube-scheduler, kube-proxy and the accelerator device plugin (the real node,
-# tests/controlplane/node.py); `build.sh kwok` builds kwok alone (make kwok); from this folder's
+# tests/controlplane/node.py); `build.sh kwok` builds kwok alone (make kwok), `build.sh
+# kube-router` the node's NetworkPolicy engine alone (make policy-engine); from this folder's
 # Go module into DEST, once: a binary already there is kept. DEST defaults to the folder cluster.py looks
 # in: $XLA_SENTINEL_CONTROL_PLANE, else ~/.cache/xla-sentinel/controlplane-<k8s version>,
 # outside the source tree so every clone on the machine reuses one build. Needs Go and the
@@ -12,7 +13,9 @@ version="$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")"
 default="${XLA_SENTINEL_CONTROL_PLANE:-${XDG_CACHE_HOME:-$HOME/.cache}/xla-sentinel/controlplane-$version}"
 if [ "${1:-}" = "--dir" ]; then echo "$default"; exit 0; fi
 only=""
-if [ "${1:-}" = "kwok" ]; then only=kwok; shift; fi  # `build.sh kwok [DEST]`: kwok alone (make kwok)
+case "${1:-}" in  # `build.sh kwok [DEST]`: kwok alone (make kwok); likewise kube-router
+  kwok|kube-router) only="$1"; shift ;;
+esac
 dest="${1:-$default}"
 command -v go >/dev/null || { echo "control-plane: needs Go (https://go.dev) on PATH" >&2; exit 1; }
 mkdir -p "$dest"
@@ -46,7 +49,31 @@ build_kwok() {
   mv "$tmp/kwok" "$dest/kwok"; rmdir "$tmp"
   echo "control-plane: kwok built in $(( $(date +%s) - start )) s" >&2
 }
+# kube-router (github.com/cloudnativelabs/kube-router), whose network policy controller
+# (--run-firewall alone) enforces NetworkPolicy on the real node with iptables and ipset
+# (tests/controlplane/node.py start_policy_engine, tests/node/test_networkpolicy_node.py). Chosen
+# over sigs.k8s.io/kube-network-policies because it takes a --kubeconfig (the other reads only
+# the in-cluster service-account files, a fixed host path) and needs nothing but iptables and
+# Debian's ipset (make node-deps). v2.1.0: the newest release the Go module proxy serves here
+# (later v2 tags are refused); its go.mod has no replace or exclude directives, so `go
+# install pkg@version` builds it against its own pinned dependencies (client-go v0.29:
+# networking.k8s.io/v1 NetworkPolicy is unchanged since, and within client-go's skew for
+# the stable APIs it watches).
+kube_router_version=v2.1.0
+build_kube_router() {
+  [ -x "$dest/kube-router" ] && return 0
+  echo "control-plane: building kube-router ($kube_router_version) into $dest" >&2
+  start=$(date +%s)
+  local tmp
+  tmp="$(mktemp -d)"
+  CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath \
+    -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$kube_router_version" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$kube_router_version"
+  mv "$tmp/kube-router" "$dest/kube-router"; rmdir "$tmp"
+  echo "control-plane: kube-router built in $(( $(date +%s) - start )) s" >&2
+}
 if [ "$only" = kwok ]; then build_kwok; exit 0; fi
+if [ "$only" = kube-router ]; then build_kube_router; exit 0; fi
 build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager

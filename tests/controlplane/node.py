@@ -18,6 +18,17 @@ it would program iptables for every service and set host sysctls on a machine ot
 sessions share, for no pod traffic the tests need (docs/deploy.md, "Test cluster: the real
 node"). IP forwarding is left as found (off here), so nothing a pod sends leaves the machine.
 
+NetworkPolicy: enforced only where a test asks for it (`start_policy_engine()`, the
+`policy_engine` fixture of tests/node): kube-router's network policy controller (built from
+its Go module by `make policy-engine`; kube-router with --run-firewall alone, no routing and
+no service proxy) watches the API with its own client certificate and turns each policy into
+iptables chains and ipsets for this node's pods, as it does on a cluster whose pods sit on
+its own bridge (br_netfilter hands bridged traffic to iptables). `stop_policy_engine()` (and
+`stop()`) stops it and takes its chains and sets out again; the other node tests run with no
+engine, as the bridge CNI alone enforces nothing. Not always on: each of its syncs rewrites
+the machine's whole filter table (iptables-save, edit, iptables-restore), and a rule another
+program on this shared machine adds in between (a dockerd of `make images`) would be lost.
+
 Accelerators: a device plugin (deviceplugin/main.go, built by build.sh) registers 4
 google.com/tpu and 2 nvidia.com/gpu chips with the kubelet over the device-plugin API; they
 do not exist (no TPU or GPU here), but the kubelet counts them on the Node, the scheduler
@@ -44,6 +55,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -95,6 +107,15 @@ TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"
 # whatever its --root-dir (so one per machine, as the node is). Its checkpoint of which pod
 # holds which chip lies beside it, and survives a kubelet restart.
 DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")
+
+
+# The NetworkPolicy engine (build.sh kube-router, `make policy-engine`) and what its network
+# policy controller (kube-router v2.1.0, pkg/controllers/netpol) writes, all of it into the
+# filter table and ipset: top-level chains hooked from INPUT, FORWARD and OUTPUT, a chain
+# per policy and per pod of this node, and a set of addresses per policy's peers.
+POLICY_ENGINE = "kube-router"
+POLICY_CHAINS = ("KUBE-ROUTER-", "KUBE-NWPLCY-", "KUBE-POD-FW-")
+POLICY_IPSETS = ("KUBE-SRC-", "KUBE-DST-")
 
 
 # Where `make images` leaves the archives (the Makefile's IMAGES_OUT default).
@@ -244,6 +265,28 @@ def _run(*argv: str, check: bool = True, timeout: float = 60) -> subprocess.Comp
     return out
 
 
+def remove_policy_rules() -> None:
+    """Take out of the filter table and ipset what kube-router's network policy controller put
+    there (POLICY_CHAINS, POLICY_IPSETS), left by a stopped or crashed engine. Not kube-router's
+    own --cleanup-config: that also tears down its service proxy's IPVS services and its
+    router's routes, machine-wide, which this node never made."""
+    saved = _run("iptables-save", "-t", "filter").stdout.splitlines()
+    for line in saved:  # the jumps from the built-in chains first: a referenced chain stays
+        rule = shlex.split(line) if line.startswith("-A ") else []
+        if (rule and rule[1] in ("INPUT", "FORWARD", "OUTPUT") and rule[-2] == "-j"
+                and rule[-1].startswith(POLICY_CHAINS)):
+            _run("iptables", "-t", "filter", "-D", *rule[1:])
+    chains = [line[1:].split()[0] for line in saved
+              if line.startswith(":") and line[1:].startswith(POLICY_CHAINS)]
+    for chain in chains:  # flushed all before any is deleted: they jump to one another
+        _run("iptables", "-t", "filter", "-F", chain)
+    for chain in chains:
+        _run("iptables", "-t", "filter", "-X", chain)
+    for name in _run("ipset", "list", "-n").stdout.split():
+        if name.startswith(POLICY_IPSETS):
+            _run("ipset", "destroy", name)
+
+
 def cgroup_version() -> int:
     """2 on a unified hierarchy (`stat -fc %T /sys/fs/cgroup` says cgroup2fs), else 1."""
     return 2 if _run("stat", "-fc", "%T", "/sys/fs/cgroup").stdout.strip() == "cgroup2fs" else 1
@@ -342,6 +385,8 @@ class RealNode:
         self.deviceplugin = _Process("deviceplugin", [
             str(self.bins["deviceplugin"]), f"--kubelet-socket={DEVICE_PLUGINS / 'kubelet.sock'}",
             *[f"--resource={name}={n}" for name, n in ACCELERATORS.items()]], self.logs)
+        self.policy_engine: _Process | None = None
+        self._policy_log_start = 0
         self._made_kubelet_dir = False
         self._started: list[_Process] = []
 
@@ -455,6 +500,23 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
 """)
         return [str(self.bins["coredns"]), "-conf", str(corefile)]
 
+    def _policy_engine_argv(self) -> list[str]:
+        """kube-router with its network policy controller alone, for this node (it finds the
+        node's pods by their hostIP, the node's InternalIP) and the cluster's service range;
+        its health and metrics servers off (nothing scrapes them; its log says when a sync
+        is done)."""
+        binary = cache_dir() / POLICY_ENGINE
+        if not os.access(binary, os.X_OK):
+            raise ControlPlaneError(f"{POLICY_ENGINE} not built in {cache_dir()}: run `make policy-engine`")
+        if shutil.which("ipset", path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin") is None:
+            raise ControlPlaneError("ipset not found: run `make node-deps` (Debian's ipset)")
+        pair = self.cp.pki.client("xs:kube-router", ("system:masters",))
+        config = self.cp.write_kubeconfig("xs:kube-router", pair)
+        return [str(binary), f"--kubeconfig={config}", f"--hostname-override={self.name}",
+                "--run-firewall=true", "--run-router=false", "--run-service-proxy=false",
+                f"--service-cluster-ip-range={SERVICE_SUBNET}", "--health-port=0",
+                "--metrics-port=0", "-v=1"]
+
     def _kubelet_argv(self) -> list[str]:
         # The Node authorizer and NodeRestriction admission know a kubelet by this name.
         pair = self.cp.pki.client(f"system:node:{self.name}", ("system:nodes",))
@@ -521,6 +583,44 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
             self.stop()
             raise
         return self
+
+    def start_policy_engine(self, timeout: float = 120) -> None:
+        """Enforce NetworkPolicy on this node from now on (module docstring): start kube-router's
+        network policy controller and return once its first sync has programmed iptables.
+        Started already: nothing to do."""
+        if self.policy_engine is not None:
+            return
+        remove_policy_rules()  # an earlier crashed run's chains would shadow the new ones
+        engine = _Process(POLICY_ENGINE, self._policy_engine_argv(), self.logs)
+        self.policy_engine = engine
+        # Its log is appended to: only what this run writes says this run has synced.
+        self._policy_log_start = engine.log_path.stat().st_size if engine.log_path.exists() else 0
+        try:
+            self._start(engine)
+            self._wait(f"{POLICY_ENGINE}'s first network policy sync", self._policy_synced, timeout)
+        except BaseException:
+            self.stop_policy_engine()
+            raise
+
+    def stop_policy_engine(self) -> None:
+        """Stop the engine and take its chains and sets out: the node enforces nothing again."""
+        if self.policy_engine is None:
+            return
+        self.policy_engine.stop()
+        with contextlib.suppress(ValueError):
+            self._started.remove(self.policy_engine)
+        self.policy_engine = None
+        remove_policy_rules()
+
+    def _policy_synced(self) -> bool:
+        """Whether the engine has finished a full sync (its log says so at -v=1) and its
+        chain is hooked into FORWARD, where the pods' bridged traffic passes."""
+        assert self.policy_engine is not None
+        with open(self.policy_engine.log_path, "rb") as f:
+            f.seek(self._policy_log_start)
+            log = f.read().decode(errors="replace")
+        forward = _run("iptables", "-t", "filter", "-S", "FORWARD").stdout
+        return "sync iptables took" in log and "-j KUBE-ROUTER-FORWARD" in forward
 
     def _start(self, c: _Process) -> None:
         c.start()
@@ -684,6 +784,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
     def stop(self, timeout: float = 90) -> None:
         """Remove everything the node made: pods (through kubelet, so CNI tears their
         networks down), then containers, netns mounts, the bridge, the chain, cgroups, mounts."""
+        self.stop_policy_engine()
         if self.kubelet.proc is not None and self.kubelet.proc.poll() is None:
             self._drain(timeout)
         for c in (self.deviceplugin, self.kubelet, self.scheduler, self.lifecycle, self.dns):

@@ -99,6 +99,20 @@ def node(control_plane: ControlPlane, images: dict[str, dict[str, Any]],
     n.stop()
 
 
+@pytest.fixture(scope="module")
+def policy_engine(node: RealNode) -> Iterator[RealNode]:
+    """The node with NetworkPolicy enforced by kube-router's network policy controller, for
+    the tests of one module; stopped (its iptables chains and ipsets removed) after them, so
+    the other modules' pods run with no engine, as before. A missing build (`make
+    policy-engine`, Debian's ipset) fails the tests that asked for it."""
+    try:
+        node.start_policy_engine()
+    except ControlPlaneError as e:
+        pytest.fail(str(e), pytrace=False)
+    yield node
+    node.stop_policy_engine()
+
+
 @pytest.fixture(scope="package")
 def api(control_plane: ControlPlane) -> Api:
     return Api(control_plane)

@@ -7,8 +7,8 @@ name through the node's CoreDNS. The JobSet is the operator's rendering
 the control plane's Job controller; its FuzzCampaign exists (owner of the JobSet and the
 report) but no operator runs: the WorkerReport is read as the worker wrote it.
 
-No NetworkPolicy engine runs on this node (the bridge CNI enforces none), so the chart's
-slice-peer rule is not exercised here; tests/k8s checks the rendered rule."""
+NetworkPolicy: tests/node/test_networkpolicy_node.py runs this module's JobSet under the
+chart's policies with kube-router enforcing them."""
 
 from __future__ import annotations
 
