@@ -9,17 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from xla_sentinel.campaign.multihost import layout
+from xla_sentinel.campaign.multihost import LAYOUT_PLATFORM_ENV, layout
 from xla_sentinel.cluster.pod import (
     COORDINATOR_PORT,
     SliceHost,
+    driver_environment,
+    group_platform,
     group_spec,
     host_role,
     slice_host,
     tpu_slice_host,
 )
 from xla_sentinel.spec.campaign import SpecError, parse_spec
-from xla_sentinel.worker.host_link import DRIVER_PORT
+from xla_sentinel.worker.host_link import DRIVER_PORT, RemoteHosts
 from xla_sentinel.worker.hosts import Layout
 
 
@@ -88,10 +90,35 @@ def test_a_tpu_slice_takes_the_pods_as_hosts_path() -> None:
         place = host_role(spec, {"TPU_WORKER_ID": str(h), "TPU_WORKER_HOSTNAMES": names,
                                  "XLA_SENTINEL_HOSTS": "4"})
         assert place == SliceHost(h, 4, f"js-hosts-0-0.js:{COORDINATOR_PORT}")
+    assert place is not None
     driven = group_spec(spec, place)
     assert driven.accelerator.hosts == 4 and driven.generator.device_count() == 8
-    assert layout(driven) == Layout(4, 2)  # the engine's layout target: hosts4x2
-    assert layout(spec) is None
+    # Host 0's pod runs the layout on the slice's chips: the engine's target slice4x2.
+    zero = SliceHost(0, 4, f"js-hosts-0-0.js:{COORDINATOR_PORT}")
+    env = driver_environment(zero, {}, group_platform(spec, {"JAX_PLATFORMS": "tpu"}))
+    assert env[LAYOUT_PLATFORM_ENV] == "tpu"
+    assert RemoteHosts.from_environ(env) == RemoteHosts(
+        f"0.0.0.0:{DRIVER_PORT}", zero.coordinator, f"0.0.0.0:{COORDINATOR_PORT}")
+    slice_layout = layout(driven, env)
+    assert slice_layout == Layout(4, 2, "tpu") and slice_layout.name == "slice4x2"
+    assert layout(spec, env) is None
+
+
+def test_the_layouts_platform_is_the_tpu_on_a_slice_the_cpu_elsewhere() -> None:
+    cpu_group = parse_spec({"accelerator": {"type": "cpu", "hosts": 2}, "generator": {"devices": 4}})
+    gpu_group = parse_spec({"accelerator": {"type": "gpu", "hosts": 2}, "generator": {"devices": 4}})
+    assert group_platform(tpu_spec(), {}) == "tpu"  # the pod's jax picks its TPU
+    assert group_platform(tpu_spec(), {"JAX_PLATFORMS": "tpu"}) == "tpu"  # as the operator sets it
+    assert group_platform(tpu_spec(), {"JAX_PLATFORMS": "tpu,cpu"}) == "tpu"
+    # A TPU campaign's pod kept off its TPU runs its one-process targets on the CPU, and
+    # the layout with them.
+    assert group_platform(tpu_spec(), {"JAX_PLATFORMS": "cpu"}) == "cpu"
+    # A GPU group's hosts run on the CPU (NCCL between pods is not built).
+    for spec in (cpu_group, gpu_group):
+        assert group_platform(spec, {"JAX_PLATFORMS": "tpu"}) == "cpu"
+    place = SliceHost(0, 2, f"camp-hosts-0-0.camp:{COORDINATOR_PORT}")
+    env = driver_environment(place, {}, group_platform(cpu_group, {}))
+    assert layout(group_spec(cpu_group, place), env) == Layout(2, 2, "cpu")
 
 
 def test_a_tpu_slice_that_is_no_group_of_the_spec_is_refused() -> None:

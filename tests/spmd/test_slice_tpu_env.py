@@ -5,9 +5,10 @@
 (cluster/pod.py host_role, run_host), host 0 runs the campaign with the slice's 2 hosts as
 its layout (group_spec) and reports alone.
 
-No TPU here: JAX_PLATFORMS=cpu, so the one-process targets and the host processes run on
-the CPU with gloo (the host processes do on a real slice too, worker/host_link.py); what a
-real slice's libtpu does with this group is not checked. The driver listens on its fixed
+No TPU here: the pods get JAX_PLATFORMS=cpu, so cluster/pod.py group_platform picks `cpu`:
+the one-process targets and the host processes run on the CPU with gloo and the layout is
+`hosts2x2`; on a real slice it is `slice2x4` on the chips (docs/spmd.md, Platforms), which
+is not checked here, nor what a real slice's libtpu does with this group. The driver listens on its fixed
 port (host_link.DRIVER_PORT), as in a pod: the test needs it free."""
 
 from __future__ import annotations

@@ -11,13 +11,22 @@ where IEEE 754 fixes an output bitwise (the oracle's OutputInfo.bitwise: integer
 depend on no float, data movement, exact ops; the collectives that carry them are exact
 whatever the reduction order), against its twin bit for bit: a difference there is a
 `mismatch` with reason `layout`, naming both layouts.
+
+On a multi-host TPU slice (cluster/pod.py puts the platform in the driver's environment,
+LAYOUT_PLATFORM_ENV) the layout is the slice's: `slice2x4` is its 2 hosts (VMs) of 4 chips
+each, one host process per VM (Layout.platform `tpu`). There the twin is not the same
+module on one process of N x D TPU devices: no TPU host has the chips of the whole slice.
+It is the campaign's first target on pod 0 (the one-process targets of the driver's pod,
+on that pod's own chips); a program partitioned over more devices than pod 0 has fails
+there (no results), and the layout's target is then judged against the float64 reference
+alone, as every target is.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,16 +41,26 @@ from xla_sentinel.judge.assess import Assessor, Judging, Outcome, Slot
 from xla_sentinel.judge.targets import Target
 from xla_sentinel.spec.campaign import CampaignSpec
 from xla_sentinel.worker.client import Worker
-from xla_sentinel.worker.host_link import RemoteHosts
+from xla_sentinel.worker.host_link import HOST_PLATFORMS, RemoteHosts
 from xla_sentinel.worker.hosts import HostGroup, Layout
 
+# The platform of the layout's host processes, in the driver's environment: set by a pod of
+# a multi-host group (cluster/pod.py driver_environment: `tpu` on a TPU slice); unset, `cpu`
+# (a local run, a CPU or GPU campaign's pods).
+LAYOUT_PLATFORM_ENV = "XLA_SENTINEL_LAYOUT_PLATFORM"
 
-def layout(spec: CampaignSpec) -> Layout | None:
-    """The campaign's process layout, None for one host."""
+
+def layout(spec: CampaignSpec, environ: Mapping[str, str] | None = None) -> Layout | None:
+    """The campaign's process layout, None for one host; its platform from `environ`
+    (LAYOUT_PLATFORM_ENV; os.environ by default)."""
     hosts = spec.accelerator.hosts
     if hosts <= 1:
         return None
-    return Layout(hosts, spec.generator.device_count() // hosts)
+    env = os.environ if environ is None else environ
+    platform = env.get(LAYOUT_PLATFORM_ENV) or "cpu"
+    if platform not in HOST_PLATFORMS:
+        raise ValueError(f"{LAYOUT_PLATFORM_ENV}={platform!r}: not one of {', '.join(HOST_PLATFORMS)}")
+    return Layout(hosts, spec.generator.device_count() // hosts, platform)
 
 
 def _exact(info: oracle.OutputInfo) -> bool:
@@ -90,7 +109,7 @@ class LayoutAssessor(Assessor):
         new.__dict__.update(base.__dict__)  # the same settings, stop event included
         new.lay = lay
         new.twin = base.targets[0].name
-        new.target = Target(lay.name, dict(base.targets[0].options), "cpu")
+        new.target = Target(lay.name, dict(base.targets[0].options), lay.platform)
         new.targets = [*base.targets, new.target]
         return new
 

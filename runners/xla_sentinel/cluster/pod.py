@@ -365,22 +365,43 @@ def host_role(spec: CampaignSpec, environ: dict[str, str] | None = None) -> Slic
 def group_spec(spec: CampaignSpec, place: SliceHost) -> CampaignSpec:
     """The spec host 0's engine runs: on a TPU slice, whose spec leaves `hosts` to the
     topology, the slice's hosts, so that the engine adds the layout's target and drives
-    the other hosts (campaign/multihost.py); a CPU/GPU group's spec has them already."""
+    the other hosts (campaign/multihost.py); a CPU/GPU group's spec has them already.
+    The layout's platform goes beside it, in the driver's environment (group_platform,
+    driver_environment): `slice4x2` on a v6e 4x4 slice's chips."""
     if spec.accelerator.hosts == place.hosts:
         return spec
     return dataclasses.replace(spec, accelerator=dataclasses.replace(spec.accelerator, hosts=place.hosts))
 
 
-def driver_environment(place: SliceHost, environ: dict[str, str] | None = None) -> dict[str, str]:
+def group_platform(spec: CampaignSpec, environ: dict[str, str] | None = None) -> str:
+    """Where the layout's host processes run (worker/host_link.HOST_PLATFORMS): `tpu` on
+    a TPU campaign's slice, one host process per VM on its chips, collectives over ICI;
+    `cpu` for a CPU or GPU group (a GPU group's hosts run on the CPU: NCCL between pods is
+    not built), and for a TPU pod whose JAX_PLATFORMS keeps jax off the TPU (`cpu`, as
+    tests/spmd/test_slice_tpu_env.py gives GKE's variables on a CPU machine): its
+    one-process targets run on the CPU then, and so does its layout. Unset JAX_PLATFORMS,
+    or one naming tpu (the operator sets `tpu` on a TPU pod), is the TPU."""
+    if spec.accelerator.type != "tpu":
+        return "cpu"
+    env = os.environ if environ is None else environ
+    named = [p.strip() for p in env.get("JAX_PLATFORMS", "").split(",") if p.strip()]
+    return "tpu" if not named or "tpu" in named else "cpu"
+
+
+def driver_environment(place: SliceHost, environ: dict[str, str] | None = None,
+                       platform: str = "cpu") -> dict[str, str]:
     """What host 0's pod puts in the engine's environment: its HostGroup then accepts the
     other hosts' supervisors on the driver port and binds jax.distributed's coordinator
-    on every IPv4 interface (worker/host_link.RemoteHosts)."""
+    on every IPv4 interface (worker/host_link.RemoteHosts), and runs the layout's host
+    processes on `platform` (group_platform; campaign/multihost.py LAYOUT_PLATFORM_ENV)."""
+    from xla_sentinel.campaign.multihost import LAYOUT_PLATFORM_ENV
     from xla_sentinel.worker.host_link import DRIVER_PORT, RemoteHosts, split_address
 
     env = os.environ if environ is None else environ
     _, port = split_address(place.coordinator)
-    return RemoteHosts(listen=f"0.0.0.0:{DRIVER_PORT}", coordinator=place.coordinator,
-                       bind=f"0.0.0.0:{port}", token=env.get(SLICE_TOKEN_ENV, "")).environment()
+    remote = RemoteHosts(listen=f"0.0.0.0:{DRIVER_PORT}", coordinator=place.coordinator,
+                         bind=f"0.0.0.0:{port}", token=env.get(SLICE_TOKEN_ENV, ""))
+    return {**remote.environment(), LAYOUT_PLATFORM_ENV: platform}
 
 
 def run_host(place: SliceHost) -> int:
@@ -557,7 +578,8 @@ def main(argv: list[str]) -> int:
     if place is not None and place.host > 0:
         return run_host(place)
     if place is not None:
-        os.environ.update(driver_environment(place))
+        # The layout's platform: a TPU slice's hosts run on its chips (group_platform).
+        os.environ.update(driver_environment(place, platform=group_platform(spec)))
         spec = group_spec(spec, place)
     shard_count = args.shard_count or spec.workers
     if not 0 <= args.shard_index < shard_count:

@@ -4,9 +4,11 @@
 of the group, on loopback) or, for a host in another pod, by that pod's supervisor
 (worker/host_link.py serve_remote, which relays its frames over TCP), with the group in
 its environment (hosts.HOST_ENV). It
-initializes jax.distributed with host 0's coordinator, with the CPU's cross-process
-collectives over gloo and its own virtual devices, so the group's devices are one global
-set; then it serves the requests its driver sends every host alike (lockstep), in order:
+initializes jax.distributed with host 0's coordinator, so the group's devices are one
+global set: on the CPU (GroupEnv.platform `cpu`) with the cross-process collectives over
+gloo and its own virtual devices; on a TPU slice (`tpu`) with its VM's chips, the
+collectives libtpu's over ICI. Then it serves the requests its driver sends every host
+alike (lockstep), in order:
 
 - ping: answered once jax.distributed is up (every host has joined);
 - run: compile the module over the global devices (device assignment in global device
@@ -68,19 +70,42 @@ class Host:
         import jax
 
         self.group = group
-        # Cross-process collectives on the CPU: gloo (XLA:CPU's default has none).
-        _set_option("jax_cpu_collectives_implementation", "gloo")
         t0 = time.monotonic()
-        jax.distributed.initialize(group.coordinator, num_processes=group.hosts,
-                                   process_id=group.host,
-                                   heartbeat_timeout_seconds=group.heartbeat_s,
-                                   coordinator_bind_address=group.bind or None)
+        if group.platform == "cpu":
+            # Cross-process collectives on the CPU: gloo (XLA:CPU's default has none).
+            _set_option("jax_cpu_collectives_implementation", "gloo")
+            jax.distributed.initialize(group.coordinator, num_processes=group.hosts,
+                                       process_id=group.host,
+                                       heartbeat_timeout_seconds=group.heartbeat_s,
+                                       coordinator_bind_address=group.bind or None)
+        else:
+            # A TPU slice: the driver's values, not jax's detection of GKE's variables.
+            # They agree (cluster/pod.py tpu_slice_host reads the index from TPU_WORKER_ID
+            # and host 0 from TPU_WORKER_HOSTNAMES, on jax's port 8482), but with no
+            # arguments jax would bind [::] (a pod network may have no IPv6), keep its
+            # 100 s heartbeat (a lost host's peers held that long) and miss the address
+            # host 0's pod was resolved to (host_link.coordinator_by_address). With the
+            # three given, jax's detection would only set local_device_ids, never on a
+            # TPU VM: "deactivate" skips it (and its metadata queries).
+            jax.distributed.initialize(group.coordinator, num_processes=group.hosts,
+                                       process_id=group.host,
+                                       cluster_detection_method="deactivate",
+                                       heartbeat_timeout_seconds=group.heartbeat_s,
+                                       coordinator_bind_address=group.bind or None)
         self.init_s = time.monotonic() - t0
         # Global device order: by process, then local id, the order jax.devices() gives.
-        self.devices = tuple(jax.devices())
-        if len(self.devices) != group.hosts * group.devices_per_host:
-            raise RuntimeError(f"the group has {len(self.devices)} devices, expected "
-                               f"{group.hosts} x {group.devices_per_host}")
+        every = tuple(jax.devices())
+        if group.platform == "cpu":
+            self.devices = every
+            if len(self.devices) != group.hosts * group.devices_per_host:
+                raise RuntimeError(f"the group has {len(self.devices)} devices, expected "
+                                   f"{group.hosts} x {group.devices_per_host}")
+        else:
+            # A TPU host has its VM's chips; the layout may use fewer: each host's first.
+            chosen = hosts.group_devices([(d.id, d.process_index) for d in every], group.hosts,
+                                         group.devices_per_host)
+            by_id = {d.id: d for d in every}
+            self.devices = tuple(by_id[i] for i in chosen)
         self.host_of = {d.id: d.process_index for d in self.devices}
 
     def _kv(self) -> Any:
@@ -104,7 +129,7 @@ class Host:
             num_replicas=1, num_partitions=n,
             device_assignment=np.array([[d.id for d in self.devices]]),
             env_options_overrides=dict(options))
-        return backend("cpu").compile_and_load(module, xc.DeviceList(self.devices), opts)
+        return backend(self.group.platform).compile_and_load(module, xc.DeviceList(self.devices), opts)
 
     def collectives(self, exe: Any) -> list[dict[str, Any]]:
         """The optimized module's collectives, each with whether it crosses hosts."""

@@ -327,8 +327,52 @@ def _start_frame(conn: socket.socket) -> dict[str, Any] | None:
 
 def host_flags(flags: str, devices: int) -> str:
     """XLA_FLAGS with this host's virtual device count in place of any other."""
-    kept = [f for f in flags.split() if not f.startswith("--xla_force_host_platform_device_count")]
-    return " ".join([*kept, f"--xla_force_host_platform_device_count={devices}"])
+    return " ".join([*_unforced(flags), f"--xla_force_host_platform_device_count={devices}"])
+
+
+def _unforced(flags: str) -> list[str]:
+    """XLA_FLAGS' flags less any virtual CPU device count."""
+    return [f for f in flags.split() if not f.startswith("--xla_force_host_platform_device_count")]
+
+
+# Where a group's host processes run (GroupEnv.platform): `cpu`, virtual devices and gloo
+# between the processes (locally, and a CPU or GPU campaign's pods), or `tpu`, a TPU slice's
+# chips, one host process per VM, collectives over ICI (libtpu's own).
+HOST_PLATFORMS = ("cpu", "tpu")
+# The platform in a host process's environment: absent is `cpu`, so the CPU group's
+# environment is what it was before TPU hosts existed (and a host started by an older
+# driver is a CPU host).
+PLATFORM_ENV = "XLA_SENTINEL_HOST_PLATFORM"
+# jax's environment twin of jax_cpu_collectives_implementation: a CPU setting, kept off a
+# TPU host (host.py sets gloo itself on a CPU one).
+CPU_COLLECTIVES_ENV = "JAX_CPU_COLLECTIVES_IMPLEMENTATION"
+
+
+def host_environment(platform: str, base: Mapping[str, str], group: Mapping[str, str],
+                     devices: int) -> dict[str, str]:
+    """A host process's whole environment: `base` (its pod's, or the driver's), the
+    group's variables (GroupEnv.environment) over it, and the platform's settings.
+
+    `cpu`: JAX_PLATFORMS=cpu and XLA_FLAGS forcing `devices` virtual devices (the host's
+    share of the layout); host.py adds gloo. `tpu`: JAX_PLATFORMS=tpu (a host that has no
+    TPU fails at its start rather than running the layout on its CPU), no forced device
+    count, no CPU collectives setting; libtpu reads the slice from GKE's variables
+    (TPU_WORKER_ID, TPU_WORKER_HOSTNAMES) in `base`. Pure: no process is started here."""
+    if platform not in HOST_PLATFORMS:
+        raise ValueError(f"host platform {platform!r}: not one of {', '.join(HOST_PLATFORMS)}")
+    env = {**base, **group}
+    if platform == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
+        env["XLA_FLAGS"] = host_flags(env.get("XLA_FLAGS", ""), devices)
+        return env
+    env["JAX_PLATFORMS"] = "tpu"
+    env.pop(CPU_COLLECTIVES_ENV, None)
+    flags = _unforced(env.get("XLA_FLAGS", ""))
+    if flags:
+        env["XLA_FLAGS"] = " ".join(flags)
+    else:
+        env.pop("XLA_FLAGS", None)
+    return env
 
 
 def host_command() -> list[str]:
@@ -373,11 +417,11 @@ def _serve_once(conn: socket.socket, start: dict[str, Any], log: Path, driver_ho
                 ) -> tuple[int | None, bool]:
     """One generation: the host process started with the group's environment, relayed
     until it ends; its exit code and whether the driver closed the group (bye)."""
-    env = dict(os.environ)
     group = {str(k): str(v) for k, v in (start.get("env") or {}).items()}
-    env.update(coordinator_by_address(group, driver_host, str(conn.getpeername()[0])))
-    env["JAX_PLATFORMS"] = "cpu"
-    env["XLA_FLAGS"] = host_flags(env.get("XLA_FLAGS", ""), int(start["devices"]))
+    group = coordinator_by_address(group, driver_host, str(conn.getpeername()[0]))
+    # The platform the driver chose for the group (absent: cpu); this pod's own
+    # environment under it, GKE's TPU variables included.
+    env = host_environment(group.get(PLATFORM_ENV, "cpu"), os.environ, group, int(start["devices"]))
     with open(log, "ab") as f:
         begin = f.tell()
         child = subprocess.Popen(host_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -17,6 +17,10 @@ that crashes on its own (an abort, a segfault) is a WorkerDied, a `crash`, as on
 gives for the same compiler abort. The whole group is then
 killed, every process by its id, and the next request starts a fresh one.
 
+A group's platform (Layout.platform) is `cpu` (virtual devices, gloo between the processes)
+or `tpu` (a TPU slice's hosts, one per VM and pod, its chips over ICI: remote hosts only);
+GroupEnv.launch composes a host process's command and environment for either.
+
 No jax here: the coordinator imports this module (worker/host.py is the host's side).
 """
 
@@ -42,7 +46,14 @@ import numpy as np
 
 from xla_sentinel.worker import host_link
 from xla_sentinel.worker.client import STARTUP_SECONDS, WorkerDied, WorkerHung
-from xla_sentinel.worker.host_link import COORDINATOR_ENV, Listener, RemoteHost, RemoteHosts
+from xla_sentinel.worker.host_link import (
+    COORDINATOR_ENV,
+    HOST_PLATFORMS,
+    PLATFORM_ENV,
+    Listener,
+    RemoteHost,
+    RemoteHosts,
+)
 from xla_sentinel.worker.protocol import Failed, Ping, Pong, Ran, Request, RequestFailed, Run
 
 # The group a host process belongs to, in its environment (GroupEnv).
@@ -94,21 +105,28 @@ class HostMissing(RuntimeError):
 
 @dataclass(frozen=True)
 class Layout:
-    """How a program's devices are spread over processes: `hosts` x `devices_per_host`."""
+    """How a program's devices are spread over processes: `hosts` x `devices_per_host`,
+    on `platform`'s devices (host_link.HOST_PLATFORMS: virtual CPU devices, or a TPU
+    slice's chips, one process per VM)."""
 
     hosts: int
     devices_per_host: int
+    platform: str = "cpu"
 
     @property
     def name(self) -> str:
-        """The configuration's name, the process layout: `hosts2x2` is 2 processes of 2 devices."""
-        return f"hosts{self.hosts}x{self.devices_per_host}"
+        """The configuration's name, the process layout: `hosts2x2` is 2 CPU processes of 2
+        devices, `slice2x4` a TPU slice's 2 hosts of 4 chips each."""
+        stem = "slice" if self.platform == "tpu" else "hosts"
+        return f"{stem}{self.hosts}x{self.devices_per_host}"
 
     @property
     def devices(self) -> int:
         return self.hosts * self.devices_per_host
 
     def describe(self) -> str:
+        if self.platform == "tpu":
+            return f"{self.hosts} TPU hosts x {self.devices_per_host} chips"
         return f"{self.hosts} processes x {self.devices_per_host} devices"
 
 
@@ -125,18 +143,55 @@ class GroupEnv:
     # Host 0's coordinator bind address ("" = jax's default, every interface on the
     # coordinator's port); a pod binds 0.0.0.0 (a pod network may have no IPv6).
     bind: str = ""
+    # Where the host runs (host_link.HOST_PLATFORMS): the CPU's virtual devices, or a TPU
+    # slice's chips.
+    platform: str = "cpu"
 
     def environment(self) -> dict[str, str]:
-        return {HOST_ENV: str(self.host), HOSTS_ENV: str(self.hosts), COORDINATOR_ENV: self.coordinator,
-                DEVICES_ENV: str(self.devices_per_host), HEARTBEAT_ENV: str(self.heartbeat_s),
-                PLUGINS_ENV: json.dumps(list(self.plugins)), BIND_ENV: self.bind}
+        """The group's variables (the host's own environment: launch)."""
+        env = {HOST_ENV: str(self.host), HOSTS_ENV: str(self.hosts), COORDINATOR_ENV: self.coordinator,
+               DEVICES_ENV: str(self.devices_per_host), HEARTBEAT_ENV: str(self.heartbeat_s),
+               PLUGINS_ENV: json.dumps(list(self.plugins)), BIND_ENV: self.bind}
+        if self.platform != "cpu":
+            # Absent on the CPU: a CPU group's environment stays what it was.
+            env[PLATFORM_ENV] = self.platform
+        return env
+
+    def launch(self, base: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The host process's command and whole environment, `base` under it (the driver's
+        or its pod's): host_link.host_environment for this group's platform. Pure."""
+        return host_link.host_command(), host_link.host_environment(
+            self.platform, base, self.environment(), self.devices_per_host)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> GroupEnv:
         plugins = tuple(str(p) for p in json.loads(environ.get(PLUGINS_ENV) or "[]"))
+        platform = environ.get(PLATFORM_ENV) or "cpu"
+        if platform not in HOST_PLATFORMS:
+            raise ValueError(f"{PLATFORM_ENV}={platform!r}: not one of {', '.join(HOST_PLATFORMS)}")
         return cls(int(environ[HOST_ENV]), int(environ[HOSTS_ENV]), environ[COORDINATOR_ENV],
                    int(environ[DEVICES_ENV]), int(environ.get(HEARTBEAT_ENV, HEARTBEAT_S)), plugins,
-                   environ.get(BIND_ENV, ""))
+                   environ.get(BIND_ENV, ""), platform)
+
+
+def group_devices(devices: Sequence[tuple[int, int]], hosts: int, per_host: int) -> list[int]:
+    """The ids of a group's devices out of every device of the processes (`(id,
+    process_index)` in jax.devices() order): each process's first `per_host`, in that
+    order. A TPU host has all its VM's chips (4 or 8), a layout may use fewer of them;
+    on the CPU each process has exactly `per_host` (its forced virtual count), so all.
+    ValueError when the processes are not `hosts` or one has fewer than `per_host`."""
+    by_process: dict[int, list[int]] = {}
+    for device_id, process in devices:
+        by_process.setdefault(process, []).append(device_id)
+    if sorted(by_process) != list(range(hosts)):
+        raise ValueError(f"the group's devices belong to processes {sorted(by_process)}, "
+                         f"expected 0..{hosts - 1}")
+    short = {p: len(ids) for p, ids in by_process.items() if len(ids) < per_host}
+    if short:
+        p = min(short)
+        raise ValueError(f"process {p} has {short[p]} devices, the layout needs {per_host} per host")
+    chosen = {i for ids in by_process.values() for i in ids[:per_host]}
+    return [device_id for device_id, _ in devices if device_id in chosen]
 
 
 def _groups(line: str, partitions: int) -> list[list[int]] | None:
@@ -346,6 +401,11 @@ class HostGroup:
 
     def __post_init__(self) -> None:
         self.name = self.name or self.layout.name
+        if self.layout.platform != "cpu" and self.remote is None:
+            # Its hosts are the slice's VMs, each process owning its VM's chips: they
+            # cannot all run here on loopback.
+            raise ValueError(f"{self.name}: a {self.layout.platform} group's hosts run in their "
+                             "own pods (remote hosts), not on loopback")
         if self.remote is not None:
             self._listener = Listener(self.remote.listen, self.layout.hosts, self.remote.token)
 
@@ -390,12 +450,10 @@ class HostGroup:
                 coordinator, bind = f"127.0.0.1:{_free_port()}", ""
             else:
                 coordinator, bind = self.remote.coordinator, self.remote.bind
-            env = dict(os.environ)
-            env["JAX_PLATFORMS"] = "cpu"
-            env["XLA_FLAGS"] = host_link.host_flags(env.get("XLA_FLAGS", ""), self.layout.devices_per_host)
             for h in range(self.layout.hosts):
                 group = GroupEnv(h, self.layout.hosts, coordinator, self.layout.devices_per_host,
-                                 self.heartbeat_s, tuple(self.plugins), bind if h == 0 else "")
+                                 self.heartbeat_s, tuple(self.plugins), bind if h == 0 else "",
+                                 self.layout.platform)
                 if self.remote is not None and h > 0:
                     remote = RemoteHost(h)
                     self._procs.append(_Process(h, remote=remote))
@@ -405,11 +463,11 @@ class HostGroup:
                                      daemon=True).start()
                     continue
                 log = self._log_dir() / f"{self.name}-host{h}.log"
+                argv, env = group.launch(os.environ)
                 with open(log, "ab") as f:
                     begin = f.tell()
-                    popen = subprocess.Popen(host_link.host_command(),
-                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=f,
-                                             env={**env, **group.environment()})
+                    popen = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=f, env=env)
                 proc = _Process(h, popen, log, begin)
                 self._procs.append(proc)
                 assert popen.stdout is not None
