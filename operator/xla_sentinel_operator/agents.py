@@ -14,12 +14,22 @@ the operator takes one only from a pod of a fix agent Job of the same campaign, 
 drafts the agents' gate verified (cured, no regression); it writes BugSignature
 status.fixDraft and posts an Event. The agent pods cannot write BugSignatures.
 
+The agent pod (`SandboxConfig`, docs/agents.md "The sandbox container"): the `runtime`
+container runs the agent, its MCP server and the engine; it alone holds the model's key
+and the ServiceAccount token (an explicit projected volume; the pod mounts none itself).
+Agent-written code (a snippet's loading, a reproducer with an agent's pass plugin) runs in
+the `sandbox` container, a native sidecar (an init container that restarts: it ends when
+the runtime does, so the Job completes) of the same image under another uid, with no
+token, no secrets, a read-only root and artifacts, a scratch emptyDir, limits, no
+capabilities; the two share only the `exchange` emptyDir with the sandbox server's socket.
+
 Pure desired-state functions first; `converge` and `ingest_fix_drafts` are the thin API part.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
@@ -28,6 +38,7 @@ from xla_sentinel.agents.gate import MIN_REGRESSION_ENV, REGRESSION_CORPUS_ENV, 
 from xla_sentinel.agents.kube_tasks import LEASE_GROUP, LEASE_PLURAL, LEASE_VERSION
 from xla_sentinel.agents.lease_keys import ROLE_LABEL as AGENT_ROLE_LABEL
 from xla_sentinel.agents.lease_keys import TASK_LABEL
+from xla_sentinel.agents.sandbox_exchange import SHARED_ENV, SOCKET_ENV
 from xla_sentinel.agents.spend import Budget
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, REPORT_PLURAL, report_from_object
 from xla_sentinel.spec.campaign import (
@@ -61,10 +72,23 @@ WAVE_LABEL = "xlasentinel.dev/agent-wave"  # a Job started by events (waves.py),
 EVENTS_ANNOTATION = "xlasentinel.dev/agent-events"
 WAVE_TTL_SECONDS = 86400  # a finished wave Job stays a day (kubectl logs), then the Job controller removes it
 OUT = "/tmp/agent"  # the agent's own folder (claims, transcripts); on the pod's tmp volume
+RUNTIME_CONTAINER = "runtime"  # the agent runtime: model key, token, MCP server, engine
+SANDBOX_CONTAINER = "sandbox"  # agent-written code (xla-sentinel sandbox-server)
+EXCHANGE_MOUNT = "/sandbox"  # the emptyDir both share: the sandbox server's socket, run folders
+SANDBOX_SOCKET = f"{EXCHANGE_MOUNT}/sandbox.sock"
+SANDBOX_UID = 10002  # not the runtime's (desired.POD_SECURITY's 10001): none of its files are its
+TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # where client libraries look
+TOKEN_SECONDS = 3607  # the kubelet's default for a projected token (it refreshes it)
+# The operator's choice of the agent pod (its env, set by the chart: operator-deployment.yaml).
+SANDBOX_ENV = "XLA_SENTINEL_AGENT_SANDBOX"  # "container" (two containers) or "off" (one)
+RUNTIME_CLASS_ENV = "XLA_SENTINEL_AGENT_RUNTIME_CLASS"  # e.g. gvisor (GKE Sandbox)
+SANDBOX_CPU_ENV = "XLA_SENTINEL_AGENT_SANDBOX_CPU"
+SANDBOX_MEMORY_ENV = "XLA_SENTINEL_AGENT_SANDBOX_MEMORY"
+SANDBOX_SECONDS_ENV = "XLA_SENTINEL_AGENT_SANDBOX_SECONDS"
 # Index failures that are final: 1 a budget stopped the agent, 2 a bad credential or input.
 AGENT_FAILURE_POLICY = {"rules": [
     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-    {"action": "FailIndex", "onExitCodes": {"containerName": "agent", "operator": "In",
+    {"action": "FailIndex", "onExitCodes": {"containerName": RUNTIME_CONTAINER, "operator": "In",
                                             "values": [1, 2]}},
 ]}
 DRAFT_FIELDS = ("cure", "reproducer", "agent", "model", "rationale", "reason", "regressionCorpus",
@@ -77,6 +101,32 @@ class GateConfig(NamedTuple):
 
     corpus: str = ""
     minimum: int | None = None
+
+
+class SandboxConfig(NamedTuple):
+    """How agent pods are built: agent code in a sandbox container (`container`) or, with
+    it off, in the runtime's own (one container, the ServiceAccount token automounted);
+    the pods' RuntimeClass ("" none; GKE Sandbox: gvisor); the sandbox container's limits
+    and the longest one run of agent code may take there."""
+
+    container: bool = False
+    runtime_class: str = ""
+    cpu: str = "2"
+    memory: str = "4Gi"
+    max_seconds: float = 900.0
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None) -> SandboxConfig:
+        """From the operator's environment (the chart sets it; unset: one container, as a
+        bare operator without the chart's agents.sandbox has always built them)."""
+        e = os.environ if env is None else env
+        mode = e.get(SANDBOX_ENV, "off")
+        if mode not in ("container", "off"):
+            raise ValueError(f"{SANDBOX_ENV}={mode!r}: must be container or off")
+        d = SandboxConfig()
+        return SandboxConfig(mode == "container", e.get(RUNTIME_CLASS_ENV, ""), e.get(SANDBOX_CPU_ENV) or d.cpu,
+                             e.get(SANDBOX_MEMORY_ENV) or d.memory,
+                             float(e.get(SANDBOX_SECONDS_ENV) or d.max_seconds))
 
 
 def revision(spec: CampaignSpec) -> str:
@@ -143,17 +193,78 @@ def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str, gate: GateCon
 
 
 def agent_jobs(c: desired.Campaign, *, default_image: str,
-               service_account: str = "xla-sentinel-agent", gate: GateConfig | None = None) -> list[Job]:
+               service_account: str = "xla-sentinel-agent", gate: GateConfig | None = None,
+               sandbox: SandboxConfig | None = None) -> list[Job]:
     """The agent Jobs the campaign should have: one Indexed Job per role of spec.agents."""
     if c.spec.agents is None:
         return []
-    return [agent_job(c, role, default_image=default_image, service_account=service_account, gate=gate)
+    return [agent_job(c, role, default_image=default_image, service_account=service_account, gate=gate,
+                      sandbox=sandbox)
             for role in c.spec.agents.roles]
+
+
+def _token_volume() -> Manifest:
+    """The ServiceAccount token as the API server's admission would project it, but named
+    by the pod: only the containers that mount it (the runtime) see it."""
+    return {"name": "kube-api-access", "projected": {"defaultMode": 0o444, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}
+
+
+def sandbox_container(image: str, config: SandboxConfig, artifacts: bool) -> Manifest:
+    """The agent pod's sandbox: `xla-sentinel sandbox-server` on the exchange's socket, a
+    native sidecar (restartPolicy Always in initContainers: started before the runtime,
+    stopped after it). Another uid than the runtime's, no token (nothing mounts it here),
+    no environment but its own, a read-only root and artifacts, a scratch /tmp."""
+    mounts: list[Manifest] = [{"name": "exchange", "mountPath": EXCHANGE_MOUNT},
+                              {"name": "sandbox-tmp", "mountPath": "/tmp"}]
+    if artifacts:
+        mounts.append({"name": "artifacts", "mountPath": desired.ARTIFACTS_MOUNT, "readOnly": True})
+    return {"name": SANDBOX_CONTAINER, "image": image, "restartPolicy": "Always",
+            "args": ["sandbox-server", "--socket", SANDBOX_SOCKET, "--own-container",
+                     "--max-seconds", repr(config.max_seconds)],
+            "env": [{"name": "JAX_PLATFORMS", "value": "cpu"}, {"name": "HOME", "value": "/tmp"},
+                    {"name": "TMPDIR", "value": "/tmp"}],
+            "volumeMounts": mounts,
+            "resources": {"requests": {"cpu": "1", "memory": "2Gi"},
+                          "limits": {"cpu": config.cpu, "memory": config.memory}},
+            "securityContext": {**desired.CONTAINER_SECURITY, "runAsUser": SANDBOX_UID,
+                                "runAsGroup": SANDBOX_UID, "privileged": False}}
+
+
+def agent_pod(image: str, args: list[str], env: list[EnvVar], service_account: str,
+              artifacts_pvc: str, sandbox: SandboxConfig) -> Manifest:
+    """The agent pod spec: the runtime alone (sandbox off), or runtime and sandbox."""
+    volumes: list[Manifest] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[Manifest] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if artifacts_pvc:  # the corpus and the campaign's bundles live there
+        volumes.append({"name": "artifacts", "persistentVolumeClaim": {"claimName": artifacts_pvc}})
+        mounts.append({"name": "artifacts", "mountPath": desired.ARTIFACTS_MOUNT})
+    runtime: Manifest = {"name": RUNTIME_CONTAINER, "image": image, "args": args, "env": env,
+                         "volumeMounts": mounts, "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+                         "securityContext": desired.CONTAINER_SECURITY}
+    pod: Manifest = {"restartPolicy": "Never", "serviceAccountName": service_account,
+                     "securityContext": desired.POD_SECURITY, "containers": [runtime], "volumes": volumes}
+    if sandbox.runtime_class:
+        pod["runtimeClassName"] = sandbox.runtime_class
+    if not sandbox.container:
+        return pod
+    pod["automountServiceAccountToken"] = False
+    volumes += [_token_volume(), {"name": "exchange", "emptyDir": {"sizeLimit": "1Gi"}},
+                {"name": "sandbox-tmp", "emptyDir": {"sizeLimit": "4Gi"}}]
+    mounts += [{"name": "kube-api-access", "mountPath": TOKEN_MOUNT, "readOnly": True},
+               {"name": "exchange", "mountPath": EXCHANGE_MOUNT}]
+    runtime["env"] = [*env, {"name": SOCKET_ENV, "value": SANDBOX_SOCKET},
+                      *([{"name": SHARED_ENV, "value": desired.ARTIFACTS_MOUNT}] if artifacts_pvc else [])]
+    pod["initContainers"] = [sandbox_container(image, sandbox, bool(artifacts_pvc))]
+    return pod
 
 
 def agent_job(c: desired.Campaign, role: AgentRoleSpec, *, default_image: str,
               service_account: str = "xla-sentinel-agent", gate: GateConfig | None = None,
-              wave: str = "", events: list[str] | None = None) -> Job:
+              wave: str = "", events: list[str] | None = None, sandbox: SandboxConfig | None = None) -> Job:
     """One role's Indexed Job: its first (at campaign create or a change of the agents), or
     a wave started by events (`wave`: its id, waves.wave_id; `events`: the events that
     started it, named on the Job), of at most `role.replicas` pods, one per event for
@@ -171,18 +282,8 @@ def agent_job(c: desired.Campaign, role: AgentRoleSpec, *, default_image: str,
         annotations[EVENTS_ANNOTATION] = json.dumps((events or [])[:waves.WAVE_EVENTS_SHOWN])
         if role.role != "stress":
             replicas = max(1, min(role.replicas, len(events or [])))
-    volumes: list[Manifest] = [{"name": "tmp", "emptyDir": {}}]
-    mounts: list[Manifest] = [{"name": "tmp", "mountPath": "/tmp"}]
-    if c.spec.artifacts.pvc:  # the corpus and the campaign's bundles live there
-        volumes.append({"name": "artifacts", "persistentVolumeClaim": {"claimName": c.spec.artifacts.pvc}})
-        mounts.append({"name": "artifacts", "mountPath": desired.ARTIFACTS_MOUNT})
-    pod: Manifest = {"restartPolicy": "Never", "serviceAccountName": service_account,
-           "securityContext": desired.POD_SECURITY,
-           "containers": [{"name": "agent", "image": image, "args": _args(c.spec, role),
-                           "env": _env(c, role, spec_json, gate or GateConfig()), "volumeMounts": mounts,
-                           "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
-                           "securityContext": desired.CONTAINER_SECURITY}],
-           "volumes": volumes}
+    pod = agent_pod(image, _args(c.spec, role), _env(c, role, spec_json, gate or GateConfig()),
+                    service_account, c.spec.artifacts.pvc or "", sandbox or SandboxConfig())
     name = desired.job_name(c.name, "agent", role.role, rev, *([wave] if wave else []))
     meta: Meta = {"name": name, "namespace": c.namespace, "labels": labels,
                   "ownerReferences": [desired.owner_reference(c)]}
@@ -224,7 +325,8 @@ async def converge(rt: Runtime, c: desired.Campaign) -> None:
                              {**desired.campaign_selector(c.name), desired.ROLE_LABEL: "agent"})
     want = agent_jobs(c, default_image=rt.runner_image(c),
                       service_account=rt.config.jobs.agent_service_account,
-                      gate=GateConfig(rt.config.jobs.agent_regression_corpus, rt.config.jobs.agent_min_regression))
+                      gate=GateConfig(rt.config.jobs.agent_regression_corpus, rt.config.jobs.agent_min_regression),
+                      sandbox=SandboxConfig.from_env())
     create, delete, suspend = plan_agents(c, want, have)
     for job in create:
         _, created = await rt.api.create(jobs_path, job)
@@ -310,7 +412,7 @@ async def converge_waves(rt: Runtime, c: desired.Campaign, status: Mapping[str, 
         job = agent_job(c, roles[role], default_image=rt.runner_image(c),
                         service_account=rt.config.jobs.agent_service_account,
                         gate=GateConfig(rt.config.jobs.agent_regression_corpus, rt.config.jobs.agent_min_regression),
-                        wave=waves.wave_id(started), events=started)
+                        wave=waves.wave_id(started), events=started, sandbox=SandboxConfig.from_env())
         await rt.api.create(jobs_path, job)
         planned.status["lastWave"] = {"role": role, "job": job["metadata"]["name"],
                                       "time": rfc3339(now), "events": started[:waves.WAVE_EVENTS_SHOWN]}

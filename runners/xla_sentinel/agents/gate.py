@@ -215,7 +215,8 @@ def run_script(script: Path, cure: Cure | None = None, timeout: float = SCRIPT_S
     if sandbox is not None:
         plugin = [split_ref(cure.plugin)[0].parent] if cure is not None and cure.plugin else []
         argv = sandbox.argv(argv, script.parent, writable=False, readonly=plugin,
-                            env={"XLA_FLAGS": env["XLA_FLAGS"]} if "XLA_FLAGS" in env else None)
+                            env={"XLA_FLAGS": env["XLA_FLAGS"]} if "XLA_FLAGS" in env else None,
+                            seconds=timeout)
     try:
         proc = subprocess.run(argv, cwd=script.parent, env=env, capture_output=True, text=True,
                               timeout=timeout)

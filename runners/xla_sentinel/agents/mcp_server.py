@@ -212,8 +212,11 @@ def serve(campaign: Path | None, out: Path, http: str | None = None, inject_pass
     host, port = parse_http(http) if http else ("127.0.0.1", 8000)
     token = http_token(host, token_file, insecure_loopback) if http else None
     from xla_sentinel.agents.sandbox import Sandbox
+    from xla_sentinel.agents.sandbox_exchange import SOCKET_ENV
 
-    confined = Sandbox.detect() if sandbox else None  # SandboxError (exit 2) where none works
+    # SandboxError (exit 2) where none works. In an agent pod the operator names the pod's
+    # sandbox container ($XLA_SENTINEL_SANDBOX_SOCKET): agent code always runs there.
+    confined = Sandbox.detect() if sandbox or os.environ.get(SOCKET_ENV) else None
     if not http:
         # Stdout is the protocol's: the engine's log lines and whatever a worker process
         # prints go to stderr, the messages to a copy of the original stdout.

@@ -160,6 +160,23 @@ def register_tools(server: FastMCP, bench: Workbench, call: Call, cure: Callable
         status, the findings (verdict, target, signature, folder) and signatures."""
         return await call(bench.replay, paths)
 
+    @server.tool(annotations=judging)
+    async def pass_trace(test: Annotated[str, Field(
+            description="The test id run_test returned, or a program folder (a finding's, a bundle's).")],
+                         target: Annotated[str, Field(
+            description="The campaign's target to compile under (as run_test names it); empty: the first.")] = "",
+                         passes: Annotated[str, Field(
+            description="Which passes to trace, a regular expression over pass names (XLA's "
+                        "--xla_dump_hlo_pass_re), e.g. algsimp|cse; .* for every pass.")] = ".*",
+                         max_chars: Annotated[int, Field(
+            description="The most characters the answer may hold; the diffs beyond it are left out.",
+            ge=1000, le=200000)] = 20000) -> dict[str, Any]:
+        """The per-pass HLO trace of a program under one target: every pass that changed the
+        module, in pipeline order, with a unified diff of what it changed (XLA's own dumps
+        of one compile). Find which pass introduced the wrong op or fusion, then aim a cure
+        (disable_passes) or a plugin at it."""
+        return await call(bench.pass_trace, test, target, passes, max_chars)
+
     @server.tool(annotations=read_only)
     async def read_bundle(path: Annotated[str, Field(
             description="A repro bundle folder (a finding's repro/, as bisect_finding writes it), absolute or "

@@ -14,6 +14,10 @@ With bubblewrap installed (`bwrap`, Debian's `bubblewrap`) it builds that root; 
 `unshare` (util-linux) makes the namespaces, with a user namespace where this process is
 not root, and this module's `main` builds the root inside them (mount, chroot, exec).
 `Sandbox.detect` says which, or why neither works here.
+
+In an agent pod (kind "container"): the command runs in the pod's `sandbox` container
+instead, `xla-sentinel sandbox-server` (agents/sandbox_exchange.py), chosen where
+$XLA_SENTINEL_SANDBOX_SOCKET names its socket.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from xla_sentinel.core.errors import UserError
 
 # The only variables agent code sees (values from here, or fixed).
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "JAX_PLATFORMS", "XLA_FLAGS")
+# On the runtime side of an agent pod: run agent code through the sandbox container's server
+# at this socket (agents/sandbox_exchange.py).
+SOCKET_ENV = "XLA_SENTINEL_SANDBOX_SOCKET"
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc", "/sys")
 
 
@@ -57,12 +64,15 @@ def _env(extra: dict[str, str] | None, home: Path) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Sandbox:
-    kind: str  # "bwrap" or "unshare"
-    tool: str  # its path
+    kind: str  # "bwrap", "unshare" or "container"
+    tool: str  # its path (a container's: the sandbox server's socket)
 
     @staticmethod
     def detect() -> Sandbox:
-        """bubblewrap if installed, else unshare if it can make the namespaces here."""
+        """The pod's sandbox container where $XLA_SENTINEL_SANDBOX_SOCKET names it, else
+        bubblewrap if installed, else unshare if it can make the namespaces here."""
+        if os.environ.get(SOCKET_ENV):
+            return Sandbox("container", os.environ[SOCKET_ENV])
         bwrap = shutil.which("bwrap")
         if bwrap:
             return Sandbox("bwrap", bwrap)
@@ -76,10 +86,25 @@ class Sandbox:
         raise SandboxError("--sandbox: neither bwrap (bubblewrap) nor unshare (util-linux) is installed")
 
     def argv(self, argv: Sequence[str], work: Path, *, writable: bool = True,
-             readonly: Sequence[Path] = (), env: dict[str, str] | None = None) -> list[str]:
+             readonly: Sequence[Path] = (), env: dict[str, str] | None = None,
+             seconds: float | None = None) -> list[str]:
         """`argv` confined: run in `work` (writable or not), with `readonly` besides the
-        system's and the interpreter's files, and only `env` (and ENV_KEEP) set."""
+        system's and the interpreter's files, and only `env` (and ENV_KEEP) set. `seconds`:
+        the caller's own time limit, which the sandbox container enforces too (it kills the
+        run's process group there; here the caller's kill of this process does)."""
         work = work.resolve()
+        if self.kind == "container":
+            out = [sys.executable, "-m", "xla_sentinel.agents.sandbox_exchange", "--socket", self.tool,
+                   "--work", str(work)]
+            if not writable:
+                out.append("--readonly-work")
+            for p in readonly:
+                out += ["--ro", str(Path(p).resolve())]
+            for k, v in (env or {}).items():
+                out += ["--env", f"{k}={v}"]
+            if seconds is not None:
+                out += ["--seconds", repr(float(seconds))]
+            return [*out, "--", *argv]
         ro = [*(Path(p) for p in SYSTEM if Path(p).exists()), *_code_paths(), *(Path(p).resolve() for p in readonly)]
         environment = _env(env, work)
         if self.kind == "bwrap":

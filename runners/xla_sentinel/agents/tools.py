@@ -315,8 +315,9 @@ class Workbench:
         assert self.sandbox is not None
         dest = folder / "loaded"
         shutil.rmtree(dest, ignore_errors=True)
-        argv = self.sandbox.argv([sys.executable, "-c", LOAD, str(source), str(self.spec.seed), str(dest)], folder)
         seconds = self.spec.timeouts.programSeconds
+        argv = self.sandbox.argv([sys.executable, "-c", LOAD, str(source), str(self.spec.seed), str(dest)], folder,
+                                 seconds=seconds)
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=seconds)
         except subprocess.TimeoutExpired:
@@ -427,6 +428,33 @@ class Workbench:
         return {"out": str(out), "modules": modules, "findings": findings,
                 "signatures": summary["signatures"], "trace_errors": summary["trace_errors"],
                 "failing": sorted({f["program"] for f in findings})}
+
+    def pass_trace(self, test: str, target: str = "", passes: str = ".*",
+                   max_chars: int = 20000) -> dict[str, Any]:
+        """What each HLO pass did to a program under one target (agents/pass_trace.py):
+        `test` is run_test's test id or a program folder (a finding's, a bundle's)."""
+        from xla_sentinel.agents.pass_trace import TraceError, pass_trace
+
+        folder = self.work / "tests" / test / "program" if _NAME.match(test or "") else None
+        if folder is None or not (folder / "module.mlir").is_file():
+            given = Path(test) if Path(test).is_absolute() else self.out / test
+            folder = next((f for f in (given, given / "program") if (f / "module.mlir").is_file()), None)
+        if folder is None:
+            raise ToolError(f"test: {test!r} is neither a test id run_test returned nor a program folder")
+        specs = {t.name: t for t in self.spec.targets}
+        spec = specs.get(target) if target else self.spec.targets[0]
+        if spec is None:
+            raise ToolError(f"target: {target!r}; the campaign's are {', '.join(specs)}")
+        resolved = resolve(spec)
+        if resolved.python:
+            raise ToolError(f"target: {spec.name} runs under another jaxlib ({resolved.python}); "
+                            "trace a target of this server's own")
+        try:
+            result = pass_trace(folder, resolved.options, resolved.platform, passes, max_chars,
+                                self.spec.timeouts.programSeconds)
+        except TraceError as e:
+            raise ToolError(str(e)) from None
+        return {"test": test, "program": str(folder), "target": spec.name, "passes_re": passes, **result}
 
     def read_bundle(self, path: str) -> dict[str, Any]:
         """The files of a repro bundle (report.md, issue.md, repro.py; text only)."""

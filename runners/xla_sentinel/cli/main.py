@@ -266,6 +266,16 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
                  insecure_loopback=args.insecure_loopback, sandbox=args.sandbox)
 
 
+def _cmd_sandbox_server(args: argparse.Namespace) -> int:
+    from xla_sentinel.agents.sandbox_exchange import Server
+
+    if args.max_seconds <= 0:
+        raise UserError(f"--max-seconds: must be > 0, got {args.max_seconds}")
+    Server(Path(args.socket), max_seconds=args.max_seconds, own_container=args.own_container,
+           confine=not args.no_confine).serve_forever()
+    return 0
+
+
 def _cmd_agent(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -444,6 +454,18 @@ def build_parser() -> argparse.ArgumentParser:
                        "(priced by genai-prices' offline data)")
     agent.add_argument("--task-attempts", type=int, default=3, help="attempts at one task before it is dropped")
     agent.set_defaults(fn=_cmd_agent)
+
+    sandbox = sub.add_parser("sandbox-server", help="run agent code handed over a unix socket: the agent "
+                             "pod's sandbox container (docs/agents.md)")
+    sandbox.add_argument("--socket", required=True, metavar="PATH", help="the socket to listen on (in the "
+                         "folder the agent runtime's container shares; it sets $XLA_SENTINEL_SANDBOX_SOCKET)")
+    sandbox.add_argument("--max-seconds", type=float, default=900.0,
+                         help="the longest one run may take, whatever its caller asks")
+    sandbox.add_argument("--own-container", action="store_true", help="this container runs nothing else: "
+                         "kill every other process of it before and after each run")
+    sandbox.add_argument("--no-confine", action="store_true",
+                         help="do not also run each command under the local sandbox (bwrap/unshare)")
+    sandbox.set_defaults(fn=_cmd_sandbox_server)
 
     worker = sub.add_parser("worker", help="container entrypoint of a campaign worker",
                             add_help=False)
