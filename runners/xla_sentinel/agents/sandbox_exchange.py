@@ -49,7 +49,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from xla_sentinel.agents.sandbox import SOCKET_ENV as SOCKET_ENV  # re-exported for the operator's agent pod
+# Re-exported for the operator's agent pod.
+from xla_sentinel.agents.sandbox import SOCKET_ENV as SOCKET_ENV
 
 SHARED_ENV = "XLA_SENTINEL_SANDBOX_SHARED"  # ':'-separated folders both containers see alike
 WAIT_ENV = "XLA_SENTINEL_SANDBOX_WAIT"  # seconds the client waits for the server to listen
