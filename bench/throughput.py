@@ -23,7 +23,7 @@ findings and cross-checks. Then, in-process on the same programs, the XLA compil
 program of each configuration (targets, references; the cross-check only on the programs
 the campaign samples) and the seconds each configuration costs, so where the remaining
 time goes is visible. Usage: python bench/throughput.py [--programs N] [--seed S] [--rows R,..] [--no-in-process]
-[--account smoke,families [--workers 1,2] [--verdicts-out FILE]]
+[--account smoke,families [--workers 1,2] [--verdicts-out FILE]] [--eager-compiles SMOKE,FAMILIES]
 
 `--account SETTINGS` (issue 39; SETTINGS of smoke, families) runs instead a campaign of
 examples/smoke.yaml's settings (families: every shape family on) per worker slot count of
@@ -34,6 +34,10 @@ process's own CPU clock (core/cpu_account.py), the unaccounted remainder against
 coordinator's and its workers' counters, and the share of the targets-only floor (their
 compile and run over all the CPU). The table goes to stderr, the figures (raw stages
 included) to stdout as JSON; `--verdicts-out FILE` writes each run's verdict per program.
+
+`--eager-compiles SMOKE,FAMILIES` (issue 39) evaluates instead the `eager` reference alone, in
+this process, on the first SMOKE programs of smoke's settings and FAMILIES of families', and
+prints its XLA compiles per entry (and how often each entry went to XLA) and its CPU seconds.
 
 `--generators` (issue 28) runs instead the campaign as it runs now twice in one run, with the
 old default generator (`generator.version: 1`) and the new one (version 2: shape families,
@@ -320,6 +324,50 @@ def account(seed: int, programs: int, settings: str, workers: int) -> dict[str, 
             "verdicts": verdicts, "program_status": s["program_status"]}
 
 
+def eager_compiles(seed: int, smoke: int, families: int) -> dict[str, object]:
+    """The XLA compiles of the `eager` reference (evaluate.literal) per entry, in this one
+    process, over the first `smoke` programs of examples/smoke.yaml's settings and the first
+    `families` of every shape family's (issue 39): which entries its compiles go to."""
+    import numpy as np
+
+    current = ["(none)"]
+    compiles: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+
+    def listener(event: str, duration_secs: float, **_: str | int) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles[current[0]] += 1
+
+    def attributed(fn: Any) -> Any:
+        def wrapped(op: Any, *a: Any) -> Any:
+            current[0] = op.name
+            try:
+                return fn(op, *a)
+            finally:
+                current[0] = "(none)"
+        return wrapped
+
+    # literal's two ways to XLA, looked up in the module when called: attributed to the entry.
+    saved = evaluate.by_primitive, evaluate._bucketed
+    evaluate.by_primitive, evaluate._bucketed = map(attributed, saved)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    cpu0 = time.process_time()
+    try:
+        for settings, n in (("smoke", smoke), ("families", families)):
+            spec = _settings_spec(settings, seed, n, 1)
+            for i in range(n):
+                g = generate(seed, i, spec.generator)
+                special = bool(np.random.default_rng([seed, i, 0x5BEC]).random() < spec.generator.specialValues)
+                evaluate.literal(g, make_inputs({"seed": seed, "index": i, "special": special}, g.inputs), calls)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+        evaluate.by_primitive, evaluate._bucketed = saved
+    return {"programs": {"smoke": smoke, "families": families}, "compiles": sum(compiles.values()),
+            "cpu_s": round(time.process_time() - cpu0, 2),
+            "by_entry": {op: {"compiles": compiles[op], "xla_calls": calls[op]}
+                         for op in sorted(set(compiles) | set(calls), key=lambda k: (-compiles[k], k))}}
+
+
 def program_verdicts(out: Path) -> dict[str, object]:
     """Per program, its status and its findings' (target, verdict), sorted: what must not
     change when the overhead is cut (the oracle's answer on the same programs)."""
@@ -366,7 +414,14 @@ def main() -> int:
                     help=f"comma-separated settings of {', '.join(SETTINGS)}: the CPU account by stage instead")
     ap.add_argument("--workers", default="1", help="with --account: comma-separated worker slot counts")
     ap.add_argument("--verdicts-out", default="", help="with --account: write each run's verdict per program here")
+    ap.add_argument("--eager-compiles", default="",
+                    help="SMOKE,FAMILIES: eager's XLA compiles per entry over that many programs of each instead")
     args = ap.parse_args()
+    if args.eager_compiles:
+        smoke, families = (int(n) for n in args.eager_compiles.split(","))
+        json.dump(eager_compiles(args.seed, smoke, families), sys.stdout, indent=1)
+        print()
+        return 0
     if args.account:
         if unknown := [x for x in args.account.split(",") if x.strip() not in SETTINGS]:
             ap.error(f"--account: unknown {', '.join(unknown)}")

@@ -77,6 +77,8 @@ def _apply(graph: Graph, args: list[Any], promote: bool,
         shape = tuple(graph.values[v].shape)
         if concrete and _bucketable(op, node.attrs, xs, shape):
             out = on_device(_bucketed(op, node.attrs, xs, shape))
+        elif concrete:
+            out = on_device(by_primitive(op, node.attrs, xs))
         else:
             out = build(op, node.attrs, *xs)
         if promote and _is_float(out) and out.dtype != F64:
@@ -170,8 +172,10 @@ def _rounding_scale(op: Any, attrs: dict[str, Any], xs: list[Any], out: Any, xp:
     magnitude = _terms_magnitude(op, attrs, xs, xp)
     with np.errstate(all="ignore"):
         if magnitude is not None:
-            ones = (lambda x: on_device(np.ones(np.shape(x), x.dtype))) if xp is np else jnp.ones_like
-            n = xp.asarray(build(op, attrs, *[ones(x) if _is_float(x) else x for x in xs]))
+            if xp is np:  # concrete operands: the entry primitive by primitive
+                n = by_primitive(op, attrs, [np.ones(np.shape(x), x.dtype) if _is_float(x) else x for x in xs])
+            else:
+                n = build(op, attrs, *[jnp.ones_like(x) if _is_float(x) else x for x in xs])
             return xp.sqrt(xp.maximum(n, 1.0)) * magnitude
         if "products" in op.tags:
             x = xs[0]
@@ -187,9 +191,9 @@ def _terms_magnitude(op: Any, attrs: dict[str, Any], xs: list[Any], xp: Any = jn
     O0 and no_fusion_emitters NaN, default and float64 inf, then logistic 1.0)."""
     if "sums" not in op.tags or attrs.get("kind", "add") != "add":
         return None
-    if xp is np:  # numpy's terms, placed on the device for the op (no identity compile)
-        return np.asarray(build(op, attrs, *[on_device(np.where(np.isfinite(h), np.abs(h), 0).astype(h.dtype))
-                                             if _is_float(x) else x for x, h in ((x, np.asarray(x)) for x in xs)]))
+    if xp is np:  # numpy's terms, the entry on them primitive by primitive
+        return by_primitive(op, attrs, [np.where(np.isfinite(h), np.abs(h), 0).astype(h.dtype)
+                                        if _is_float(x) else h for x, h in ((x, np.asarray(x)) for x in xs)])
     return build(op, attrs, *[jnp.where(jnp.isfinite(x), jnp.abs(x), 0) if _is_float(x) else x for x in xs])
 
 
@@ -213,7 +217,7 @@ def overflow_prone(graph: Graph, inputs: list[np.ndarray]) -> list[bool]:
         if prone[v] or dtype not in UNIT_ROUNDOFF or not _is_float(out):
             return
         top = float(float_info(NP_DTYPES[dtype]).max)
-        terms = _terms_magnitude(op, node.attrs, xs)
+        terms = _terms_magnitude(op, node.attrs, xs, np)
         magnitudes = [out]
         if node.op in INNER_TERMS:  # a template's own sums (s31-i125: q . k inside attention)
             magnitudes += INNER_TERMS[node.op](node.attrs, *[np.asarray(x) for x in xs])
@@ -268,7 +272,7 @@ def literal(graph: Graph, inputs: list[np.ndarray],
             xla_ops[op.name] += 1
         if _bucketable(op, node.attrs, xs, value.shape):
             return _bucketed(op, node.attrs, xs, value.shape)
-        return np.asarray(build(op, node.attrs, *map(on_device, xs)))
+        return by_primitive(op, node.attrs, xs)
 
     return graph.run(inputs, apply, load=lambda v, x: np.asarray(x))
 
@@ -332,3 +336,94 @@ def lower_f64_text(graph: Graph) -> str:
     fn = jax.jit(traced(graph, promote=True), keep_unused=True)
     return fn.lower(*input_structs(graph, promote=True)).as_text()
 
+
+
+# --- an entry primitive by primitive (issue 39) -------------------------------------------
+# Evaluated eagerly, an entry's builder (lax_builders) binds each of its lax primitives alone,
+# one XLA compile per primitive and shape: a template (softmax is reduce_max, broadcast, sub,
+# exp, reduce_sum, broadcast, div) about ten per call, 157 of the 346 compiles of `eager` over
+# 60 smoke and 40 families programs; a guarded transcendental (log is abs, add, log) three.
+# That op-by-op evaluation is what `eager` means, so it is kept primitive for primitive: the
+# builder is traced to a jaxpr (no compile), whose equations are the very primitives,
+# parameters and order eager dispatch binds, and each equation is evaluated as eager dispatch
+# does, except where the same bits come cheaper: an elementwise primitive on a bucket (as an
+# elementwise entry is, BUCKETS), a data-movement one in numpy on bits. Reductions are not
+# bucketed: XLA:CPU's order of a row's sum or max depends on how many rows there are (padded
+# to a bucket of rows, 42 of 160 (dtype, shape) cases differed, f32 and f64). Every entry's
+# result is held to its builder's eager one, bit for bit, by tests/fuzz/test_eager_by_primitive.py.
+#
+# Elementwise lax primitives whose XLA:CPU result does not depend on the shape (the same test,
+# on a bucket against the real shape at every float dtype); exp, log and erf do
+# (SHAPE_DEPENDENT) and are bound at their shape.
+BUCKETED_PRIMITIVES = frozenset({
+    "add", "sub", "mul", "div", "max", "min", "neg", "abs", "sqrt", "rsqrt", "tanh", "logistic",
+    "eq", "ne", "lt", "le", "gt", "ge", "convert_element_type"})
+assert not BUCKETED_PRIMITIVES & SHAPE_DEPENDENT
+
+
+def by_primitive(op: Any, attrs: dict[str, Any], xs: Sequence[Any]) -> np.ndarray:
+    """The entry `op` on concrete operands `xs`, its builder's primitives one at a time,
+    as eager dispatch evaluates it, bit for bit."""
+    from jax.extend.core import Literal
+
+    closed = jax.make_jaxpr(lambda *a: build(op, attrs, *a))(
+        *[shape_struct(np.shape(x), np.asarray(x).dtype) for x in xs])
+    jaxpr = closed.jaxpr
+    env: dict[Any, np.ndarray] = {}
+
+    def read(v: Any) -> np.ndarray:
+        if isinstance(v, Literal):
+            aval: Any = v.aval  # a ShapedArray, typed as its abstract base
+            return np.asarray(v.val, aval.dtype)
+        return env[v]
+
+    env.update(zip(jaxpr.constvars, map(np.asarray, closed.consts), strict=True))
+    env.update(zip(jaxpr.invars, map(np.asarray, xs), strict=True))
+    for eqn in jaxpr.eqns:
+        args = [read(v) for v in eqn.invars]
+        shapes = [tuple(v.aval.shape) for v in eqn.outvars]
+        env.update(zip(eqn.outvars, _primitive(eqn.primitive, eqn.params, args, shapes), strict=True))
+    (out,) = [read(v) for v in jaxpr.outvars]
+    return out
+
+
+def _primitive(prim: Any, params: dict[str, Any], args: list[np.ndarray],
+               shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """One equation's results: in numpy where they are bits moved, on a bucket where the
+    primitive is elementwise, else bound alone on the real shapes as eager dispatch binds it."""
+    name = prim.name
+    (shape, *_) = shapes
+    if name == "broadcast_in_dim":
+        # A copy of the operand's bits (XLA:CPU moves bits: own_precision.ON_BITS).
+        (x,) = args
+        dims = params["broadcast_dimensions"]  # strictly increasing (lax checks it)
+        expanded = np.reshape(x, [x.shape[dims.index(d)] if d in dims else 1 for d in range(len(shape))])
+        return [np.array(np.broadcast_to(expanded, shape))]
+    if name == "select_n" and args[0].dtype == np.bool_ and all(np.shape(a) == shape for a in args):
+        # A choice of the cases' bits by a boolean (XLA:CPU copies them, subnormals too).
+        which, false_case, true_case = args
+        return [np.where(which, true_case, false_case)]
+    if name == "iota" and np.issubdtype(params["dtype"], np.integer):
+        ramp = np.arange(shape[params["dimension"]], dtype=params["dtype"])
+        index = [1] * len(shape)
+        index[params["dimension"]] = shape[params["dimension"]]
+        return [np.array(np.broadcast_to(ramp.reshape(index), shape))]
+    if (name in BUCKETED_PRIMITIVES and len(shape) > 0 and all(np.shape(a) == shape for a in args)
+            and not _nan_meets_nan(args)):
+        # Not with a rank-0 operand (a literal constant), which the kernel broadcasts: an
+        # f64 x / c of shape (1,) differed from the same division on a bucket. Nor at rank 0,
+        # as for an elementwise entry (_bucketable). Nor where two operands are NaN at one
+        # element: which operand's NaN comes out depends on the kernel's shape (a bf16
+        # -NaN * +NaN gave -NaN at (7, 7, 3) and +NaN on its bucket, inside layer_norm).
+        n = math.prod(shape)
+        size = bucket_size(n)
+        flat = [on_device(np.concatenate([np.ravel(a), np.ones(size - n, a.dtype)])) for a in args]
+        return [np.asarray(prim.bind(*flat, **params))[:n].reshape(shape)]
+    out = prim.bind(*map(on_device, args), **params)
+    return [np.asarray(o) for o in (out if prim.multiple_results else [out])]
+
+
+def _nan_meets_nan(args: list[np.ndarray]) -> bool:
+    """Whether two or more float operands are NaN at the same element."""
+    nans = [np.isnan(a) for a in args if _is_float(a)]
+    return len(nans) > 1 and bool(np.any(np.sum(nans, axis=0) > 1))
