@@ -308,9 +308,11 @@ def bucket_size(n: int) -> int:
 
 def _bucketable(op: Any, attrs: dict[str, Any], xs: Sequence[Any], shape: tuple[int, ...]) -> bool:
     """An elementwise op whose operands all have its result's shape (no axis of its own:
-    select_extremum reduces along one)."""
+    select_extremum reduces along one), no two of them NaN at one element (_nan_meets_nan:
+    a bf16 add or mul of -NaN and +NaN differed between (7, 7, 3) and its bucket)."""
     return (op.category == "elementwise" and op.name not in SHAPE_DEPENDENT and "axis" not in attrs
-            and len(shape) > 0 and all(np.shape(x) == shape for x in xs))
+            and len(shape) > 0 and all(np.shape(x) == shape for x in xs)
+            and not _nan_meets_nan([np.asarray(x) for x in xs]))
 
 
 def _bucketed(op: Any, attrs: dict[str, Any], xs: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray:
