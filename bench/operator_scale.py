@@ -33,6 +33,17 @@ adds a defaulted spec field (the Jobs kept, by uid). Goals (issue 38): under 50 
 
     .venv/bin/python bench/operator_scale.py --kwok-nodes 1000 --workers 4096 \
         [--tpu-workers 100 --revisions 3 --steady-seconds 300]
+
+With --restart N,N,... (no kwok: the worker pods stay Pending), a freshly started operator (an
+upgrade, a failover) facing many reports (issue 38): per stage a campaign of N workers, its pods
+made by the Job controller and each worker's report written; then the operator is restarted,
+its memory sampled every 0.1 s for 30 s, the campaign's spec changed and the time until its
+status shows the new observedGeneration measured, with how many reports the new operator had
+ingested by then (and how many still waited in its backlog). Stages add up, so the memory per
+1,000 reports is the slope between them. --trace-memory runs the restarted operator under
+tracemalloc and writes its largest allocation sites to a file.
+
+    .venv/bin/python bench/operator_scale.py --restart 750,750 [--trace-memory]
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -450,16 +462,41 @@ runtime.parse_spec = parse_spec
 sys.exit(run(sys.argv[1:]))
 """
 OPERATOR = "import sys; from xla_sentinel_operator.main import run; sys.exit(run(sys.argv[1:]))"
+# --restart --trace-memory: the restarted operator under tracemalloc; its largest allocation
+# sites (by line, the live ones at the peak of traced memory) go to the file in $XS_TRACE.
+TRACED_OPERATOR = """
+import os, sys, threading, time, tracemalloc
+tracemalloc.start(8)
+def watch():
+    best, snap = 0, None
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 40:
+        now = tracemalloc.get_traced_memory()[0]
+        if now > best * 1.05:
+            best, snap = now, tracemalloc.take_snapshot()
+        time.sleep(0.5)
+    with open(os.environ["XS_TRACE"], "w") as f:
+        f.write(f"traced peak {tracemalloc.get_traced_memory()[1] / 2**20:.0f} MiB, "
+                f"snapshot at {best / 2**20:.0f} MiB\\n")
+        for group, n in (("filename", 12), ("lineno", 20)):
+            f.write(f"by {group}:\\n")
+            for stat in snap.statistics(group)[:n]:
+                f.write(f"{stat.size / 2**20:7.1f} MiB {stat.count:8d} blocks  {stat.traceback[0]}\\n")
+threading.Thread(target=watch, daemon=True).start()
+from xla_sentinel_operator.main import run
+sys.exit(run(sys.argv[1:]))
+"""
 
 
 def start_operator(cp: ControlPlane, api: Api, args: argparse.Namespace,
-                   code: str = OPERATOR) -> subprocess.Popen[bytes]:
+                   code: str = OPERATOR, metrics_port: int = 0) -> subprocess.Popen[bytes]:
     op_config = cp.write_kubeconfig(f"system:serviceaccount:{RELEASE_NS}:{OPERATOR_SA}",
                                     token=api.token(RELEASE_NS, OPERATOR_SA))
     return subprocess.Popen(
         [sys.executable, "-c", code, "--kubeconfig", str(op_config), "--namespace", NS,
          "--standalone", "--service-account", WORKER_SA, "--metrics-host", "127.0.0.1",
-         "--metrics-port", str(free_port()), "--rollup-interval", str(args.rollup_interval),
+         "--metrics-port", str(metrics_port or free_port()),
+         "--rollup-interval", str(args.rollup_interval),
          "--log-level", "WARNING"], stderr=operator_log())
 
 
@@ -618,6 +655,162 @@ def scale(args: argparse.Namespace) -> None:
             stop_operator(proc)
 
 
+# --- With --restart: a freshly started operator (upgrade, failover) facing many reports ---
+
+def metric(port: int, name: str) -> float:
+    """One sample of the operator's /metrics (0 when absent)."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def report_object(campaign: str, uid: str, revision: str, index: int,
+                  signatures: list[str]) -> dict[str, Any]:
+    """A worker's last report as its reporter writes it (K8sReporter._object): two findings,
+    progress, one per worker; written as the admin in one request."""
+    from xla_sentinel.cluster.report import (
+        CAMPAIGN_LABEL,
+        REPORT_LABEL,
+        REVISION_LABEL,
+        WORKER_LABEL,
+        WorkerReport,
+        label_value,
+        report_name,
+    )
+    worker = f"main-{index}"
+    report = WorkerReport(worker=worker, revision=revision, attempts=1, programs=50,
+                          executions=200, elapsed_s=10.0, updated="2026-11-29T10:00:00Z")
+    for j in range(2):
+        g = 2 * index + j
+        fid = hashlib.sha256(f"{campaign}/{g}".encode()).hexdigest()[:20]
+        report.add_finding({"id": fid, "program": f"p{g}", "target": "default",
+                            "verdict": "mismatch", "signature": signatures[g % len(signatures)],
+                            "culprit_op": "add", "culprit_pass": None, "fusion_kind": None,
+                            "dtype": "f32", "dir": f"findings/{fid}", "known_bug": None,
+                            "time": "2026-11-29T10:00:00Z", "evidence": {}})
+    return {"apiVersion": API, "kind": "WorkerReport",
+            "metadata": {"name": report_name(campaign, worker, revision),
+                         "labels": {CAMPAIGN_LABEL: label_value(campaign), REPORT_LABEL: "true",
+                                    WORKER_LABEL: label_value(worker),
+                                    REVISION_LABEL: label_value(revision)},
+                         "ownerReferences": [{"apiVersion": API, "kind": "FuzzCampaign",
+                                              "name": campaign, "uid": uid,
+                                              "blockOwnerDeletion": False, "controller": False}]},
+            "spec": {"campaign": campaign, "worker": worker, "revision": revision,
+                     "report": report.to_json()}}
+
+
+class RssSampler:
+    """A process's RSS sampled every 0.1 s in a thread: the peak (MiB) and when (s after the
+    start) it was reached."""
+
+    def __init__(self, pid: int, every: float = 0.1) -> None:
+        self.pid, self.every = pid, every
+        self.peak, self.at, self.t0 = 0.0, 0.0, time.monotonic()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            rss = memory_kib(self.pid)["VmRSS"] / 1024
+            if rss > self.peak:
+                self.peak, self.at = rss, time.monotonic() - self.t0
+            time.sleep(self.every)
+
+    def stop(self) -> tuple[float, float]:
+        self._stop = True
+        self._thread.join()
+        return self.peak, self.at
+
+
+def restart(args: argparse.Namespace) -> None:
+    """The --restart bench: campaigns of --restart worker counts (cumulative), each worker's
+    pod made by the Job controller (Pending: no node) and its report written; after each,
+    the operator is restarted and its memory sampled (peak, and 30 s on), then the campaign's
+    spec changed and the time to observedGeneration measured, beside how many reports the
+    new operator had ingested by then."""
+    stages = [int(n) for n in args.restart.split(",")]
+    signatures = [hashlib.sha256(f"sig{i}".encode()).hexdigest()[:16] for i in range(args.signatures)]
+    cp = ControlPlane(audit=False)
+    cp.controller_manager.argv += ["--kube-api-qps=300", "--kube-api-burst=600"]
+    rows: list[str] = []
+    with cp:
+        api = Api(cp)
+        for ns in (RELEASE_NS, NS):
+            kubectl(cp, "create", "namespace", ns)
+        install_chart(cp, f"operator.watchNamespaces={{{NS}}}")
+        port = free_port()
+        proc = start_operator(cp, api, args, metrics_port=port)
+        total = 0
+        try:
+            for i, n in enumerate(stages):
+                name = f"r{i}"
+                uid = api.create(f"{API}/fuzzcampaigns", NS, {
+                    "apiVersion": API, "kind": "FuzzCampaign", "metadata": {"name": name},
+                    "spec": {"workers": n, "budget": {"continuous": True},
+                             "bisect": {"enabled": False},
+                             "nodeSelector": {"xlasentinel.dev/bench": "no-such-node"}}
+                })["metadata"]["uid"]
+                rev = current_revision(api, name, 1)
+                campaign_pods(api, name, rev, n, False, 900)
+                t = time.perf_counter()
+                in_parallel(lambda k, name=name, uid=uid, rev=rev: api.create(
+                    f"{API}/workerreports", NS, report_object(name, uid, rev, k, signatures)),
+                    list(range(n)), args.threads)
+                total += n
+                while not (api.get(f"{API}/fuzzcampaigns", NS, name) or {}).get(
+                        "status", {}).get("workerStats", {}).get("workers") == n \
+                        or metric(port, "xlasentinel_reports_ingested_total") < n:
+                    time.sleep(0.5)
+                steady = memory_kib(proc.pid)["VmRSS"] / 1024
+                print(f"stage {i + 1}: {n} workers' pods and reports written, rolled up and ingested "
+                      f"in {time.perf_counter() - t:.0f} s; operator {steady:.0f} MiB", flush=True)
+                stop_operator(proc)
+                port = free_port()
+                if args.trace_memory:
+                    os.environ["XS_TRACE"] = trace = f"/tmp/xs-bench-trace-{total}.txt"
+                    print(f"  (allocation sites of the restarted operator: {trace})")
+                proc = start_operator(cp, api, args, TRACED_OPERATOR if args.trace_memory else OPERATOR,
+                                      metrics_port=port)
+                sampler = RssSampler(proc.pid)
+                time.sleep(30)
+                after = memory_kib(proc.pid)["VmRSS"] / 1024
+                ingested_30 = metric(port, "xlasentinel_reports_ingested_total")
+                gen = int(api.patch(f"{API}/fuzzcampaigns", NS, name,
+                                    {"spec": {"seed": 1}})["metadata"]["generation"])
+                t = time.perf_counter()
+                current_revision(api, name, gen, timeout=600)
+                observed = time.perf_counter() - t
+                ingested = metric(port, "xlasentinel_reports_ingested_total")
+                backlog = metric(port, "xlasentinel_report_backlog")
+                t = time.perf_counter()
+                while metric(port, "xlasentinel_reports_ingested_total") < total \
+                        or metric(port, "xlasentinel_report_backlog") > 0:
+                    if time.perf_counter() - t > 600:
+                        raise SystemExit(f"the restarted operator did not ingest {total} reports in 600 s")
+                    time.sleep(0.5)
+                peak, at = sampler.stop()
+                drained = memory_kib(proc.pid)["VmRSS"] / 1024
+                rows.append(f"| {total} | {steady:.0f} | {after:.0f} | {peak:.0f} (at {at:.0f} s) | "
+                            f"{drained:.0f} | {observed:.1f} s | {ingested_30:.0f}, {ingested:.0f} "
+                            f"({backlog:.0f} waiting) |")
+                print(f"  restarted: {after:.0f} MiB 30 s on, peak {peak:.0f} MiB at {at:.1f} s until every "
+                      f"report was ingested, {drained:.0f} MiB then; "
+                      f"observedGeneration {gen} {observed:.1f} s after the spec change "
+                      f"(reports ingested by the new operator: {ingested_30:.0f} at 30 s, "
+                      f"{ingested:.0f} then, {backlog:.0f} waiting)", flush=True)
+        finally:
+            stop_operator(proc)
+    print("| reports held | steady MiB | restarted: 30 s on MiB | peak MiB (until ingested) | "
+          "ingested MiB | observedGeneration after spec change | reports ingested by it at 30 s, then |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
 def kw_pool(node: str) -> str:
     return node.rpartition("-")[0]
 
@@ -638,7 +831,16 @@ if __name__ == "__main__":
                    help="with --kwok-nodes: workers of a second, TPU v6e 2x2 campaign")
     p.add_argument("--revisions", type=int, default=3, help="with --kwok-nodes")
     p.add_argument("--steady-seconds", type=float, default=300.0, help="with --kwok-nodes, per revision")
+    p.add_argument("--restart", default="", metavar="N,N,...",
+                   help="restart bench: campaigns of these worker counts (pods Pending, one report "
+                        "each), the operator restarted after each (module docstring)")
+    p.add_argument("--trace-memory", action="store_true",
+                   help="with --restart: the restarted operator under tracemalloc (its memory "
+                        "figures then include tracemalloc's own)")
     a = p.parse_args()
+    if a.restart:
+        restart(a)
+        sys.exit(0)
     if a.kwok_nodes and a.real_node:
         p.error("--kwok-nodes runs the operator as a process; --real-node is the burst bench's")
     if a.kwok_nodes and a.tpu_workers > len(kwok_pools(a.kwok_nodes)[0].names):

@@ -68,6 +68,8 @@ from .runtime import Runtime
 
 CAMPAIGNS, SIGNATURES = "fuzzcampaigns", "bugsignatures"
 T = TypeVar("T")
+# Objects per page of kopf's initial listing of a kind (configure()).
+LIST_PAGE = 200
 WATCH_SELECTORS: dict[tuple[str, str, str], str] = {
     ("batch", "v1", "jobs"): f"{desired.ROLE_LABEL}=worker,{CAMPAIGN_LABEL}",
     # Worker pods (their disruptions): never every pod of the cluster.
@@ -90,6 +92,13 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.peering.mandatory = not peering.standalone
     settings.peering.priority = rt.priority  # by seniority unless given (leadership.py)
     settings.watching.server_timeout = 300
+    # A fresh operator (upgrade, failover) lists every watched object: by default kopf does
+    # it in one request per kind, holding the whole list (thousands of worker pods and
+    # reports, each tens of KiB as Python objects) at once. In pages, one page is held.
+    settings.watching.chunk_size = LIST_PAGE
+    # kopf's task of an object keeps the object's last event while it idles (5 s by
+    # default); after a listing that is every object listed in those seconds.
+    settings.queueing.idle_timeout = 1.0
     # kopf's `labels=` filters apply after the watch: this selector goes to the API
     # server, so the operator streams worker Jobs and pods, not every Job and pod of the cluster.
     # Reports are a kind of their own (WorkerReport) and need no selector.
@@ -240,9 +249,20 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             return
         campaigns: CampaignIndex = kwargs["campaigns"]
         key = (_namespace(body), body.metadata.labels.get(CAMPAIGN_LABEL, ""))
-        found = list(campaigns.get(key, []))
-        if found:
-            await ingest.report_object(rt, rt.campaign(found[0]), _raw(WorkerReportBody, body))
+        if not campaigns.get(key):
+            return
+        obj = ingest.essentials(_raw(WorkerReportBody, body))
+
+        async def ingest_report() -> None:
+            # The campaign as it is when the report's turn comes (the index is live): its
+            # spec may have changed while the report waited.
+            found = list(campaigns.get(key, []))
+            if found:
+                await ingest.report_object(rt, rt.campaign(found[0]), obj)
+
+        # Ingested by the backlog's workers, not in kopf's task of this object: a restarted
+        # operator gets every report at once (runtime.Backlog).
+        await rt.backlog.put((key[0], obj["metadata"]["name"]), ingest_report)
 
     # BugSignature: people set spec.state (alert retries and re-sends: periodic.py).
     @kopf.on.field(group=GROUP, version=VERSION, plural=SIGNATURES, registry=registry,

@@ -53,6 +53,14 @@ async def report_object(rt: Runtime, c: desired.Campaign, obj: WorkerReportBody)
         await ingest_result_once(rt, c, meta["name"], result_key(obj), cast(Result, result))
 
 
+def essentials(obj: WorkerReportBody) -> WorkerReportBody:
+    """What report_object() reads of a WorkerReport object (its name, namespace, version and
+    spec), kept while its ingestion waits: not the managed fields and the rest of the body."""
+    meta = obj["metadata"]
+    kept = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+    return cast(WorkerReportBody, {"metadata": kept, "spec": dict(obj.get("spec") or {})})
+
+
 async def ingest_result_once(rt: Runtime, c: desired.Campaign, name: str, key: str,
                              result: Result) -> None:
     """A result object ingests once per content (`key`); its events and the catch-up
@@ -74,8 +82,8 @@ async def catch_up(rt: Runtime, c: desired.Campaign,
     error mid-way). The index holds reports without their samples (slim()), so a report
     still to ingest is read whole from the API."""
     for name, _, whole in reports:
-        if rt.ingested.get((c.namespace, name)) == whole:
-            continue
+        if rt.ingested.get((c.namespace, name)) == whole or rt.backlog.holds((c.namespace, name)):
+            continue  # ingested, or its event's ingestion is still to come (runtime.Backlog)
         obj = await rt.api.get(path(API_VERSION, REPORT_PLURAL, c.namespace, name), KubeObject)
         report = report_from_object(cast(dict[str, object], obj)) if obj is not None else None
         if report is not None:

@@ -43,6 +43,11 @@ class Metrics:
             registry=self.registry)
         self.reports_ingested = Counter(
             "xlasentinel_reports_ingested_total", "Worker reports read.", registry=self.registry)
+        self.report_backlog = Gauge(
+            "xlasentinel_report_backlog",
+            "Worker reports whose ingestion waits or runs (thousands after a restart, "
+            "draining; a steady rise means ingestion falls behind the writers).",
+            registry=self.registry)
         self.programs = Gauge(
             "xlasentinel_campaign_programs", "Programs run by a campaign.",
             ["namespace", "campaign"], registry=self.registry)
