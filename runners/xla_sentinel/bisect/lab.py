@@ -26,6 +26,7 @@ from xla_sentinel.core.model import ProgramStatus, Verdict
 from xla_sentinel.judge import invariants, oracle, targets
 from xla_sentinel.judge.invariants import Invariant
 from xla_sentinel.worker.client import Worker, WorkerDied, WorkerHung
+from xla_sentinel.worker.hosts import HostGroup, Layout
 from xla_sentinel.worker.protocol import (
     Cut,
     Legal,
@@ -96,17 +97,25 @@ class Check:
 
 class Lab:
     def __init__(self, options: dict[str, Any], plugins: Sequence[str], timeout: float,
-                 log_dir: Path | None = None, probe_timeout: float | None = None) -> None:
+                 log_dir: Path | None = None, probe_timeout: float | None = None,
+                 layout: Layout | None = None) -> None:
         """`probe_timeout`: how long a target compile and run of a case may take before it
         counts as a hang (default `timeout`); short when bisecting a hang, whose every
-        probe that still fails takes that long."""
+        probe that still fails takes that long. `layout`: the target is a group of host
+        processes (worker/hosts.py), every case compiled and run on all of them in
+        lockstep, as the campaign ran the finding's program (a `hosts2x2` finding)."""
         self.options = dict(options)
         self.plugins = list(plugins)
         self.timeout = timeout
         self.probe_timeout = probe_timeout or timeout
         self._warm_first = probe_timeout is not None
-        self.target = Worker("bisect-target", tuple(plugins),
-                                   log_dir / "bisect-target.log" if log_dir else None)
+        self.layout = layout
+        self.target: Worker | HostGroup
+        if layout is not None:
+            self.target = HostGroup(layout, tuple(plugins), log_dir, name=f"bisect-{layout.name}")
+        else:
+            self.target = Worker("bisect-target", tuple(plugins),
+                                 log_dir / "bisect-target.log" if log_dir else None)
         self.reference = Worker("bisect-reference", (),
                                       log_dir / "bisect-reference.log" if log_dir else None)
         self.compiles: Counter[str] = Counter()  # target compiles per stage

@@ -25,6 +25,7 @@ from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.program import Program, ProgramError, promote_floats
 from xla_sentinel.spec.options import REFERENCE_OPTIONS
 from xla_sentinel.triage import known_bugs
+from xla_sentinel.worker.hosts import Layout
 from xla_sentinel.worker.protocol import EveryValue, Info, NumpyReference
 
 STAGES = (reproduce, graph, reduce, regions, shrink, fusion, passes, bundle)
@@ -83,7 +84,8 @@ def open_context(finding_dir: Path, timeout: float = 120.0,
     if record.get("target") in F64_REFERENCES:
         program, promoted = in_float64(program, finding_dir)
         options = evidence.get("target_options") or F64_REFERENCES[record["target"]]
-    lab = Lab(options, evidence.get("plugins") or [], timeout, logs, probe_timeout=probe)
+    lab = Lab(options, evidence.get("plugins") or [], timeout, logs, probe_timeout=probe,
+              layout=_lockstep_layout(record))
     unavailable = None
     try:
         info = lab.ask_reference(Info(program.module)).info
@@ -104,6 +106,25 @@ def open_context(finding_dir: Path, timeout: float = 120.0,
         raise BisectError(f"{finding_dir / 'program' / 'module.mlir'}: {e}") from None
     return Context(finding_dir, record, program, lab, info, values, values_unavailable=unavailable,
                    promoted=promoted)
+
+
+def _lockstep_layout(record: dict[str, Any]) -> Layout | None:
+    """The process layout a finding's cuts run on: its target's (a `hosts2x2` finding is
+    bisected on 2 host processes in lockstep, where a bug of that layout alone shows), None
+    for one process. A TPU slice's hosts are its VMs, not processes of this machine: such a
+    finding is bisected on one process, where it may not reproduce (`bisected_on` says so)."""
+    lay = Layout.from_name(str(record.get("target") or ""))
+    return lay if lay is not None and lay.platform == "cpu" else None
+
+
+def bisected_on(record: dict[str, Any], lab: Lab) -> str:
+    """Where the cuts ran, as the bisect evidence says it."""
+    if lab.layout is not None:
+        return f"{lab.layout.describe()}, in lockstep ({lab.layout.name})"
+    lay = Layout.from_name(str(record.get("target") or ""))
+    if lay is not None:
+        return f"one process: the {lay.name} finding's hosts are a TPU slice's, not processes here"
+    return "one process"
 
 
 def in_float64(program: Program, finding_dir: Path) -> tuple[Program, str]:
@@ -207,6 +228,7 @@ def _record(finding_dir: Path, record: dict[str, Any], ctx: Context) -> dict[str
         "culprit_pass": ctx.culprit_pass if located else None,
         "repro": ctx.repro if located else None,
         "stages": stages,
+        "bisected_on": bisected_on(record, ctx.lab),
     }
     record.update({k: result[k] for k in ("culprit_op", "fusion_kind", "culprit_pass")})
     if located:

@@ -129,6 +129,18 @@ class Layout:
             return f"{self.hosts} TPU hosts x {self.devices_per_host} chips"
         return f"{self.hosts} processes x {self.devices_per_host} devices"
 
+    @classmethod
+    def from_name(cls, name: str) -> Layout | None:
+        """The layout a target is named for (`hosts2x2`, `slice2x4`), None for any other
+        target's name (a finding's target says which layout it ran on)."""
+        m = _LAYOUT_NAME.fullmatch(name)
+        if m is None:
+            return None
+        return cls(int(m["hosts"]), int(m["per_host"]), "tpu" if m["stem"] == "slice" else "cpu")
+
+
+_LAYOUT_NAME = re.compile(r"(?P<stem>hosts|slice)(?P<hosts>[1-9][0-9]*)x(?P<per_host>[1-9][0-9]*)")
+
 
 @dataclass(frozen=True)
 class GroupEnv:
@@ -531,7 +543,10 @@ class HostGroup:
             if isinstance(request, Ping):
                 return Pong()
             if not isinstance(request, Run):
-                raise TypeError(f"{self.name} serves ping and run, not {type(request).__name__}")
+                # A failed request, as a worker answers what it cannot do: the bisector asks
+                # its target for pass lists and fusions alone, which a group does not serve.
+                raise RequestFailed(Failed(f"ValueError: {self.name} serves ping and run, "
+                                           f"not {type(request).__name__}", ""))
             if not isinstance(request.module, str):
                 raise RequestFailed(Failed("ValueError: a multi-host run takes StableHLO text", ""))
             self._seq += 1 << 41  # room for a request's repeat (host.py)
