@@ -147,10 +147,15 @@ def test_a_fix_verified_against_a_corpus_under_the_minimum_is_refused(tmp_path: 
     ledger = Ledger(tmp_path / "agents.sqlite")
     empty = verify_fix(ledger, SHIFT, ALGSIMP, [])
     assert not empty.verified and empty.evidence["cured"]
-    assert f"ran 0 known bugs' reproducers, fewer than the server's minimum of {MIN_REGRESSION}" in empty.reason
+    assert f"0 of the regression corpus's 0 known bugs' reproducers ran, fewer than the server's minimum of {MIN_REGRESSION}" in empty.reason
     # The reproducer itself does not count towards the corpus.
     short = verify_fix(ledger, SHIFT, ALGSIMP, [SHIFT, Path(REGRESSION[1])], min_regression=2)
-    assert not short.verified and "ran 1 known bugs'" in short.reason
+    assert not short.verified and "1 of the regression corpus's 1 known bugs' reproducers ran" in short.reason
+    # Nor does a reproducer that could not run before the cure: an error is no evidence.
+    broken = _script(tmp_path, "broken.py", "raise SystemExit(2)\n")
+    errs = verify_fix(ledger, SHIFT, ALGSIMP, [broken, Path(REGRESSION[1])], min_regression=2)
+    assert not errs.verified
+    assert "1 of the regression corpus's 2 known bugs' reproducers ran" in errs.reason, errs.reason
 
 
 def _verdicts(**by_target: str) -> list[dict]:

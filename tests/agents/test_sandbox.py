@@ -114,3 +114,22 @@ def test_a_reproducer_runs_confined_and_still_tells_its_cure(tmp_path: Path, san
         bench.close()
     assert tried["verified_fix"], tried["reason"]
     assert tried["reproducer"] == {"affected": "bug", "under_cure": "clean"}
+
+
+def test_a_corpus_of_links_runs_confined(tmp_path: Path, sandbox: Sandbox,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A regression corpus of links into bench/repros (as tests/k8s/data's): the sandboxed
+    child sees the script's folder only, so the gate runs the file a link names, not the
+    link, which dangled there and made every reproducer an error (and the corpus empty)."""
+    monkeypatch.setenv("XLA_SENTINEL_OUTCOMES", str(tmp_path / "outcomes.sqlite"))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    link = corpus / Path(REGRESSION[1]).name
+    link.symlink_to(Path(REGRESSION[1]).resolve())
+    bench = Workbench(None, tmp_path / "out", regression=[link], min_regression=1, sandbox=sandbox)
+    try:
+        tried = bench.try_cure(str(SHIFT), Cure(disable_passes=("algsimp",)))
+    finally:
+        bench.close()
+    assert tried["verified_fix"], tried["reason"]
+

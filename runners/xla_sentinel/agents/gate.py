@@ -200,7 +200,10 @@ def run_script(script: Path, cure: Cure | None = None, timeout: float = SCRIPT_S
     script runs. Under `sandbox` (agents/sandbox.Sandbox: `mcp --sandbox`) the child has no
     network and sees only its own folder (read-only), the plugin's and the interpreter's.
     """
-    script = Path(script)
+    # The file, not a link to it: a sandboxed child sees only the script's folder, where a
+    # link's target (a corpus of links into bench/repros) is not, and every reproducer
+    # "errored" there (tests/node/test_agent_sandbox_node.py's pod, test_swarm in container mode).
+    script = Path(script).resolve()
     if not script.is_file():
         raise GateError(f"{script}: no such reproducer")
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
@@ -394,15 +397,18 @@ def verify_fix(ledger: Ledger, reproducer: Path, cure: Cure, regression: Sequenc
                 "also_cures": also, "cured": repro.verified}
     if not repro.verified:
         return Decision(False, f"not cured: {repro.reason}", evidence)
-    if len(rows) < min_regression:
-        return Decision(False, f"cures the reproducer, but the regression corpus ran {len(rows)} known bugs' "
-                        f"reproducers, fewer than the server's minimum of {min_regression}: a fix is not "
-                        "verified against nothing", evidence)
+    # A reproducer that could not run before the cure (an error, a timeout) says nothing
+    # about the cure: only those that ran count toward the minimum.
+    ran = [r for r in rows if r["before"] in ("bug", "clean")]
+    if len(ran) < min_regression:
+        return Decision(False, f"cures the reproducer, but {len(ran)} of the regression corpus's "
+                        f"{len(rows)} known bugs' reproducers ran, fewer than the server's minimum of "
+                        f"{min_regression}: a fix is not verified against nothing", evidence)
     if regressions:
         return Decision(False, f"cures the reproducer but changes {len(regressions)} verdicts of the "
                         f"regression corpus: {', '.join(Path(r['script']).name for r in regressions)}",
                         evidence)
-    return Decision(True, f"{cure.describe()} cures the reproducer; {len(rows)} known bugs' reproducers: "
+    return Decision(True, f"{cure.describe()} cures the reproducer; {len(ran)} known bugs' reproducers: "
                     f"no regression" + (f", {len(also)} cured too" if also else ""), evidence)
 
 
