@@ -29,7 +29,6 @@ Pure desired-state functions first; `converge` and `ingest_fix_drafts` are the t
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
@@ -62,6 +61,7 @@ from .bodies import (
     labels_of,
     sig_status,
 )
+from .config import SandboxConfig
 from .kube import ApiError, path
 from .runtime import Runtime, campaign_ref, log, now_text, object_ref
 from .timestamps import rfc3339
@@ -79,12 +79,6 @@ SANDBOX_SOCKET = f"{EXCHANGE_MOUNT}/sandbox.sock"
 SANDBOX_UID = 10002  # not the runtime's (desired.POD_SECURITY's 10001): none of its files are its
 TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # where client libraries look
 TOKEN_SECONDS = 3607  # the kubelet's default for a projected token (it refreshes it)
-# The operator's choice of the agent pod (its env, set by the chart: operator-deployment.yaml).
-SANDBOX_ENV = "XLA_SENTINEL_AGENT_SANDBOX"  # "container" (two containers) or "off" (one)
-RUNTIME_CLASS_ENV = "XLA_SENTINEL_AGENT_RUNTIME_CLASS"  # e.g. gvisor (GKE Sandbox)
-SANDBOX_CPU_ENV = "XLA_SENTINEL_AGENT_SANDBOX_CPU"
-SANDBOX_MEMORY_ENV = "XLA_SENTINEL_AGENT_SANDBOX_MEMORY"
-SANDBOX_SECONDS_ENV = "XLA_SENTINEL_AGENT_SANDBOX_SECONDS"
 # Index failures that are final: 1 a budget stopped the agent, 2 a bad credential or input.
 AGENT_FAILURE_POLICY = {"rules": [
     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
@@ -101,32 +95,6 @@ class GateConfig(NamedTuple):
 
     corpus: str = ""
     minimum: int | None = None
-
-
-class SandboxConfig(NamedTuple):
-    """How agent pods are built: agent code in a sandbox container (`container`) or, with
-    it off, in the runtime's own (one container, the ServiceAccount token automounted);
-    the pods' RuntimeClass ("" none; GKE Sandbox: gvisor); the sandbox container's limits
-    and the longest one run of agent code may take there."""
-
-    container: bool = False
-    runtime_class: str = ""
-    cpu: str = "2"
-    memory: str = "4Gi"
-    max_seconds: float = 900.0
-
-    @staticmethod
-    def from_env(env: Mapping[str, str] | None = None) -> SandboxConfig:
-        """From the operator's environment (the chart sets it; unset: one container, as a
-        bare operator without the chart's agents.sandbox has always built them)."""
-        e = os.environ if env is None else env
-        mode = e.get(SANDBOX_ENV, "off")
-        if mode not in ("container", "off"):
-            raise ValueError(f"{SANDBOX_ENV}={mode!r}: must be container or off")
-        d = SandboxConfig()
-        return SandboxConfig(mode == "container", e.get(RUNTIME_CLASS_ENV, ""), e.get(SANDBOX_CPU_ENV) or d.cpu,
-                             e.get(SANDBOX_MEMORY_ENV) or d.memory,
-                             float(e.get(SANDBOX_SECONDS_ENV) or d.max_seconds))
 
 
 def revision(spec: CampaignSpec) -> str:
@@ -326,7 +294,7 @@ async def converge(rt: Runtime, c: desired.Campaign) -> None:
     want = agent_jobs(c, default_image=rt.runner_image(c),
                       service_account=rt.config.jobs.agent_service_account,
                       gate=GateConfig(rt.config.jobs.agent_regression_corpus, rt.config.jobs.agent_min_regression),
-                      sandbox=SandboxConfig.from_env())
+                      sandbox=rt.config.jobs.agent_sandbox)
     create, delete, suspend = plan_agents(c, want, have)
     for job in create:
         _, created = await rt.api.create(jobs_path, job)
@@ -412,7 +380,7 @@ async def converge_waves(rt: Runtime, c: desired.Campaign, status: Mapping[str, 
         job = agent_job(c, roles[role], default_image=rt.runner_image(c),
                         service_account=rt.config.jobs.agent_service_account,
                         gate=GateConfig(rt.config.jobs.agent_regression_corpus, rt.config.jobs.agent_min_regression),
-                        wave=waves.wave_id(started), events=started, sandbox=SandboxConfig.from_env())
+                        wave=waves.wave_id(started), events=started, sandbox=rt.config.jobs.agent_sandbox)
         await rt.api.create(jobs_path, job)
         planned.status["lastWave"] = {"role": role, "job": job["metadata"]["name"],
                                       "time": rfc3339(now), "events": started[:waves.WAVE_EVENTS_SHOWN]}

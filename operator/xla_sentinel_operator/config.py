@@ -11,6 +11,23 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class SandboxConfig:
+    """How agent pods are built (agents.agent_pod; docs/agents.md "The sandbox container"):
+    agent code in the pod's sandbox container (`container`) or, with it off, in the
+    runtime's own (one container, the ServiceAccount token automounted); the pods'
+    RuntimeClass ("" none; GKE Sandbox: gvisor); the sandbox container's limits and the
+    longest one run of agent code may take there. Flags --agent-sandbox,
+    --agent-sandbox-cpu, --agent-sandbox-memory, --agent-sandbox-seconds,
+    --agent-runtime-class; the container is the default, with or without the chart."""
+
+    container: bool = True
+    runtime_class: str = ""
+    cpu: str = "2"
+    memory: str = "4Gi"
+    max_seconds: float = 900.0
+
+
+@dataclass(frozen=True)
 class JobsConfig:
     """What the worker, bisector and verification Jobs the operator creates run as."""
 
@@ -29,6 +46,7 @@ class JobsConfig:
     # verified against (None = the gate's default). The operator's choice, never the agent's.
     agent_regression_corpus: str = ""
     agent_min_regression: int | None = None
+    agent_sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     # JobSet (sigs.k8s.io/jobset) is installed: multi-host TPU slices run as JobSets
     # (jobsets.py). Without it they are refused (runtime.campaign_of), never split.
     jobset: bool = True

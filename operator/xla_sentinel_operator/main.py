@@ -10,7 +10,7 @@ import kopf
 from kopf._cogs.aiokits import aiotoggles  # kopf's readiness gate: see GatedToggleSet
 
 from . import handlers, logs
-from .config import AlertingConfig, Config, JobsConfig, MetricsConfig, PeeringConfig
+from .config import AlertingConfig, Config, JobsConfig, MetricsConfig, PeeringConfig, SandboxConfig
 from .runtime import Runtime
 
 if TYPE_CHECKING:
@@ -80,6 +80,19 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: the runner package's own corpus)")
     p.add_argument("--agent-min-regression", type=int, default=d.jobs.agent_min_regression, metavar="N",
                    help="refuse a fix draft verified against fewer reproducers (default: the gate's, 8)")
+    box = d.jobs.agent_sandbox
+    p.add_argument("--agent-sandbox", choices=("container", "off"),
+                   default="container" if box.container else "off",
+                   help="where agent-written code runs: the agent pod's sandbox container (another "
+                        "uid, no token, no secrets, read-only root and artifacts) or, off, beside "
+                        "the agent in its own container (default: container)")
+    p.add_argument("--agent-sandbox-cpu", default=box.cpu, help="the sandbox container's CPU limit")
+    p.add_argument("--agent-sandbox-memory", default=box.memory,
+                   help="the sandbox container's memory limit")
+    p.add_argument("--agent-sandbox-seconds", type=_seconds, default=box.max_seconds,
+                   help="the longest one run of agent code may take in the sandbox")
+    p.add_argument("--agent-runtime-class", default=box.runtime_class, metavar="NAME",
+                   help="RuntimeClass of agent pods, e.g. gvisor for GKE Sandbox (default: none)")
     p.add_argument("--no-jobset", dest="jobset", action="store_false",
                    help="the cluster has no JobSet (sigs.k8s.io/jobset): refuse multi-host TPU "
                         "campaigns (condition Stalled, reason JobSetUnavailable)")
@@ -122,7 +135,11 @@ def config_from_args(argv: list[str]) -> Config:
                         tpu_runner_image=a.tpu_runner_image, service_account=a.service_account,
                         agent_service_account=a.agent_service_account,
                         agent_regression_corpus=a.agent_regression_corpus,
-                        agent_min_regression=a.agent_min_regression, jobset=a.jobset),
+                        agent_min_regression=a.agent_min_regression, jobset=a.jobset,
+                        agent_sandbox=SandboxConfig(
+                            container=a.agent_sandbox == "container", runtime_class=a.agent_runtime_class,
+                            cpu=a.agent_sandbox_cpu, memory=a.agent_sandbox_memory,
+                            max_seconds=a.agent_sandbox_seconds)),
         alerting=AlertingConfig(retry_interval=a.alert_retry_interval,
                                 resend_interval=a.alert_resend_interval, attempts=a.alert_attempts,
                                 backoff=a.alert_backoff, rate=a.alert_rate, burst=a.alert_burst,

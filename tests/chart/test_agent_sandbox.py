@@ -11,6 +11,8 @@ import pytest
 import yaml
 from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import agents, desired
+from xla_sentinel_operator.config import SandboxConfig
+from xla_sentinel_operator.main import config_from_args
 
 from .podsecurity import restricted_violations
 from .render import CI_VALUES, by_kind, helm, render, template_args
@@ -37,7 +39,7 @@ def _policies(*sets: str) -> list[dict[str, Any]]:
     return [d for d in _objects(*sets) if d["kind"] == "NetworkPolicy"]
 
 
-def _agent_job(sandbox: agents.SandboxConfig, namespace: str = "xla-fuzz") -> dict[str, Any]:
+def _agent_job(sandbox: SandboxConfig, namespace: str = "xla-fuzz") -> dict[str, Any]:
     c = desired.Campaign(
         name="nightly",
         namespace=namespace,
@@ -57,13 +59,16 @@ def _labels(job: dict[str, Any]) -> dict[str, str]:
     return job["spec"]["template"]["metadata"]["labels"]
 
 
-def _operator_env(objs: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> dict[str, str]:
+def _operator_sandbox(objs: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> SandboxConfig:
+    """The SandboxConfig the chart's operator runs with: its Deployment's flags, parsed by
+    the operator's own parser."""
     (deployment,) = by_kind(tuple(objs), "Deployment")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert container["args"][0] == "operator"
+    return config_from_args(container["args"][1:]).jobs.agent_sandbox
 
 
-AGENT = _labels(_agent_job(agents.SandboxConfig(container=True)))
+AGENT = _labels(_agent_job(SandboxConfig(container=True)))
 
 
 @pytest.mark.parametrize(
@@ -139,8 +144,8 @@ def test_the_operator_builds_the_sandboxed_agent_pod_from_the_charts_values():
         "agents.sandbox.maxSeconds=120",
         values=DEFAULT_VALUES,
     )
-    config = agents.SandboxConfig.from_env(_operator_env(objs))
-    assert config == agents.SandboxConfig(
+    config = _operator_sandbox(objs)
+    assert config == SandboxConfig(
         container=True, runtime_class="gvisor", cpu="2", memory="6Gi", max_seconds=120.0
     )
     pod = _agent_job(config)["spec"]["template"]["spec"]
@@ -151,11 +156,9 @@ def test_the_operator_builds_the_sandboxed_agent_pod_from_the_charts_values():
     for container in [*pod["containers"], *pod["initContainers"]]:
         assert restricted_violations(pod, container) == [], container["name"]
     # The default: the sandbox container on, no RuntimeClass; `off` is one container.
-    default = agents.SandboxConfig.from_env(_operator_env(render(DEFAULT_VALUES)))
+    default = _operator_sandbox(render(DEFAULT_VALUES))
     assert default.container and default.runtime_class == ""
-    off = agents.SandboxConfig.from_env(
-        _operator_env(_objects("agents.sandbox.mode=off", values=DEFAULT_VALUES))
-    )
+    off = _operator_sandbox(_objects("agents.sandbox.mode=off", values=DEFAULT_VALUES))
     assert not off.container
 
 
@@ -179,5 +182,5 @@ def test_the_two_container_agent_job_is_a_valid_job() -> None:
 
     from .render import KUBE_VERSION
 
-    job = _agent_job(agents.SandboxConfig(container=True, runtime_class="gvisor"))
+    job = _agent_job(SandboxConfig(container=True, runtime_class="gvisor"))
     kubernetes_validate.validate(job, KUBE_VERSION, strict=True)

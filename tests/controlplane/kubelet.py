@@ -12,6 +12,17 @@ What it mocks, since neither exists here: the container image and the node. An i
 table entry naming a local command that stands for its entrypoint (the runner image is
 `.venv/bin/xla-sentinel`); a container runs as a process in its own mount namespace
 (`unshare`), where each volume is a bind mount of a per-pod folder at its mountPath.
+
+Which containers run: the pod's first container, and before it each native sidecar (an
+init container with `restartPolicy: Always`, such as an agent pod's sandbox server) with its
+own command, environment and volume mounts, in a PID namespace of its own as a container
+has (its /proc shows only its own processes: `sandbox-server --own-container` kills every
+other process it sees), reported in initContainerStatuses. Once the first container has
+ended the sidecars get SIGTERM, then SIGKILL after the pod's grace period (on deletion: at
+the deletion's own deadline), and the pod's phase (the first container's exit, whatever the
+sidecars' own) is written when they are gone, as the kubelet does. Not modelled: other
+containers, plain init containers, waiting for a sidecar to have started, restarts of a
+sidecar, probes, uids (everything runs as this process's user) and read-only mounts.
 """
 
 from __future__ import annotations
@@ -42,6 +53,9 @@ class Container:
     started: str
     log: Path
     kill_at: float | None = None
+    # The pod's native sidecars (their spec, process), started before it and stopped after it.
+    sidecars: list[tuple[dict[str, Any], subprocess.Popen[bytes]]] = field(default_factory=list)
+    sidecars_killed_at: float | None = None  # when the sidecars get SIGKILL (after SIGTERM)
 
 
 @dataclass
@@ -88,8 +102,9 @@ class FakeNode:
         if self._thread is not None:
             self._thread.join(30)
         for c in list(self.running.values()):
-            self._signal(c, signal.SIGKILL)
-            c.proc.wait(10)
+            for proc in [c.proc, *(p for _, p in c.sidecars)]:
+                self._signal_group(proc, signal.SIGKILL)
+                proc.wait(10)
         self.running.clear()
 
     def _loop(self) -> None:
@@ -182,23 +197,20 @@ class FakeNode:
             volumes[vol["name"]].mkdir(parents=True, exist_ok=True)
             if "projected" in vol:
                 self._project(pod, vol["projected"], volumes[vol["name"]])
-        mounts = [(volumes[m["name"]], m["mountPath"]) for m in container.get("volumeMounts") or []
-                  if m["name"] in volumes]
-        image = container["image"]
-        entry = self.images.get(image)
-        if entry is None:
-            self._report_waiting(pod, "ErrImagePull", f"image {image!r} is not known to the fake node")
+        sidecars = [i for i in spec.get("initContainers") or [] if i.get("restartPolicy") == "Always"]
+        unknown = [c["image"] for c in [*sidecars, container] if c["image"] not in self.images]
+        if unknown:
+            self._report_waiting(pod, "ErrImagePull", f"image {unknown[0]!r} is not known to the fake node")
             return
-        argv = list(container.get("command") or entry) + list(container.get("args") or [])
-        script = " && ".join(self._mount(source, target) for source, target in mounts)
+        # Sidecars first, each in a PID namespace of its own (--mount-proc: its /proc too);
+        # --kill-child: unshare's SIGKILL takes its child along.
+        started = [(s, self._run(pod, s, volumes, self._sidecar_log(pod_dir / "container.log", s["name"]),
+                                 ["--pid", "--fork", "--mount-proc", "--kill-child"]))
+                   for s in sidecars]
         log = pod_dir / "container.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                 f'{script} && exec "$@"', "container", *argv],
-                env=self._env(pod, container), stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True)
-        c = Container(meta["name"], meta["namespace"], proc, _now(), log)
+        proc = self._run(pod, container, volumes, log, [])
+        image = container["image"]
+        c = Container(meta["name"], meta["namespace"], proc, _now(), log, sidecars=started)
         self.log_paths[(meta["namespace"], meta["name"])] = log
         self.running[meta["uid"]] = c
         self._patch_status(pod, {
@@ -206,7 +218,47 @@ class FakeNode:
             "conditions": self._conditions(pod, ready=True),
             "containerStatuses": [{"name": container["name"], "image": image, "imageID": image,
                                    "ready": True, "restartCount": 0, "started": True,
-                                   "state": {"running": {"startedAt": c.started}}}]})
+                                   "state": {"running": {"startedAt": c.started}}}],
+            **self._sidecar_statuses(c, {"running": {"startedAt": c.started}})})
+
+    @staticmethod
+    def _sidecar_log(log: Path, name: str) -> Path:
+        return log.with_name(f"sidecar-{name}.log")  # not the first container's, whatever its name
+
+    @staticmethod
+    def _sidecar_statuses(c: Container, state: dict[str, Any] | None = None) -> dict[str, Any]:
+        """initContainerStatuses of the pod's sidecars: `state`, or each one's exit (a
+        process killed by signal N exits as 128 + N in a container runtime)."""
+        if not c.sidecars:
+            return {}
+        statuses = []
+        for spec, proc in c.sidecars:
+            mine = state
+            if mine is None:
+                code = proc.returncode if proc.returncode is not None else 0
+                code = 128 - code if code < 0 else code
+                mine = {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                       "startedAt": c.started, "finishedAt": _now()}}
+            statuses.append({"name": spec["name"], "image": spec["image"], "imageID": spec["image"],
+                             "ready": state is not None, "restartCount": 0, "started": state is not None,
+                             "state": mine})
+        return {"initContainerStatuses": statuses}
+
+    def _run(self, pod: dict[str, Any], container: dict[str, Any], volumes: dict[str, Path],
+             log: Path, namespaces: list[str]) -> subprocess.Popen[bytes]:
+        """One container's process: its command (or its image's entrypoint) and args, its
+        environment, its volume mounts, in a mount namespace (and `namespaces`) of its own."""
+        entry = self.images[container["image"]]
+        argv = list(container.get("command") or entry) + list(container.get("args") or [])
+        mounts = [(volumes[m["name"]], m["mountPath"]) for m in container.get("volumeMounts") or []
+                  if m["name"] in volumes]
+        script = " && ".join(["true", *(self._mount(source, target) for source, target in mounts)])
+        with open(log, "wb") as out:
+            return subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", *namespaces, "--", "sh", "-c",
+                 f'{script} && exec "$@"', "container", *argv],
+                env=self._env(pod, container), stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
 
     def _mount(self, source: Path, target: str) -> str:
         """Shell lines that mount a volume at `target`. A volume mounted over a folder that
@@ -256,16 +308,43 @@ class FakeNode:
             return
         if code is None:
             return
+        if not self._sidecars_stopped(pod, c, deleting):
+            return
         self._report_exit(pod, c, code)
         del self.running[pod["metadata"]["uid"]]
         self.done.add(pod["metadata"]["uid"])
         if deleting:
             self._finish_deletion(pod)
 
+    def _sidecars_stopped(self, pod: dict[str, Any], c: Container, deleting: bool) -> bool:
+        """Whether the pod's sidecars are gone, now that its container has ended: SIGTERM
+        first, SIGKILL once the pod's grace period is over (the kubelet's order); on
+        deletion, at the deletion's deadline, which covers the whole pod."""
+        alive = [p for _, p in c.sidecars if p.poll() is None]
+        if not alive:
+            return True
+        if c.sidecars_killed_at is None:
+            if deleting and c.kill_at is not None:  # the first container's deadline
+                c.sidecars_killed_at = c.kill_at
+            else:
+                grace = (pod["metadata"].get("deletionGracePeriodSeconds") if deleting
+                         else pod["spec"].get("terminationGracePeriodSeconds"))
+                c.sidecars_killed_at = time.monotonic() + (30 if grace is None else int(grace))
+            for proc in alive:
+                self._signal_group(proc, signal.SIGTERM)
+        elif time.monotonic() >= c.sidecars_killed_at:
+            for proc in alive:
+                self._signal_group(proc, signal.SIGKILL)
+        return False
+
+    @classmethod
+    def _signal(cls, c: Container, sig: int) -> None:
+        cls._signal_group(c.proc, sig)
+
     @staticmethod
-    def _signal(c: Container, sig: int) -> None:
+    def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
         try:
-            os.killpg(c.proc.pid, sig)
+            os.killpg(proc.pid, sig)
         except ProcessLookupError:
             pass
 
@@ -283,7 +362,8 @@ class FakeNode:
                                    "state": {"terminated": {
                                        "exitCode": exit_code,
                                        "reason": "Completed" if exit_code == 0 else "Error",
-                                       "startedAt": c.started, "finishedAt": finished}}}]})
+                                       "startedAt": c.started, "finishedAt": finished}}}],
+            **self._sidecar_statuses(c)})
 
     def _report_waiting(self, pod: dict[str, Any], reason: str, message: str) -> None:
         container = pod["spec"]["containers"][0]
@@ -313,7 +393,10 @@ class FakeNode:
         self.api.request("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
                          {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}})
 
-    def logs(self, namespace: str, pod_name: str) -> str:
-        """What the pod's container printed (its log file), or '' if it never ran here."""
+    def logs(self, namespace: str, pod_name: str, container: str = "") -> str:
+        """What the pod's first container (or its sidecar `container`) printed (its log
+        file), or '' if it never ran here."""
         log = self.log_paths.get((namespace, pod_name))
+        if log is not None and container:
+            log = self._sidecar_log(log, container)
         return log.read_text(errors="replace") if log and log.exists() else ""

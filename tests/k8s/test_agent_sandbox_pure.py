@@ -12,14 +12,16 @@ from xla_sentinel.agents.sandbox_exchange import SHARED_ENV, SOCKET_ENV
 from xla_sentinel.cli.main import build_parser
 from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import agents, desired
+from xla_sentinel_operator.config import SandboxConfig
+from xla_sentinel_operator.main import config_from_args
 
 SECRET = {"name": "model-key", "key": "api-key"}
-ON = agents.SandboxConfig(
+ON = SandboxConfig(
     container=True, runtime_class="gvisor", cpu="3", memory="6Gi", max_seconds=120.0
 )
 
 
-def pod_of(sandbox: agents.SandboxConfig, **spec: Any) -> dict[str, Any]:
+def pod_of(sandbox: SandboxConfig, **spec: Any) -> dict[str, Any]:
     c = desired.Campaign(
         name="nightly",
         namespace="fuzz",
@@ -119,26 +121,26 @@ def test_without_artifacts_the_sandbox_mounts_none_and_shares_nothing_else():
 
 
 def test_sandbox_off_is_the_one_container_pod():
-    pod = pod_of(agents.SandboxConfig())
+    pod = pod_of(SandboxConfig(container=False))
     assert "initContainers" not in pod and "automountServiceAccountToken" not in pod
     assert "runtimeClassName" not in pod
     (runtime,) = pod["containers"]
     assert SOCKET_ENV not in {e["name"] for e in runtime["env"]}
     # A RuntimeClass applies with or without the sandbox container.
-    assert pod_of(agents.SandboxConfig(runtime_class="gvisor"))["runtimeClassName"] == "gvisor"
+    assert pod_of(SandboxConfig(container=False, runtime_class="gvisor"))["runtimeClassName"] == "gvisor"
 
 
-def test_the_operator_reads_its_sandbox_choice_from_its_environment():
-    assert agents.SandboxConfig.from_env({}) == agents.SandboxConfig()
-    got = agents.SandboxConfig.from_env(
-        {
-            agents.SANDBOX_ENV: "container",
-            agents.RUNTIME_CLASS_ENV: "gvisor",
-            agents.SANDBOX_CPU_ENV: "3",
-            agents.SANDBOX_MEMORY_ENV: "6Gi",
-            agents.SANDBOX_SECONDS_ENV: "120",
-        }
-    )
+def test_the_operator_takes_its_sandbox_choice_from_its_flags():
+    """The sandbox container is the default, with or without the chart: a bare operator
+    builds no agent pod whose code runs beside the model's key and the token."""
+    assert config_from_args([]).jobs.agent_sandbox == SandboxConfig()
+    assert SandboxConfig().container
+    assert "initContainers" in pod_of(SandboxConfig())
+    got = config_from_args(["--agent-sandbox=container", "--agent-runtime-class=gvisor",
+                            "--agent-sandbox-cpu=3", "--agent-sandbox-memory=6Gi",
+                            "--agent-sandbox-seconds=120"]).jobs.agent_sandbox
     assert got == ON
-    with pytest.raises(ValueError, match="must be container or off"):
-        agents.SandboxConfig.from_env({agents.SANDBOX_ENV: "yes"})
+    assert not config_from_args(["--agent-sandbox=off"]).jobs.agent_sandbox.container
+    for bad in ("--agent-sandbox=yes", "--agent-sandbox-seconds=0"):
+        with pytest.raises(SystemExit):
+            config_from_args([bad])

@@ -70,19 +70,23 @@ class Sandbox:
     @staticmethod
     def detect() -> Sandbox:
         """The pod's sandbox container where $XLA_SENTINEL_SANDBOX_SOCKET names it, else
-        bubblewrap if installed, else unshare if it can make the namespaces here."""
+        bubblewrap, else unshare, whichever can make the namespaces here. Each is tried, not
+        assumed from being installed: both need a user namespace, which a container under
+        the RuntimeDefault seccomp profile without capabilities is refused (unshare: "Operation
+        not permitted" in the agent pod's sandbox container on the real node)."""
         if os.environ.get(SOCKET_ENV):
             return Sandbox("container", os.environ[SOCKET_ENV])
-        bwrap = shutil.which("bwrap")
-        if bwrap:
-            return Sandbox("bwrap", bwrap)
-        unshare = shutil.which("unshare")
-        if unshare:
-            probe = subprocess.run([unshare, *_unshare_flags(), "true"], capture_output=True, text=True, timeout=30)
+        refused = []
+        for kind, flags in (("bwrap", ["--unshare-all", "--ro-bind", "/", "/"]), ("unshare", _unshare_flags())):
+            tool = shutil.which(kind)
+            if tool is None:
+                continue
+            probe = subprocess.run([tool, *flags, "true"], capture_output=True, text=True, timeout=30)
             if probe.returncode == 0:
-                return Sandbox("unshare", unshare)
-            raise SandboxError(f"--sandbox: unshare cannot make namespaces here ({probe.stderr.strip()[-200:]}); "
-                               "install bubblewrap (apt-get install bubblewrap)")
+                return Sandbox(kind, tool)
+            refused.append(f"{kind} cannot make namespaces here ({probe.stderr.strip()[-200:]})")
+        if refused:
+            raise SandboxError(f"--sandbox: {'; '.join(refused)}")
         raise SandboxError("--sandbox: neither bwrap (bubblewrap) nor unshare (util-linux) is installed")
 
     def argv(self, argv: Sequence[str], work: Path, *, writable: bool = True,
