@@ -42,6 +42,7 @@ ROLE_LABEL = "xlasentinel.dev/role"
 GROUP_LABEL = "xlasentinel.dev/group"
 SIGNATURE_LABEL = "xlasentinel.dev/signature"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 # The machine type of a node: where two node pool shapes share a topology (v6e 2x4 on one
@@ -76,6 +77,9 @@ class Campaign:
     namespace: str
     uid: str
     spec: CampaignSpec
+    # The campaign's kueue.x-k8s.io/priority-class label (a Kueue WorkloadPriorityClass),
+    # which its queued Jobs carry: Kueue orders and preempts by it.
+    priority_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -339,6 +343,8 @@ def _labels(c: Campaign, role: str, **extra: str) -> dict[str, str]:
     labels = {**campaign_selector(c.name), ROLE_LABEL: role, **extra}
     if c.spec.queueName:
         labels[QUEUE_LABEL] = c.spec.queueName
+        if c.priority_class:
+            labels[PRIORITY_LABEL] = c.priority_class
     return labels
 
 
@@ -755,6 +761,7 @@ def _followup(c: Campaign, parts: tuple[str, ...], role: str, signature: str, ar
     queued = QUEUE_LABEL in labels and accelerated
     if not queued:
         labels.pop(QUEUE_LABEL, None)
+        labels.pop(PRIORITY_LABEL, None)
     env = _job_env(c, image)
     multi = _multi_host(c.spec)
     if multi is not None:

@@ -361,9 +361,13 @@ def _converging(o: Observed) -> Health | None:
 
 def _waiting(o: Observed) -> Health | None:
     """No worker runs yet: Kueue has not admitted them, or their pods are not up."""
+    queue = o.spec.queueName
+    # Kueue holds every worker Job suspended (not admitted yet, or preempted): nothing runs,
+    # whatever the reports say (a preempted worker's last report stays fresh for a while).
+    if queue and o.current and all(job_spec(j).get("suspend") for j in o.current):
+        return Health("Pending", QUEUED, f"waiting for Kueue to admit the workers (queue {queue})")
     if running_workers(o.current, o.reports, o.now):
         return None
-    queue = o.spec.queueName
     if queue and any(job_spec(j).get("suspend") for j in o.current):
         return Health("Pending", QUEUED, f"waiting for Kueue to admit the workers (queue {queue})")
     return Health("Pending", "WaitingForWorkers", "no worker pod is running")

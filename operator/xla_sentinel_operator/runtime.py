@@ -324,7 +324,8 @@ def campaign_of(body: FuzzCampaign, images: dict[str, str] | None = None,
         except desired.ImageError as e:
             raise Refused(str(e), "ImagePlatformMismatch") from None
     return desired.Campaign(name=meta["name"], namespace=meta["namespace"],
-                            uid=meta.get("uid", ""), spec=spec)
+                            uid=meta.get("uid", ""), spec=spec,
+                            priority_class=(meta.get("labels") or {}).get(desired.PRIORITY_LABEL))
 
 
 def object_ref(obj: BugSignature, kind: str) -> ObjectRef:

@@ -1,5 +1,5 @@
 """The test cluster, built from Go modules by build.sh (`make control-plane`, `make kwok`,
-`make policy-engine`).
+`make policy-engine`) and build_kueue.sh (`make kueue`).
 
 cluster.py is the control plane every cluster test runs against (etcd, kube-apiserver,
 kube-controller-manager; no scheduler, no kubelet). Where a test's pods go is one of four:
@@ -11,7 +11,9 @@ kube-controller-manager; no scheduler, no kubelet). Where a test's pods go is on
   policy controller, node.py): tests/node/test_networkpolicy_node.py.
 - kwok (kwok.py: kwok's stages play the kubelet of many Nodes, the real kube-scheduler
   places pods), where no container must run but placement and pod phases matter: GKE TPU
-  and CPU node pools in tests/k8s/test_kwok.py and bench/operator_scale.py --kwok-nodes.
+  and CPU node pools in tests/k8s/test_kwok.py and bench/operator_scale.py --kwok-nodes;
+  with Kueue's controller manager beside the control plane (kueue.py, as jobset.py runs
+  JobSet's) in tests/k8s/test_kueue.py.
 - The fake node (kubelet.py: scheduler and kubelet in one, running the engine as local
   processes), where the worker's own process must run without an image:
   tests/k8s/test_end_to_end.py, test_lifecycle.py, test_swarm.py, test_swarm_events.py,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from xla_sentinel.cluster.report import WorkerReport
 from xla_sentinel.spec.campaign import parse_spec
 from xla_sentinel_operator import desired, rollup
 
@@ -90,3 +91,38 @@ def test_a_queued_campaign_waiting_for_admission_is_pending_queued():
     # Creating the workers is converging: Reconciling.
     creating = rollup.conditions(rollup.Health("Pending", "CreatingWorkers", "0/1"), 1, [], "t")
     assert next(c for c in creating if c["type"] == "Reconciling")["status"] == "True"
+
+
+def test_a_preempted_campaign_is_queued_whatever_its_last_reports_say():
+    """Kueue preempted it: every current Job suspended. Its workers' last reports are a
+    few seconds old, which alone reads as running workers for REPORT_FRESH (2 minutes);
+    nothing runs, so it is Queued (tests/k8s/test_kueue.py saw Running / Ready there)."""
+    c = camp(queueName="q")
+    jobs = existing(c, suspend=True)
+    now = rollup.parse_time("2026-11-29T12:00:00Z")
+    fresh = [WorkerReport(worker=f"main-{i}", programs=5, updated="2026-11-29T11:59:55Z") for i in range(3)]
+    h = rollup.health(c.spec, jobs, fresh, desired.revision(c.spec), 15, None, now)
+    assert (h.phase, h.reason) == ("Pending", "Queued")
+    # Admitted (unsuspended) with fresh reports: running.
+    assert rollup.health(c.spec, existing(c, suspend=False), fresh, desired.revision(c.spec), 15, None,
+                         now).phase == "Running"
+
+
+def test_a_campaigns_kueue_priority_label_goes_to_its_queued_jobs_only():
+    """A campaign labelled kueue.x-k8s.io/priority-class (a WorkloadPriorityClass) puts the
+    label on its queued Jobs, the workers' and an accelerator bisector's, so Kueue orders
+    and preempts campaigns by it; a Job outside the queue carries neither label."""
+    c = desired.Campaign(name="release", namespace="fuzz", uid="u",
+                         spec=parse_spec({"queueName": "q", "accelerator": TPU}), priority_class="urgent")
+    (worker,) = desired.worker_jobs(c, default_image="img")
+    assert worker["metadata"]["labels"][desired.PRIORITY_LABEL] == "urgent"
+    sample = {"id": "f" * 20, "signature": "0" * 16, "dir": "findings/f"}
+    tpu = desired.bisector_job(c, sample, "main-0", default_image="img")
+    assert tpu["metadata"]["labels"][desired.PRIORITY_LABEL] == "urgent"
+    cpu = desired.bisector_job(desired.Campaign(name="r", namespace="fuzz", uid="u",
+                                                spec=parse_spec({"queueName": "q"}), priority_class="urgent"),
+                               sample, "main-0", default_image="img")
+    assert desired.PRIORITY_LABEL not in cpu["metadata"]["labels"]
+    unqueued = desired.Campaign(name="r", namespace="fuzz", uid="u", spec=parse_spec({}), priority_class="urgent")
+    assert desired.PRIORITY_LABEL not in desired.worker_jobs(unqueued, default_image="img")[0]["metadata"]["labels"]
+
