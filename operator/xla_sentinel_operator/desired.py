@@ -43,6 +43,8 @@ GROUP_LABEL = "xlasentinel.dev/group"
 SIGNATURE_LABEL = "xlasentinel.dev/signature"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+# On a queued Indexed worker Job: the fewest of its pods Kueue may admit (spec.minWorkers).
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 # The machine type of a node: where two node pool shapes share a topology (v6e 2x4 on one
@@ -202,7 +204,7 @@ def runner_image(spec: CampaignSpec, images: dict[str, str], declared: str | Non
 
 # Spec fields the worker pods do not read: suspend is applied to the Jobs, alert routing in
 # the operator, agents run as their own Jobs (agents.py). Changing them rolls no worker.
-NOT_FOR_WORKERS = ("suspend", "alerts", "agents")
+NOT_FOR_WORKERS = ("suspend", "alerts", "agents", "minWorkers")
 
 
 def _default(f: dataclasses.Field[Any]) -> object:
@@ -263,7 +265,13 @@ def template_hash(workload: Workload) -> str:
     """The hash of a rendered worker Job or JobSet: its labels and spec, without
     spec.suspend (the operator and Kueue flip it on the live object)."""
     spec = {k: v for k, v in workload["spec"].items() if k != "suspend"}
-    return short_hash({"labels": workload["metadata"].get("labels") or {}, "spec": spec}, 10)
+    rendered: dict[str, Any] = {"labels": workload["metadata"].get("labels") or {}, "spec": spec}
+    # Kueue reads it when it makes the Job's Workload: a change needs a new Job. Absent, the
+    # hash is what it was before the annotation existed (no Job replaced by an upgrade).
+    min_parallelism = (workload["metadata"].get("annotations") or {}).get(MIN_PARALLELISM_ANNOTATION)
+    if min_parallelism is not None:
+        rendered["minParallelism"] = min_parallelism
+    return short_hash(rendered, 10)
 
 
 def owner_reference(c: Campaign) -> OwnerReference:
@@ -643,7 +651,14 @@ def worker_jobs(c: Campaign, *, default_image: str,
             continue
         if multi is None:
             pod = _pod_spec(c, image, ["worker"], env, service_account)
-            jobs.append(_job(c, job_name(c.name, group.name, rev), labels, pod, c.spec.workers))
+            indexed = _job(c, job_name(c.name, group.name, rev), labels, pod, c.spec.workers)
+            if c.spec.queueName and c.spec.minWorkers is not None:
+                # Partial admission: Kueue lowers the Job's parallelism to what the quota
+                # holds (at least this), and the other shards run as those finish.
+                indexed["metadata"]["annotations"] = {
+                    **(indexed["metadata"].get("annotations") or {}),
+                    MIN_PARALLELISM_ANNOTATION: str(c.spec.minWorkers)}
+            jobs.append(indexed)
             continue
         for i in range(c.spec.workers):
             # One shard per slice, as a CPU/GPU group's: host 0 (TPU_WORKER_ID 0) runs the

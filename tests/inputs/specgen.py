@@ -101,6 +101,8 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
         {"key": NAMES, "operator": st.sampled_from(["Exists", "Equal"])}), max_size=2),
     (c.CampaignSpec, "suspend"): st.booleans(),
     (c.CampaignSpec, "queueName"): st.from_regex(c.K8S_LABEL_PATTERN, fullmatch=True),
+    # Drawn from 1 to 4096, then bounded by the spec's workers and given a queue (valid_specs).
+    (c.CampaignSpec, "minWorkers"): st.integers(1, 4096),
 }
 # Fields whose values are themselves specs, drawn by their own strategies below.
 NESTED = {(c.CampaignSpec, "generator"), (c.CampaignSpec, "targets"), (c.CampaignSpec, "tolerances"),
@@ -147,6 +149,9 @@ def _target(crd: bool) -> st.SearchStrategy[Any]:
 def valid_specs(draw: st.DrawFn, crd: bool = False) -> dict[str, Any]:
     """A spec mapping that parse_spec accepts; crd=True: in the resource's own form."""
     spec: dict[str, Any] = draw(_record(c.CampaignSpec))
+    if "minWorkers" in spec:  # a rule of the whole spec: a queue, and at most every worker
+        spec["minWorkers"] = min(spec["minWorkers"], spec.get("workers", c.CampaignSpec().workers))
+        spec.setdefault("queueName", "q")
     if draw(st.booleans()):
         gen = draw(_record(c.GeneratorSpec))
         gen["minOps"] = min(gen.get("minOps", 1), gen.get("maxOps", 24))
@@ -211,6 +216,7 @@ OUT_OF_RANGE: dict[tuple[type, str], list[tuple[Any, str]]] = {
     (c.CampaignSpec, "image"): [("", "must not be empty")],
     (c.CampaignSpec, "queueName"): [("", "must not be empty"), ("_", "DNS label"),
                                     ("Queue", "DNS label"), ("q" * 64, "DNS label")],
+    (c.CampaignSpec, "minWorkers"): [(0, "takes a queueName"), (3, "takes a queueName")],
     (c.CampaignSpec, "resources"): [({"limits": {"cpu": float("inf")}}, "finite"),
                                     ({"limits": {"cpu": float("nan")}}, "finite")],
     (c.CampaignSpec, "tolerations"): [([{"key": float("inf")}], "finite")],

@@ -19,6 +19,7 @@ higher WorkloadPriorityClass in the same queue, not another campaign.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from controlplane.cluster import ControlPlane
 from controlplane.kit import Api
 from controlplane.kueue import API, PRIORITY_LABEL, QUEUE_LABEL, WORKLOADS, KueueController
 from controlplane.kwok import Kwok, tpu_pool
+from xla_sentinel_operator import desired
 
 from .conftest import campaign, create, eventually
 from .kueue_fixture import kueue_controller, skip_unbuilt  # noqa: F401  (the `kueue` fixture)
@@ -121,7 +123,7 @@ async def test_kueue_admits_preempts_and_readmits_a_queued_campaign_and_suspend_
                                        budget={"continuous": True}))
 
     # Three workers of 4 chips want 12 of the queue's 8: Kueue holds the whole Job (the
-    # operator asks no partial admission), the Job controller makes no pod.
+    # campaign sets no minWorkers: no partial admission), the Job controller makes no pod.
     (job,) = await eventually(lambda: jobs(api, ns))
     name = job["metadata"]["name"]
     wl = await eventually(lambda: (w := workload_of(api, ns, name))
@@ -287,3 +289,34 @@ async def test_a_campaign_of_higher_priority_preempts_a_running_one(api, ns, cli
     await eventually(lambda: condition(workload_of(api, ns, low_name), "Admitted").get("status") == "True",
                      timeout=60)
     assert api.get("batch/v1/jobs", ns, low_name)["spec"]["suspend"] is False
+
+
+async def test_min_workers_lets_kueue_admit_the_shards_that_fit(api, ns, client, kueue, start_operator):
+    """spec.minWorkers 1: three workers of 4 chips want 12 of the queue's 8, and Kueue
+    admits two (partial admission: the Job's parallelism lowered to 2, its completions
+    kept), so two shards run now and the third as one of them finishes. The operator
+    leaves the admitted Job as Kueue set it. No node: the Job controller's pods need none."""
+    cq, _ = queues(kueue, ns, chips=8)
+    await start_operator()
+    await create(client, campaign(ns, workers=3, minWorkers=1, accelerator=V6E_2X2, queueName=QUEUE,
+                                  budget={"continuous": True}))
+    (job,) = await eventually(lambda: jobs(api, ns))
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    assert job["metadata"]["annotations"][desired.MIN_PARALLELISM_ANNOTATION] == "1"
+    wl = await eventually(lambda: (w := workload_of(api, ns, name))
+                          and condition(w, "Admitted").get("status") == "True" and w, timeout=60)
+    (podset,) = wl["spec"]["podSets"]
+    assert (podset["count"], podset["minCount"]) == (3, 1)
+    (assigned,) = wl["status"]["admission"]["podSetAssignments"]
+    assert assigned["count"] == 2, assigned
+    admitted = await eventually(lambda: (j := api.get("batch/v1/jobs", ns, name))
+                                and j["spec"]["suspend"] is False and j, timeout=30)
+    assert (admitted["spec"]["parallelism"], admitted["spec"]["completions"]) == (2, 3)
+    await eventually(lambda: reserved_chips(api, cq) == "8", timeout=30)  # two workers of 4 chips
+    await eventually(lambda: len(api.all("v1/pods", ns)) == 2, timeout=30)
+    # Many roll-ups later (every 0.3 s here) the same Job, as Kueue left it.
+    await asyncio.sleep(3)
+    again = api.get("batch/v1/jobs", ns, name)
+    assert (again["metadata"]["uid"], again["spec"]["parallelism"]) == (uid, 2)
+    assert len(api.all("v1/pods", ns)) == 2
+

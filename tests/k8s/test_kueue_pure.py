@@ -4,10 +4,12 @@ queue. Time queued is not budget time (test_rollup_pure). Pure functions, no API
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import pytest
 from xla_sentinel.cluster.report import WorkerReport
-from xla_sentinel.spec.campaign import parse_spec
+from xla_sentinel.spec.campaign import SpecError, parse_spec
 from xla_sentinel_operator import desired, rollup
 
 TPU = {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "2x2", "count": 4}
@@ -125,4 +127,30 @@ def test_a_campaigns_kueue_priority_label_goes_to_its_queued_jobs_only():
     assert desired.PRIORITY_LABEL not in cpu["metadata"]["labels"]
     unqueued = desired.Campaign(name="r", namespace="fuzz", uid="u", spec=parse_spec({}), priority_class="urgent")
     assert desired.PRIORITY_LABEL not in desired.worker_jobs(unqueued, default_image="img")[0]["metadata"]["labels"]
+
+
+def test_min_workers_asks_kueue_for_partial_admission_of_the_worker_job():
+    """spec.minWorkers: the Job's kueue.x-k8s.io/job-min-parallelism, so Kueue may admit the
+    shards that fit; a change to it is a new Job (Kueue reads it when it makes the
+    Workload), while a campaign without it keeps the template hash it always had."""
+    plain = camp(queueName="q", workers=3, accelerator=TPU)
+    (job,) = desired.worker_jobs(plain, default_image="img")
+    assert desired.MIN_PARALLELISM_ANNOTATION not in job["metadata"]["annotations"]
+    partial = camp(queueName="q", workers=3, minWorkers=1, accelerator=TPU)
+    (pjob,) = desired.worker_jobs(partial, default_image="img")
+    assert pjob["metadata"]["annotations"][desired.MIN_PARALLELISM_ANNOTATION] == "1"
+    assert desired.revision(partial.spec) == desired.revision(plain.spec)  # workers compute the same
+    assert (pjob["metadata"]["annotations"][desired.TEMPLATE_ANNOTATION]
+            != job["metadata"]["annotations"][desired.TEMPLATE_ANNOTATION])
+    assert desired.plan_workers(partial, [pjob], [job], False).replace == [job["metadata"]["name"]]
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"workers": 3, "minWorkers": 1}, "takes a queueName"),
+    ({"workers": 3, "minWorkers": 4, "queueName": "q"}, "between 1 and workers (3)"),
+    ({"workers": 3, "minWorkers": 0, "queueName": "q"}, "between 1 and workers (3)"),
+])
+def test_min_workers_is_checked(spec, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        parse_spec(spec)
 

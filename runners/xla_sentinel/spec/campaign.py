@@ -633,6 +633,10 @@ class CampaignSpec:
     artifacts: ArtifactSpec = field(default_factory=ArtifactSpec)
     alerts: AlertSpec = field(default_factory=AlertSpec)
     queueName: str | None = None
+    # With queueName: the fewest workers Kueue may admit (partial admission,
+    # kueue.x-k8s.io/job-min-parallelism: it runs the shards that fit the free quota);
+    # unset, all of them or none.
+    minWorkers: int | None = None
     agents: AgentsSpec | None = None
 
     def check(self, path: str = "spec") -> None:
@@ -690,6 +694,11 @@ class CampaignSpec:
             _require(bool(K8S_LABEL_PATTERN.fullmatch(self.queueName)), f"{path}.queueName",
                      f"must be a DNS label (a Kueue LocalQueue name: lower-case letters, digits "
                      f"and '-', at most 63), got {show(self.queueName)}")
+        if self.minWorkers is not None:
+            _require(self.queueName is not None, f"{path}.minWorkers",
+                     "takes a queueName: it is how many of the workers Kueue may admit")
+            _require(1 <= self.minWorkers <= self.workers, f"{path}.minWorkers",
+                     f"must be between 1 and workers ({self.workers}), got {show(self.minWorkers)}")
         if self.agents is not None:
             self.agents.check(f"{path}.agents")
 
