@@ -109,8 +109,14 @@ build_containerd() {
 build_containerd
 build pause ./pause
 # The test node's accelerator device plugin (google.com/tpu, nvidia.com/gpu chips that do
-# not exist here), from this module: the same k8s.io/kubelet and gRPC as the kubelet.
+# not exist here), from this module: the kubelet's own device-plugin stub (k8s.io/kubernetes)
+# with the same k8s.io/kubelet API as the kubelet. Its source is this repository's, not a
+# pinned release, so it is built again when that source changes (its hash beside it): a cache
+# filled from an older checkout does not keep an older plugin.
+plugin_src="$(cat deviceplugin/*.go go.mod go.sum | sha256sum | cut -d' ' -f1)"
+[ "$(cat "$dest/deviceplugin.src" 2>/dev/null)" = "$plugin_src" ] || rm -f "$dest/deviceplugin"
 build deviceplugin ./deviceplugin
+echo "$plugin_src" > "$dest/deviceplugin.src"
 # JobSet's controller (sigs.k8s.io/jobset), for multi-host TPU slices (tests/controlplane/jobset.py
 # runs it beside the Job controller): built from its own Go module as its main module (its
 # go.sum pins its dependencies), with its CRD and webhook manifests beside it.

@@ -11,7 +11,6 @@ godebug default=go1.24
 
 require (
 	go.etcd.io/etcd/server/v3 v3.6.4
-	google.golang.org/grpc v1.72.1
 	k8s.io/kubelet v0.34.4
 	k8s.io/kubernetes v1.34.4
 )
@@ -148,6 +147,7 @@ require (
 	golang.org/x/tools v0.26.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20250303144028-a0af3efb3deb // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
+	google.golang.org/grpc v1.72.1 // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect

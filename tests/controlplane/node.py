@@ -29,13 +29,15 @@ engine, as the bridge CNI alone enforces nothing. Not always on: each of its syn
 the machine's whole filter table (iptables-save, edit, iptables-restore), and a rule another
 program on this shared machine adds in between (a dockerd of `make images`) would be lost.
 
-Accelerators: a device plugin (deviceplugin/main.go, built by build.sh) registers 4
-google.com/tpu and 2 nvidia.com/gpu chips with the kubelet over the device-plugin API; they
-do not exist (no TPU or GPU here), but the kubelet counts them on the Node, the scheduler
-places pods by them, and a container gets its chips' environment (TPU_VISIBLE_CHIPS) and
-device nodes (/dev/accelN, standing in as /dev/null). The node carries GKE's labels of a
-single-host TPU v5e 2x2 pool (TPU_LABELS); tests that want GKE's TPU taint set it
-(TPU_TAINT), since the suite's other pods run on this one node.
+Accelerators: a device plugin (deviceplugin/main.go, the kubelet's own device-plugin stub,
+built by build.sh) registers 4 google.com/tpu and 2 nvidia.com/gpu chips with the kubelet
+over the device-plugin API; they do not exist (no TPU or GPU here), but the kubelet counts
+them on the Node, the scheduler places pods by them, and a container gets its chips'
+environment (TPU_VISIBLE_CHIPS, and the TPU slice's shape as GKE gives it: TPU_TOPOLOGY,
+TPU_HOST_BOUNDS, ...) and device nodes (/dev/accelN, standing in as /dev/null). The node
+carries GKE's labels of a single-host TPU v5e 2x2 pool (TPU_LABELS); `restart_device_plugin`
+makes its chips one host of a multi-host slice instead. Tests that want GKE's TPU taint set
+it (TPU_TAINT), since the suite's other pods run on this one node.
 
 `RealNode(cp).start()` brings it up once per test session; `stop()` deletes the pods on the
 node through the API (kubelet tears their sandboxes and networks down through CNI), then
@@ -382,9 +384,7 @@ class RealNode:
         self.lifecycle = _Process("node-controllers", self._lifecycle_argv(), self.logs)
         self.dns = _Process("coredns", self._coredns_argv(), self.logs)
         self.kubelet = _Process("kubelet", self._kubelet_argv(), self.logs)
-        self.deviceplugin = _Process("deviceplugin", [
-            str(self.bins["deviceplugin"]), f"--kubelet-socket={DEVICE_PLUGINS / 'kubelet.sock'}",
-            *[f"--resource={name}={n}" for name, n in ACCELERATORS.items()]], self.logs)
+        self.deviceplugin = _Process("deviceplugin", self._deviceplugin_argv(), self.logs)
         self.policy_engine: _Process | None = None
         self._policy_log_start = 0
         self._made_kubelet_dir = False
@@ -400,6 +400,32 @@ class RealNode:
             return False
 
     # --- configuration -------------------------------------------------------------------
+
+    def _deviceplugin_argv(self, tpu_topology: str | None = None) -> list[str]:
+        """The device plugin's command line: ACCELERATORS' chips, the TPU ones one host of a
+        slice of the node's TPU (TPU_LABELS) of `tpu_topology`: by default the node's own
+        2x2, a single-host slice; a larger one (2x4) makes this node one host of a multi-host
+        slice, which is what a container's environment says (deviceplugin/main.go)."""
+        topology = tpu_topology or TPU_LABELS["cloud.google.com/gke-tpu-topology"]
+        return [str(self.bins["deviceplugin"]), f"--kubelet-socket={DEVICE_PLUGINS / 'kubelet.sock'}",
+                *[f"--resource={name}={n}" for name, n in ACCELERATORS.items()],
+                f"--tpu-accelerator={TPU_LABELS['cloud.google.com/gke-tpu-accelerator']}",
+                f"--tpu-topology={topology}"]
+
+    def restart_device_plugin(self, tpu_topology: str | None = None, timeout: float = 60) -> None:
+        """Run the device plugin again with its TPU chips one host of a `tpu_topology` slice
+        (_deviceplugin_argv; None: the node's own single-host one), as a node of another TPU
+        node pool would be; returns once it has registered with the kubelet and the chips are
+        allocatable again. The Node's labels stay TPU_LABELS', and pods already given chips
+        keep the environment they got."""
+        registrations = self._plugin_registrations()
+        self.deviceplugin.stop()
+        self.deviceplugin.argv = self._deviceplugin_argv(tpu_topology)
+        self.deviceplugin.start()
+        self._wait("device plugin registered again",
+                   lambda: self._plugin_registrations() >= registrations + len(ACCELERATORS), timeout)
+        self._wait(f"accelerators allocatable on {self.name} again", self.accelerators_advertised,
+                   timeout)
 
     def _containerd_config(self) -> Path:
         cd = self.root / "containerd"

@@ -1,10 +1,13 @@
 """Accelerators as the real kubelet and kube-scheduler see them: the node's device plugin
-(tests/controlplane/deviceplugin, over the kubelet's device-plugin API) advertises 4
+(tests/controlplane/deviceplugin, the kubelet's own device-plugin stub) advertises 4
 google.com/tpu and 2 nvidia.com/gpu chips, the node carries GKE's labels of a single-host
 TPU v5e 2x2 pool, and here GKE's TPU taint. A pod that does not tolerate the taint stays
 Pending; the operator's own TPU worker pod (rendered by xla_sentinel_operator/desired.py) is scheduled by
-its nodeSelector and toleration, gets chips from the kubelet's Allocate and sees them; chips
-are never shared, so a pod asking for more than are left stays Pending.
+its nodeSelector and toleration, gets chips from the kubelet's Allocate and sees them with
+the single-host slice's shape; chips are never shared, so a pod asking for more than are
+left stays Pending. With the plugin run as one host of a multi-host v5e 2x4 slice, a pod's
+environment says so (two hosts of 2x2 chips). When the kubelet restarts, the plugin serves and
+registers again, and the new kubelet's Allocate is answered.
 
 What is mocked: the chips. No TPU or GPU exists on this machine, so the plugin's devices are
 names, their device nodes stand in as /dev/null, and the workload inside is the CPU runner
@@ -26,13 +29,23 @@ from xla_sentinel_operator import desired
 from .conftest import restricted_pod, wait_for
 
 TPU = desired.TPU_RESOURCE
-# What the probe prints: the chips its environment names, and the chip device nodes it has.
+# The slice's shape in a TPU container's environment (deviceplugin/main.go, tpuSlice), and
+# TPU_WORKER_ID, which is the Job's to give (GKE's webhook, the operator's slice JobSet),
+# never the node's.
+SLICE_VARS = ("TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY", "TPU_HOST_BOUNDS",
+              "TPU_CHIPS_PER_HOST_BOUNDS", "TPU_SKIP_MDS_QUERY", "TPU_WORKER_ID")
+# The node's own: one host of 2x2 v5e chips is the whole slice.
+SINGLE_HOST = {"TPU_ACCELERATOR_TYPE": "v5litepod-4", "TPU_TOPOLOGY": "2x2",
+               "TPU_HOST_BOUNDS": "1,1,1", "TPU_CHIPS_PER_HOST_BOUNDS": "2,2,1",
+               "TPU_SKIP_MDS_QUERY": "true", "TPU_WORKER_ID": "-"}
+# What the probe prints: the chips its environment names, the chip device nodes it has, and
+# SLICE_VARS ('-' for one that is not set).
 PROBE = ("import os, signal, stat, sys, time\n"
          "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"  # PID 1: no default action
          "devs = sorted(d for d in os.listdir('/dev') if d.startswith('accel')"
          " and stat.S_ISCHR(os.stat('/dev/' + d).st_mode))\n"
          "print('chips=' + os.environ.get('TPU_VISIBLE_CHIPS', '-'), 'devs=' + ','.join(devs),"
-         " flush=True)\n"
+         f" *(v + '=' + os.environ.get(v, '-') for v in {SLICE_VARS!r}), flush=True)\n"
          "time.sleep(3600)\n")
 
 
@@ -138,6 +151,7 @@ def test_operator_tpu_worker_pod_runs_with_its_chips_and_chips_are_not_shared(
     chips = first["chips"].split(",")
     assert len(chips) == total - 1 and len(set(chips)) == total - 1, first
     assert first["devs"] == ",".join(sorted(f"accel{c}" for c in chips)), first
+    assert {v: first[v] for v in SLICE_VARS} == SINGLE_HOST, first
     assert api.get("v1/pods", restricted_ns, "worker")["spec"]["nodeName"] == tpu_node.name
 
     # Two more chips than are left: Pending, for want of google.com/tpu.
@@ -156,3 +170,49 @@ def test_operator_tpu_worker_pod_runs_with_its_chips_and_chips_are_not_shared(
     api.request("DELETE", f"/api/v1/namespaces/{restricted_ns}/pods/worker", {"gracePeriodSeconds": 0})
     freed = probe_output(control_plane, api, restricted_ns, "greedy")
     assert len(freed["chips"].split(",")) == 2 and last["chips"] not in freed["chips"].split(","), freed
+
+
+def test_device_plugin_serves_a_restarted_kubelet(
+        control_plane: ControlPlane, api: Api, tpu_node: RealNode, restricted_ns: str,
+        images: dict[str, dict[str, Any]]) -> None:
+    # The new kubelet removes the plugin's sockets: node.restart returns once the plugin has
+    # served again (the stub's Restart) and registered again, and the chips are allocatable.
+    tpu_node.restart()
+    total = ACCELERATORS[TPU]
+    pod = tpu_request(restricted_pod("after", images["runner-cpu"]["ref"], ["python3", "-c", PROBE]),
+                      total, tolerate=True)
+    api.create("v1/pods", restricted_ns, pod)
+    # The restarted server answers the new kubelet's Allocate.
+    got = probe_output(control_plane, api, restricted_ns, "after")
+    assert got["chips"] == ",".join(str(i) for i in range(total)), got
+    assert {v: got[v] for v in SLICE_VARS} == SINGLE_HOST, got
+
+
+@pytest.fixture
+def multi_host_node(tpu_node: RealNode) -> Iterator[RealNode]:
+    """The node as one host of a multi-host TPU v5e 2x4 slice (two VMs of 2x2 chips, GKE's
+    ct5lp-hightpu-4t pool of that topology): its device plugin run again with that topology,
+    and afterwards with the node's own single-host 2x2 again."""
+    tpu_node.restart_device_plugin(tpu_topology="2x4")
+    try:
+        yield tpu_node
+    finally:
+        tpu_node.restart_device_plugin()
+
+
+def test_multi_host_slice_host_gets_the_slices_shape_at_allocate(
+        control_plane: ControlPlane, api: Api, multi_host_node: RealNode, restricted_ns: str,
+        images: dict[str, dict[str, Any]]) -> None:
+    total = ACCELERATORS[TPU]
+    # A slice's host takes all of its chips, as a multi-host slice's pods must on GKE.
+    pod = tpu_request(restricted_pod("host", images["runner-cpu"]["ref"], ["python3", "-c", PROBE]),
+                      total, tolerate=True)
+    api.create("v1/pods", restricted_ns, pod)
+    got = probe_output(control_plane, api, restricted_ns, "host")
+    assert got["chips"] == ",".join(str(i) for i in range(total)), got
+    assert got["devs"] == ",".join(f"accel{i}" for i in range(total)), got
+    # The same host's chips (2,2,1), now one of two hosts along y: an 8-chip slice.
+    assert {v: got[v] for v in SLICE_VARS} == {
+        **SINGLE_HOST, "TPU_ACCELERATOR_TYPE": "v5litepod-8", "TPU_TOPOLOGY": "2x4",
+        "TPU_HOST_BOUNDS": "1,2,1"}, got
+    assert api.get("v1/pods", restricted_ns, "host")["spec"]["nodeName"] == multi_host_node.name

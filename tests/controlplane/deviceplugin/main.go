@@ -1,29 +1,40 @@
 // Command deviceplugin is the accelerator device plugin of the test node
-// (tests/controlplane/node.py): it speaks the kubelet's device-plugin API (v1beta1 gRPC) and
-// advertises chips that do not exist here, so that the real kubelet and kube-scheduler
-// account for google.com/tpu and nvidia.com/gpu as they do on a GKE node: capacity and
-// allocatable on the Node, scheduling by count, one pod per chip, and the environment a
-// container of an accelerator pod is given at Allocate.
+// (tests/controlplane/node.py): it advertises chips that do not exist here over the kubelet's
+// device-plugin API, so that the real kubelet and kube-scheduler account for google.com/tpu
+// and nvidia.com/gpu as they do on a GKE node: capacity and allocatable on the Node,
+// scheduling by count, one pod per chip, and the environment a container of an accelerator
+// pod is given at Allocate.
+//
+// The gRPC server is the kubelet's own device-plugin stub from the pinned k8s.io/kubernetes
+// module (pkg/kubelet/cm/devicemanager/plugin/v1beta1: NewDevicePluginStub, the one the
+// kubelet's device-manager tests register), one stub per resource; this file gives it the
+// devices, what Allocate answers (SetAllocFunc), and when to serve and register again.
 //
 // There is no TPU or GPU on the test machine: each chip's device node in the container
 // (/dev/accelN, /dev/nvidiaN) is the host's /dev/null, so a pod sees the names and the
-// environment (TPU_VISIBLE_CHIPS, NVIDIA_VISIBLE_DEVICES) and nothing more.
+// environment and nothing more. A GPU container gets NVIDIA_VISIBLE_DEVICES; a TPU container
+// gets TPU_VISIBLE_CHIPS and the slice's shape as GKE gives it to the containers of a TPU
+// node (tpuSlice below): one host of a single-host slice by default, or one host of a
+// multi-host slice with --tpu-topology.
 //
 // Usage: deviceplugin --kubelet-socket PATH --resource google.com/tpu=4 --resource nvidia.com/gpu=2
+//
+//	[--tpu-accelerator tpu-v5-lite-podslice] [--tpu-topology 2x4]
 //
 // The kubelet (1.34) listens for registrations on pluginapi.KubeletSocket
 // (/var/lib/kubelet/device-plugins/kubelet.sock) whatever its --root-dir, and removes every
 // other socket in that folder when it starts. The plugin therefore watches its own socket
 // and the kubelet's: when either is replaced (a kubelet restart) it serves again and
-// registers again, as real device plugins do.
+// registers again, as real device plugins do. The stub has a watch of its own (Stub.Watch),
+// not used here: it restarts only on the kubelet socket's creation, first after a 10 s poll
+// interval, and panics when a registration fails; this loop polls both sockets every 0.5 s
+// and retries.
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -33,9 +44,8 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	stubapi "k8s.io/kubernetes/pkg/kubelet/cm/devicemanager/plugin/v1beta1"
 )
 
 // kind is what one resource's chips look like inside a container.
@@ -44,18 +54,112 @@ type kind struct {
 	envVar string // the variable that lists the allocated chips
 }
 
+const tpuResource = "google.com/tpu"
+
 var kinds = map[string]kind{
-	"google.com/tpu": {prefix: "accel", envVar: "TPU_VISIBLE_CHIPS"},
+	tpuResource:      {prefix: "accel", envVar: "TPU_VISIBLE_CHIPS"},
 	"nvidia.com/gpu": {prefix: "nvidia", envVar: "NVIDIA_VISIBLE_DEVICES"},
 }
 
+// tpuSlice is the TPU slice this node is one host of, and the environment its containers
+// get for it. What a GKE TPU container finds in its environment, on a 4-host v6e-16 (4x4)
+// slice: TPU_ACCELERATOR_TYPE=v6e-16, TPU_TOPOLOGY=4x4, TPU_HOST_BOUNDS=2,2,1,
+// TPU_CHIPS_PER_HOST_BOUNDS=2,2,1, TPU_SKIP_MDS_QUERY=true, beside TPU_WORKER_ID and
+// TPU_WORKER_HOSTNAMES (the pod environment logged in AI-Hypercomputer/torchprime,
+// docs/troubleshoot-distributed.md); a single-host one has TPU_HOST_BOUNDS=1,1,1. Of these,
+// TPU_WORKER_ID and TPU_WORKER_HOSTNAMES are not the node's: GKE's mutating webhook sets
+// them on the pods of an Indexed Job asking for google.com/tpu (GKE's TPU documentation, as
+// quoted in abatilo/gke-tpu-env-injector's README), and the operator renders them itself
+// (xla_sentinel_operator/desired.py _slice_env), so the plugin leaves them out.
+// TPU_SKIP_MDS_QUERY says to read the slice from these variables instead of the GCE metadata
+// server, which a GKE container does not reach (pytorch/xla#4499, "Try bootstrapping tpu env
+// from env vars", for GKE; JAX's clusters/cloud_tpu_cluster.py does not take a container
+// with it set for a GCE TPU VM).
+// The topology's wraparound and the runtime's metrics ports, also in that environment, are
+// not set: nothing here reads them.
+type tpuSlice struct {
+	acceleratorType string // TPU_ACCELERATOR_TYPE: e.g. v5litepod-8 for 8 v5e chips
+	topology        string // TPU_TOPOLOGY: the slice's chips, e.g. 2x4
+	hostBounds      string // TPU_HOST_BOUNDS: the slice's hosts along each axis
+	chipsPerHost    string // TPU_CHIPS_PER_HOST_BOUNDS: one host's chips along each axis
+}
+
+// tpuGenerations: GKE's node label cloud.google.com/gke-tpu-accelerator to the name of
+// TPU_ACCELERATOR_TYPE, whose number counts TensorCores (two a chip on v4 and v5p, one on
+// v5e and v6e: v4-16 is 8 chips, v5litepod-16 is 16).
+var tpuGenerations = map[string]struct {
+	name         string
+	coresPerChip int
+}{
+	"tpu-v4-podslice":      {"v4", 2},
+	"tpu-v5p-slice":        {"v5p", 2},
+	"tpu-v5-lite-podslice": {"v5litepod", 1},
+	"tpu-v6e-slice":        {"v6e", 1},
+}
+
+// hostShapes: one TPU VM's chips as an x,y,z block, by their number (GKE's TPU machine
+// types: 1, 4 or 8 chips a VM; 4 chips are 2x2, as CHIPS_PER_HOST_BOUNDS 2,2,1 above).
+var hostShapes = map[int][3]int{1: {1, 1, 1}, 4: {2, 2, 1}, 8: {2, 4, 1}}
+
+// newTPUSlice is the slice of topology ("2x2", "2x4", "2x2x4") whose hosts have chips chips
+// each, of the given GKE accelerator; an error when the hosts do not tile the topology.
+func newTPUSlice(accelerator, topology string, chips int) (*tpuSlice, error) {
+	gen, ok := tpuGenerations[accelerator]
+	if !ok {
+		return nil, fmt.Errorf("unknown TPU accelerator %q", accelerator)
+	}
+	host, ok := hostShapes[chips]
+	if !ok {
+		return nil, fmt.Errorf("no TPU VM has %d chips (1, 4 or 8)", chips)
+	}
+	parts := strings.Split(topology, "x")
+	if len(parts) < 2 || len(parts) > 3 {
+		return nil, fmt.Errorf("topology %q: want AxB or AxBxC", topology)
+	}
+	dims := [3]int{1, 1, 1}
+	total := 1
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("topology %q: want AxB or AxBxC", topology)
+		}
+		dims[i] = n
+		total *= n
+	}
+	var hosts [3]string
+	for i := range dims {
+		if dims[i]%host[i] != 0 {
+			return nil, fmt.Errorf("topology %s is not tiled by hosts of %d chips (%d,%d,%d)",
+				topology, chips, host[0], host[1], host[2])
+		}
+		hosts[i] = strconv.Itoa(dims[i] / host[i])
+	}
+	return &tpuSlice{
+		acceleratorType: fmt.Sprintf("%s-%d", gen.name, total*gen.coresPerChip),
+		topology:        topology,
+		hostBounds:      strings.Join(hosts[:], ","),
+		chipsPerHost:    fmt.Sprintf("%d,%d,%d", host[0], host[1], host[2]),
+	}, nil
+}
+
+func (s *tpuSlice) env() map[string]string {
+	return map[string]string{
+		"TPU_ACCELERATOR_TYPE":      s.acceleratorType,
+		"TPU_TOPOLOGY":              s.topology,
+		"TPU_HOST_BOUNDS":           s.hostBounds,
+		"TPU_CHIPS_PER_HOST_BOUNDS": s.chipsPerHost,
+		"TPU_SKIP_MDS_QUERY":        "true",
+	}
+}
+
 type plugin struct {
-	pluginapi.UnimplementedDevicePluginServer
 	resource string
 	kind     kind
 	count    int
+	slice    *tpuSlice // google.com/tpu only
 	socket   string
-	server   *grpc.Server
+	stub     *stubapi.Stub
+	started  bool // Start succeeded once: later (re)serving is the stub's Restart
 }
 
 func (p *plugin) devices() []*pluginapi.Device {
@@ -66,29 +170,17 @@ func (p *plugin) devices() []*pluginapi.Device {
 	return out
 }
 
-func (p *plugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
-	return &pluginapi.DevicePluginOptions{}, nil
-}
-
-// ListAndWatch sends the chips once; they never change health, so the stream stays open
-// until the kubelet closes it.
-func (p *plugin) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
-	if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); err != nil {
-		return err
-	}
-	<-stream.Context().Done()
-	return nil
-}
-
-// Allocate gives each container its chips: the variable naming them (chip indices, in
-// order) and a device node per chip.
-func (p *plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+// allocate gives each container its chips: the variable naming them (chip indices, in
+// order), a device node per chip, and for TPU chips the slice's environment. The chips the
+// kubelet asks for are the stub's (devs); any other ID is an error the kubelet reports on
+// the pod.
+func (p *plugin) allocate(req *pluginapi.AllocateRequest, devs map[string]*pluginapi.Device) (*pluginapi.AllocateResponse, error) {
 	resp := &pluginapi.AllocateResponse{}
 	for _, c := range req.ContainerRequests {
 		var chips []int
 		for _, id := range c.DevicesIds {
 			n, err := strconv.Atoi(strings.TrimPrefix(id, p.kind.prefix))
-			if err != nil || n < 0 || n >= p.count {
+			if _, known := devs[id]; !known || err != nil {
 				return nil, fmt.Errorf("%s: unknown device %q", p.resource, id)
 			}
 			chips = append(chips, n)
@@ -101,57 +193,31 @@ func (p *plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 			specs[i] = &pluginapi.DeviceSpec{ContainerPath: fmt.Sprintf("/dev/%s%d", p.kind.prefix, n),
 				HostPath: "/dev/null", Permissions: "rw"}
 		}
-		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
-			Envs:    map[string]string{p.kind.envVar: strings.Join(names, ",")},
-			Devices: specs,
-		})
+		envs := map[string]string{p.kind.envVar: strings.Join(names, ",")}
+		if p.slice != nil {
+			for k, v := range p.slice.env() {
+				envs[k] = v
+			}
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses,
+			&pluginapi.ContainerAllocateResponse{Envs: envs, Devices: specs})
 		log.Printf("%s: allocated %s", p.resource, strings.Join(c.DevicesIds, ","))
 	}
 	return resp, nil
 }
 
-func (p *plugin) GetPreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
-	return &pluginapi.PreferredAllocationResponse{}, nil
-}
-
-func (p *plugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
-	return &pluginapi.PreStartContainerResponse{}, nil
-}
-
-// serve listens on the plugin's socket (replacing a stale one) and serves the API.
+// serve starts the stub's server on its socket (Start removes a stale socket first), or,
+// after the first time, restarts it (Restart stops the old server, then starts again).
+// After a failure the next try is a Start: a Restart whose Start failed leaves the stub
+// with no server, and Restart of such a stub does nothing and says nil.
 func (p *plugin) serve() error {
-	_ = os.Remove(p.socket)
-	ln, err := net.Listen("unix", p.socket)
-	if err != nil {
-		return err
+	var err error
+	if p.started {
+		err = p.stub.Restart()
+	} else {
+		err = p.stub.Start()
 	}
-	p.server = grpc.NewServer()
-	pluginapi.RegisterDevicePluginServer(p.server, p)
-	go func() { _ = p.server.Serve(ln) }()
-	return nil
-}
-
-func (p *plugin) stop() {
-	if p.server != nil {
-		p.server.Stop()
-		p.server = nil
-	}
-	_ = os.Remove(p.socket)
-}
-
-// register tells the kubelet at kubeletSocket about this plugin's endpoint (a socket name
-// in the same folder, as the API requires).
-func (p *plugin) register(kubeletSocket string) error {
-	conn, err := grpc.NewClient("unix://"+kubeletSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
-		Version: pluginapi.Version, Endpoint: filepath.Base(p.socket), ResourceName: p.resource,
-		Options: &pluginapi.DevicePluginOptions{}})
+	p.started = err == nil
 	return err
 }
 
@@ -172,8 +238,14 @@ func inode(path string) uint64 {
 func main() {
 	kubeletSocket := flag.String("kubelet-socket", pluginapi.KubeletSocket, "the kubelet's registration socket")
 	var wanted resources
-	flag.Var(&wanted, "resource", "NAME=COUNT, e.g. google.com/tpu=4 (repeatable)")
+	flag.Var(&wanted, "resource", "NAME=COUNT, e.g. google.com/tpu=4 (repeatable): COUNT chips on this node")
+	accelerator := flag.String("tpu-accelerator", "tpu-v5-lite-podslice",
+		"the node's TPU, as GKE's cloud.google.com/gke-tpu-accelerator label names it")
+	topology := flag.String("tpu-topology", "",
+		"the TPU slice's topology (cloud.google.com/gke-tpu-topology), e.g. 2x4: this node is one "+
+			"of its hosts (default: a single-host slice of this node's chips)")
 	flag.Parse()
+	*kubeletSocket = filepath.Clean(*kubeletSocket)
 	dir := filepath.Dir(*kubeletSocket)
 	var plugins []*plugin
 	for _, r := range wanted {
@@ -183,8 +255,26 @@ func main() {
 		if !ok || err != nil || n < 1 || !known {
 			log.Fatalf("--resource %q: want NAME=COUNT with NAME one of google.com/tpu, nvidia.com/gpu", r)
 		}
-		sock := filepath.Join(dir, "xs-"+strings.NewReplacer("/", "-", ".", "-").Replace(name)+".sock")
-		plugins = append(plugins, &plugin{resource: name, kind: k, count: n, socket: sock})
+		p := &plugin{resource: name, kind: k, count: n,
+			socket: filepath.Join(dir, "xs-"+strings.NewReplacer("/", "-", ".", "-").Replace(name)+".sock")}
+		if name == tpuResource {
+			shape := *topology
+			if shape == "" { // one host: the host's own block of chips
+				h, known := hostShapes[n]
+				if !known {
+					log.Fatalf("--resource %q: no TPU VM has %d chips (1, 4 or 8)", r, n)
+				}
+				shape = fmt.Sprintf("%dx%d", h[0], h[1])
+			}
+			if p.slice, err = newTPUSlice(*accelerator, shape, n); err != nil {
+				log.Fatalf("--tpu-topology %q: %v", shape, err)
+			}
+			log.Printf("%s: %d chips, one host of a %s slice %s (host bounds %s)", name, n,
+				p.slice.acceleratorType, p.slice.topology, p.slice.hostBounds)
+		}
+		p.stub = stubapi.NewDevicePluginStub(p.devices(), p.socket, name, false, false)
+		p.stub.SetAllocFunc(p.allocate)
+		plugins = append(plugins, p)
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
@@ -201,23 +291,25 @@ func main() {
 			if seen, ok := registered[p]; ok && seen == [2]uint64{inode(p.socket), kubelet} {
 				continue
 			}
-			p.stop()
 			if err := p.serve(); err != nil {
 				log.Printf("%s: serve %s: %v", p.resource, p.socket, err)
 				continue
 			}
-			if err := p.register(*kubeletSocket); err != nil {
+			// The stub stops its server itself when the kubelet refuses it.
+			if err := p.stub.Register(*kubeletSocket, p.resource, ""); err != nil {
 				log.Printf("%s: register with %s: %v", p.resource, *kubeletSocket, err)
-				p.stop()
 				continue
 			}
 			registered[p] = [2]uint64{inode(p.socket), kubelet}
+			// node.py counts these lines (RealNode._plugin_registrations).
 			log.Printf("%s: %d devices registered with the kubelet (endpoint %s)", p.resource, p.count, p.socket)
 		}
 		select {
 		case <-stop:
 			for _, p := range plugins {
-				p.stop()
+				if err := p.stub.Stop(); err != nil {
+					log.Printf("%s: stop: %v", p.resource, err)
+				}
 			}
 			return
 		case <-tick.C:
