@@ -110,6 +110,18 @@ lint: install chart-check
 bench: install
 	$(BIN)/python bench/throughput.py
 
+AGENT_BENCH_MODEL ?= 0.5b
+AGENT_BENCH_ARGS ?=
+
+# Not part of `test`: the stress and reproduce agents driven by a real model on this
+# machine's CPU (docs/agents.md, "A real model on this machine"); the first run builds
+# llama-cpp-python and downloads the model into ~/.cache/xla-sentinel.
+.PHONY: agent-bench
+agent-bench: install
+	LLAMA=$$(bench/agent_bench_setup.sh env) && \
+	MODEL=$$(bench/agent_bench_setup.sh model $(AGENT_BENCH_MODEL)) && \
+	$(BIN)/python bench/agent_bench.py run --llama-python "$$LLAMA" --model-file "$$MODEL" $(AGENT_BENCH_ARGS)
+
 # Deployment: the Helm chart and the container images.
 CHART := charts/xla-sentinel
 KUBE_VERSION ?= 1.37.0
