@@ -298,16 +298,22 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
     failure: BaseException | None = None
     run: Any = None
     try:
-        async with runner.iter(task_prompt(role, task, task_text, agent), usage_limits=limits) as run:
-            try:
-                with anyio.fail_after(budget.seconds):
-                    async for _ in run:
-                        pass
-                output = run.result.output if run.result else None
-            except UsageLimitExceeded as e:
-                status, code = f"budget: {e}", EXIT_BUDGET
-            except TimeoutError:
-                status, code = f"budget: wall time {budget.seconds:.0f} s", EXIT_BUDGET
+        try:
+            # The wall-time scope around pydantic-ai's whole run context, not inside it: its
+            # exit re-raised the scope's cancellation as a CancelledError (a BaseException
+            # none of the handlers below caught), so an agent stopped in a model request
+            # died without its transcript, or, with the request in a task of pydantic-ai's,
+            # waited for the answer (a local model: minutes past its budget).
+            with anyio.fail_after(budget.seconds):
+                async with runner.iter(task_prompt(role, task, task_text, agent), usage_limits=limits) as run:
+                    try:
+                        async for _ in run:
+                            pass
+                        output = run.result.output if run.result else None
+                    except UsageLimitExceeded as e:
+                        status, code = f"budget: {e}", EXIT_BUDGET
+        except TimeoutError:
+            status, code = f"budget: wall time {budget.seconds:.0f} s", EXIT_BUDGET
     except ModelHTTPError as e:
         if e.status_code in CREDENTIAL_STATUSES:
             failure = AgentSetupError(f"the model endpoint rejected the credential (HTTP {e.status_code}): "
