@@ -20,19 +20,15 @@ namespace nor a cluster-scoped object outlives the test held by a controller tha
 
 from __future__ import annotations
 
-import base64
-import copy
-import shutil
 import time
-import urllib.request
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from . import jobset
-from .cluster import Component, ControlPlane, ControlPlaneError, cache_dir, free_port
-from .kit import Api, apply, kubectl
+from .cluster import Component, ControlPlane, ControlPlaneError, cache_dir
+from .kit import Api, apply
+from .manager import ManagerProcess, in_namespaces
 
 CONTROLLER = "kueue-controller"
 CRDS = "kueue-crds.yaml"
@@ -63,7 +59,7 @@ def crd_names() -> list[str]:
     return [d["metadata"]["name"] for d in yaml.safe_load_all((cache_dir() / CRDS).read_text()) if d]
 
 
-class KueueController:
+class KueueController(ManagerProcess):
     """start() applies the CRDs and webhooks for `namespaces` and runs the manager as the
     control plane's admin; create() makes a Kueue object (ResourceFlavor, ClusterQueue,
     LocalQueue, WorkloadPriorityClass) that stop() removes; stop() also removes the webhooks
@@ -72,18 +68,11 @@ class KueueController:
     def __init__(self, cp: ControlPlane, namespaces: list[str]) -> None:
         if not built():
             raise ControlPlaneError(f"{CONTROLLER} not built in {cache_dir()}: run `make kueue`")
-        self.cp, self.namespaces = cp, namespaces
+        super().__init__(cp, namespaces, "kueue")
         self.api = Api(cp)
-        self.root = cp.root / f"kueue-{namespaces[0]}"
-        certs = self.root / "certs"
-        certs.mkdir(parents=True, exist_ok=True)
-        shutil.copy(cp.pki.serving.cert, certs / "tls.crt")
-        shutil.copy(cp.pki.serving.key, certs / "tls.key")
-        self.webhook_port, self.health_port = free_port(), free_port()
         self.with_jobset = jobset.built()
         frameworks = ["batch/job"] + (["jobset.x-k8s.io/jobset"] if self.with_jobset else [])
-        scope = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
-                                       "values": namespaces}]}
+        scope = in_namespaces(namespaces)
         config = self.root / "config.yaml"
         config.write_text(yaml.safe_dump({
             "apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration",
@@ -92,7 +81,7 @@ class KueueController:
             "managedJobsNamespaceSelector": scope,
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": False},
-            "webhook": {"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(certs)},
+            "webhook": {"port": self.webhook_port, "host": "127.0.0.1", "certDir": str(self.certs)},
             "metrics": {"bindAddress": "0"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
             "clientConnection": {"qps": 50, "burst": 100},
@@ -100,54 +89,18 @@ class KueueController:
         # env(1) execs the manager with its metrics certificate folder set (build_kueue.sh);
         # Component passes the test's own environment on unchanged.
         self.process = Component(CONTROLLER, [
-            "env", f"KUEUE_METRICS_CERT_DIR={certs}", str(cache_dir() / CONTROLLER), f"--config={config}",
+            "env", f"KUEUE_METRICS_CERT_DIR={self.certs}", str(cache_dir() / CONTROLLER), f"--config={config}",
             f"--kubeconfig={cp.kubeconfig_path}", "--feature-gates=VisibilityOnDemand=false",
             "--zap-log-level=info"], self.root)
-        self.webhooks = self._webhooks(scope)
+        # Kueue's webhook configurations in our namespaces only (a namespace selector does
+        # not apply to cluster-scoped objects: those of ClusterQueues and ResourceFlavors
+        # see every one, and only the tests make them).
+        self.webhooks = self.url_webhooks(WEBHOOKS, scope, self._served)
         self.created: list[tuple[str, str | None, str]] = []  # (kind, namespace, name)
 
-    def _webhooks(self, scope: dict[str, Any]) -> list[dict[str, Any]]:
-        """Kueue's webhook configurations, called by URL on loopback, in our namespaces only
-        (a namespace selector does not apply to cluster-scoped objects: those of
-        ClusterQueues and ResourceFlavors see every one, and only the tests make them)."""
-        ca = Path(self.cp.pki.ca).read_bytes()
-        out = []
-        for doc in yaml.safe_load_all((cache_dir() / WEBHOOKS).read_text()):
-            if not doc:
-                continue
-            doc = copy.deepcopy(doc)
-            doc["metadata"] = {"name": f"kueue-{self.namespaces[0]}-{doc['metadata']['name']}"}
-            hooks = []
-            for hook in doc["webhooks"]:
-                groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
-                if not groups & WEBHOOK_GROUPS or ("jobset.x-k8s.io" in groups and not self.with_jobset):
-                    continue
-                hook["clientConfig"] = {
-                    "url": f"https://127.0.0.1:{self.webhook_port}{hook['clientConfig']['service']['path']}",
-                    "caBundle": base64.b64encode(ca).decode()}
-                hook["namespaceSelector"] = scope
-                hooks.append(hook)
-            doc["webhooks"] = hooks
-            out.append(doc)
-        return out
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
-
-    def _established(self, names: list[str], deadline: float) -> None:
-        for crd in names:
-            while True:  # `kubectl wait` fails outright before a new CRD has any condition
-                done = kubectl(self.cp, "wait", "--for=condition=Established", f"crd/{crd}",
-                               "--timeout=10s")
-                if done.returncode == 0:
-                    break
-                if time.monotonic() > deadline:
-                    raise ControlPlaneError(f"the CRD {crd} is not established: {done.stderr}")
-                time.sleep(0.5)
+    def _served(self, hook: dict[str, Any]) -> bool:
+        groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+        return bool(groups & WEBHOOK_GROUPS) and ("jobset.x-k8s.io" not in groups or self.with_jobset)
 
     def start(self, timeout: float = 120) -> KueueController:
         deadline = time.monotonic() + timeout
@@ -156,14 +109,8 @@ class KueueController:
             crds += list(yaml.safe_load_all((cache_dir() / jobset.CRDS).read_text()))
         crds = [d for d in crds if d]
         apply(self.cp, crds)
-        self._established([d["metadata"]["name"] for d in crds], deadline)
-        self.process.start()
-        while not self._ready():
-            self.process.check_alive()
-            if time.monotonic() > deadline:
-                raise ControlPlaneError(f"{CONTROLLER} not ready in {timeout:.0f} s:\n{self.process.tail()}")
-            time.sleep(0.5)
-        apply(self.cp, self.webhooks)
+        self.established([d["metadata"]["name"] for d in crds], deadline)
+        self.run_until_ready(deadline, timeout)
         return self
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -205,10 +152,7 @@ class KueueController:
                     and time.monotonic() < deadline:
                 time.sleep(0.3)
         finally:
-            for hook in self.webhooks:
-                kind = "mutatingwebhookconfiguration" if hook["kind"].startswith("Mutating") \
-                    else "validatingwebhookconfiguration"
-                kubectl(self.cp, "delete", kind, hook["metadata"]["name"], "--ignore-not-found")
+            self.remove_webhooks()
             self.process.stop()
             for what in self._workloads() + made:
                 self._unfinalize(*what)
