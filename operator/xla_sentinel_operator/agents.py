@@ -192,7 +192,7 @@ def sandbox_container(image: str, config: SandboxConfig, artifacts: bool) -> Man
         mounts.append({"name": "artifacts", "mountPath": desired.ARTIFACTS_MOUNT, "readOnly": True})
     return {"name": SANDBOX_CONTAINER, "image": image, "restartPolicy": "Always",
             "args": ["sandbox-server", "--socket", SANDBOX_SOCKET, "--own-container",
-                     "--max-seconds", repr(config.max_seconds)],
+                     "--run-seconds", repr(config.max_seconds)],
             "env": [{"name": "JAX_PLATFORMS", "value": "cpu"}, {"name": "HOME", "value": "/tmp"},
                     {"name": "TMPDIR", "value": "/tmp"}],
             "volumeMounts": mounts,

@@ -51,6 +51,11 @@ def test_an_op_in_a_bucket_past_the_first_equals_the_op_on_its_real_shape(name: 
     for special in (False, True):
         xs = [make_array(rng, shape, base.values[i].dtype, special) for i in node.args]
         want = np.asarray(build(OPS[name], node.attrs, *map(jnp.asarray, xs)))
+        if evaluate._nan_meets_nan(xs):
+            # Two operands NaN at one element: which NaN comes out depends on the kernel's
+            # shape, so such operands are evaluated at their own (test_eager_by_primitive.py).
+            assert special and not evaluate._bucketable(OPS[name], node.attrs, xs, shape)
+            continue
         assert evaluate._bucketable(OPS[name], node.attrs, xs, shape)
         assert differences(evaluate._bucketed(OPS[name], node.attrs, xs, shape), want) == ""
 

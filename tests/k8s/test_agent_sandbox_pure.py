@@ -98,7 +98,7 @@ def test_the_runtime_reaches_the_sandbox_through_the_shared_socket():
     # A native sidecar: started first, stopped when the runtime ends, so the Job completes.
     assert sandbox["restartPolicy"] == "Always"
     args = build_parser().parse_args(sandbox["args"])  # the CLI's own parser takes them
-    assert args.socket == agents.SANDBOX_SOCKET and args.own_container and args.max_seconds == 120.0
+    assert args.socket == agents.SANDBOX_SOCKET and args.own_container and args.run_seconds == 120.0
     assert args.fn.__name__ == "_cmd_sandbox_server"
     assert pod["runtimeClassName"] == "gvisor"
     # The index failure policy names the runtime (its exit 1 or 2 is final), not the sidecar.

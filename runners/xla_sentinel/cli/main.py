@@ -269,9 +269,9 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 def _cmd_sandbox_server(args: argparse.Namespace) -> int:
     from xla_sentinel.agents.sandbox_exchange import Server
 
-    if args.max_seconds <= 0:
-        raise UserError(f"--max-seconds: must be > 0, got {args.max_seconds}")
-    Server(Path(args.socket), max_seconds=args.max_seconds, own_container=args.own_container,
+    if args.run_seconds <= 0:
+        raise UserError(f"--run-seconds: must be > 0, got {args.run_seconds}")
+    Server(Path(args.socket), max_seconds=args.run_seconds, own_container=args.own_container,
            confine=not args.no_confine).serve_forever()
     return 0
 
@@ -459,7 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "pod's sandbox container (docs/agents.md)")
     sandbox.add_argument("--socket", required=True, metavar="PATH", help="the socket to listen on (in the "
                          "folder the agent runtime's container shares; it sets $XLA_SENTINEL_SANDBOX_SOCKET)")
-    sandbox.add_argument("--max-seconds", type=float, default=900.0,
+    # Not --max-seconds: that is an agent's whole budget (`agent`), this one run's limit.
+    sandbox.add_argument("--run-seconds", type=float, default=900.0,
                          help="the longest one run may take, whatever its caller asks")
     sandbox.add_argument("--own-container", action="store_true", help="this container runs nothing else: "
                          "kill every other process of it before and after each run")
