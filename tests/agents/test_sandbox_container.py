@@ -104,6 +104,15 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _dies(pid: int, within: float = 20) -> bool:
+    """Whether process `pid` is gone within `within` seconds (far less than the 300 s its
+    run would sleep)."""
+    deadline = time.monotonic() + within
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not _alive(pid)
+
+
 def test_agent_code_goes_to_the_sandbox_container_and_reaches_nothing(
     tmp_path: Path,
     start_server: Callable[..., Path],
@@ -179,7 +188,9 @@ def test_a_run_is_killed_with_its_process_group_at_its_limit_or_when_its_caller_
     assert done.returncode == -9 and "killed at its limit" in done.stderr, done
     assert time.monotonic() - began < 30
     child = int((work / "child.pid").read_text())  # copied back: the folder was writable
-    assert not _alive(child), "the run's background child outlived it"
+    # Killed with its group: SIGKILL is sent before the answer, but the process finishes
+    # dying when the loaded machine schedules it (a CI run saw it still alive right after).
+    assert _dies(child), "the run's background child outlived it"
     # The caller's own timeout (subprocess.run kills the client): the server notices the
     # closed connection and kills the run long before its 300 s limit.
     (work / "child.pid").unlink()
@@ -188,10 +199,7 @@ def test_a_run_is_killed_with_its_process_group_at_its_limit_or_when_its_caller_
     mirrors = list((Path(sandbox.tool).parent / "mirror").rglob("child.pid"))
     assert mirrors, "the run started in its copy of the folder"
     child = int(mirrors[0].read_text())
-    deadline = time.monotonic() + 20
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _alive(child)
+    assert _dies(child), "the run outlived its caller"
 
 
 DAEMON = """\
