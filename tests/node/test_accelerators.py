@@ -178,14 +178,23 @@ def test_device_plugin_serves_a_restarted_kubelet(
     # The new kubelet removes the plugin's sockets: node.restart returns once the plugin has
     # served again (the stub's Restart) and registered again, and the chips are allocatable.
     tpu_node.restart()
-    total = ACCELERATORS[TPU]
-    pod = tpu_request(restricted_pod("after", images["runner-cpu"]["ref"], ["python3", "-c", PROBE]),
-                      total, tolerate=True)
-    api.create("v1/pods", restricted_ns, pod)
     # The restarted server answers the new kubelet's Allocate.
-    got = probe_output(control_plane, api, restricted_ns, "after")
-    assert got["chips"] == ",".join(str(i) for i in range(total)), got
+    got = _all_chips(control_plane, api, restricted_ns, "after", images)
     assert {v: got[v] for v in SLICE_VARS} == SINGLE_HOST, got
+
+
+def _all_chips(control_plane: ControlPlane, api: Api, ns: str, name: str,
+               images: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """What a pod given every chip of the node saw (the probe's output), its chips and
+    device nodes checked: all of them."""
+    total = ACCELERATORS[TPU]
+    pod = tpu_request(restricted_pod(name, images["runner-cpu"]["ref"], ["python3", "-c", PROBE]),
+                      total, tolerate=True)
+    api.create("v1/pods", ns, pod)
+    got = probe_output(control_plane, api, ns, name)
+    assert got["chips"] == ",".join(str(i) for i in range(total)), got
+    assert got["devs"] == ",".join(f"accel{i}" for i in range(total)), got
+    return got
 
 
 @pytest.fixture
@@ -203,14 +212,8 @@ def multi_host_node(tpu_node: RealNode) -> Iterator[RealNode]:
 def test_multi_host_slice_host_gets_the_slices_shape_at_allocate(
         control_plane: ControlPlane, api: Api, multi_host_node: RealNode, restricted_ns: str,
         images: dict[str, dict[str, Any]]) -> None:
-    total = ACCELERATORS[TPU]
     # A slice's host takes all of its chips, as a multi-host slice's pods must on GKE.
-    pod = tpu_request(restricted_pod("host", images["runner-cpu"]["ref"], ["python3", "-c", PROBE]),
-                      total, tolerate=True)
-    api.create("v1/pods", restricted_ns, pod)
-    got = probe_output(control_plane, api, restricted_ns, "host")
-    assert got["chips"] == ",".join(str(i) for i in range(total)), got
-    assert got["devs"] == ",".join(f"accel{i}" for i in range(total)), got
+    got = _all_chips(control_plane, api, restricted_ns, "host", images)
     # The same host's chips (2,2,1), now one of two hosts along y: an 8-chip slice.
     assert {v: got[v] for v in SLICE_VARS} == {
         **SINGLE_HOST, "TPU_ACCELERATOR_TYPE": "v5litepod-8", "TPU_TOPOLOGY": "2x4",
