@@ -25,8 +25,10 @@ the campaign samples) and the seconds each configuration costs, so where the rem
 time goes is visible. Usage: python bench/throughput.py [--programs N] [--seed S] [--rows R,..] [--no-in-process]
 [--account smoke,families [--workers 1,2] [--verdicts-out FILE]] [--eager-compiles SMOKE,FAMILIES]
 
-`--account SETTINGS` (issue 39; SETTINGS of smoke, families) runs instead a campaign of
-examples/smoke.yaml's settings (families: every shape family on) per worker slot count of
+`--account SETTINGS` (issue 39; SETTINGS of smoke, families, hosts) runs instead a campaign of
+examples/smoke.yaml's settings (families: every shape family on; hosts: 4 devices, every
+partitioned program also on 2 host processes x 2 devices, their CPU from their own
+counters) per worker slot count of
 `--workers` (1 by default; comma-separated) and prints where its CPU went: every stage
 (generation, inputs, each reference, each target's compile and run, buffer checks, judging,
 coverage, pickling and transport, storage, start-up, waiting), measured where it ran by the
@@ -215,7 +217,7 @@ def generators(seed: int, programs: int) -> dict[str, Any]:
 # references (one worker per slot count given, bisection off), and the same with every
 # shape family drawn at weight 1.
 SMOKE = Path(__file__).resolve().parent.parent / "examples" / "smoke.yaml"
-SETTINGS = ("smoke", "families")
+SETTINGS = ("smoke", "families", "hosts")
 
 
 def _settings_spec(settings: str, seed: int, programs: int, workers: int) -> CampaignSpec:
@@ -227,6 +229,11 @@ def _settings_spec(settings: str, seed: int, programs: int, workers: int) -> Cam
         from xla_sentinel.spec.campaign import SHAPE_FAMILIES
 
         data["generator"] = {**data.get("generator", {}), "shapes": list(SHAPE_FAMILIES)}
+    if settings == "hosts":
+        # Every partitioned program once more on 2 host processes x 2 devices (issue 35):
+        # the host processes' stages come in their frames (worker/host.py).
+        data["generator"] = {**data.get("generator", {}), "devices": 4}
+        data["accelerator"] = {"hosts": 2}
     return parse_spec(data)
 
 
@@ -281,8 +288,13 @@ def account(seed: int, programs: int, settings: str, workers: int) -> dict[str, 
     """One campaign of `settings` and where its CPU went: every stage, measured where it
     ran (the coordinator's threads, each worker process), against the CPU the coordinator
     and its worker processes spent as their own counters say."""
+    from xla_sentinel.campaign.multihost import layout
+
     spec = _settings_spec(settings, seed, programs, workers)
-    target_names = {t.name for t in spec.targets}
+    lay = layout(spec)
+    # A layout's target (hosts2x2) is a target under test: its compile and run on every
+    # host process are in the floor.
+    target_names = {t.name for t in spec.targets} | ({lay.name} if lay else set())
     os.environ["XLA_SENTINEL_EAGER_ALL_XLA"] = "0"
     try:
         with tempfile.TemporaryDirectory() as tmp:

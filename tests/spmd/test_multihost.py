@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from spmd_programs import SLOW_PLUGIN, TIMEOUT, inputs_for, one_op_graph, with_region
 from xla_sentinel.campaign.multihost import LayoutAssessor, layout_disagreement
+from xla_sentinel.core import cpu_account
 from xla_sentinel.core.graph import Graph
 from xla_sentinel.core.model import ProgramStatus, Verdict
 from xla_sentinel.core.program import Program
@@ -96,12 +97,21 @@ def test_four_hosts_of_one_device_each(probe, group4) -> None:
                         inputs=[["x", None], [None, None]], output=["x", None])
     inputs = inputs_for(graph, seed=4)
     module = _module(probe, graph)
+    before = cpu_account.WORKERS.snapshot()
 
     ran = group4.call(Run(module, inputs, {}, repeat=True), TIMEOUT)
 
     assert _same_bits(ran.outputs[0], probe.call(Run(module, inputs, {}), TIMEOUT).outputs[0])
     assert ran.again is not None and _same_bits(ran.again[0], ran.outputs[0])
     assert group4.cross_host_programs >= 1
+    # The host processes' CPU is in the campaign's account (bench/throughput.py), by stage,
+    # under the layout's name, added before the call returns: their start-up (this is the
+    # group's first call) and the two compiles and runs of every host.
+    spent = {k: v - before.get(k, 0.0) for k, v in cpu_account.WORKERS.snapshot().items()}
+    for stage in (cpu_account.STARTUP, cpu_account.COMPILE, cpu_account.RUN):
+        assert spent.get(f"hosts4x1:{stage}", 0.0) > 0, (stage, spent)
+    # Start-up is each host's import of jax and its join: more than one compile of one op.
+    assert spent["hosts4x1:startup"] > spent["hosts4x1:compile"], spent
 
 
 def _assessor(probe, group2) -> tuple[LayoutAssessor, Slot]:

@@ -37,8 +37,11 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
+from xla_sentinel.core import cpu_account
 from xla_sentinel.worker import host_link, hosts
 
+# The CPU account's stage of reading which collectives the optimized module holds.
+COLLECTIVES = "collectives"
 # How long host 0 waits for another host's output shards once its own run is done: the
 # hosts finish a program's collectives together, so a host that has not written its
 # shards by then is gone (the driver also bounds the whole request).
@@ -212,18 +215,23 @@ def _run(host: Host, request: dict[str, Any], reply: Any) -> dict[str, Any]:
 
     module: str = request["module"]
     t0 = time.perf_counter()
-    exe = host.compile(module, request["options"])
+    with cpu_account.stage(cpu_account.COMPILE):
+        exe = host.compile(module, request["options"])
     compile_s = time.perf_counter() - t0
-    found = host.collectives(exe)
+    with cpu_account.stage(COLLECTIVES):
+        found = host.collectives(exe)
     reply({"stage": "running", "collectives": found})
     shapes = result_shapes(module)
     t1 = time.perf_counter()
-    outputs = host.gather(request["seq"], host.execute(exe, request["inputs"]), exe, shapes)
+    with cpu_account.stage(cpu_account.RUN):
+        outputs = host.gather(request["seq"], host.execute(exe, request["inputs"]), exe, shapes)
     again = None
     if request.get("repeat"):
         # A fresh compile and run (protocol.Run `repeat`): every host, in lockstep.
-        fresh = host.compile(module, request["options"])
-        again = host.gather(request["seq"] + (1 << 40), host.execute(fresh, request["inputs"]), fresh, shapes)
+        with cpu_account.stage(cpu_account.COMPILE):
+            fresh = host.compile(module, request["options"])
+        with cpu_account.stage(cpu_account.RUN):
+            again = host.gather(request["seq"] + (1 << 40), host.execute(fresh, request["inputs"]), fresh, shapes)
     return {"outputs": outputs, "again": again, "compile_s": compile_s,
             "run_s": time.perf_counter() - t1, "collectives": found}
 
@@ -250,14 +258,24 @@ def serve() -> None:
     host = Host(group)
     print(f"host {group.host}/{group.hosts}: jax.distributed up in {host.init_s:.2f} s, "
           f"{len(host.devices)} devices", file=sys.stderr, flush=True)
-    _send(out, lock, {"ready": True, "init_s": host.init_s})
-    while (request := requests.get()) is not None:
+    # Every frame that answers carries this process's CPU by stage since the last one, as a
+    # worker's answer does (core/cpu_account.py): the process clock, so gloo's and XLA's
+    # threads count; the driver adds it to the campaign's account under the layout's name.
+    account = cpu_account.ACCOUNT
+    cpu_account.use_process_clock()
+    account.add(cpu_account.STARTUP, time.process_time())
+    _send(out, lock, {"ready": True, "init_s": host.init_s, "cpu": account.take()})
+    while True:
+        with account.stage(cpu_account.IDLE):
+            request = requests.get()
+        if request is None:
+            break
         try:
             body = _run(host, request, lambda f: _send(out, lock, f))
-            _send(out, lock, {"reply": body, "seq": request["seq"]})
+            _send(out, lock, {"reply": body, "seq": request["seq"], "cpu": account.take()})
         except Exception as e:  # XLA's errors and ours: the driver tells them apart by type
             _send(out, lock, {"failed": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(),
-                              "seq": request["seq"]})
+                              "seq": request["seq"], "cpu": account.take()})
     out.close()
 
 

@@ -45,7 +45,13 @@ from typing import IO, Any
 import numpy as np
 
 from xla_sentinel.worker import host_link
-from xla_sentinel.worker.client import STARTUP_SECONDS, WorkerDied, WorkerHung
+from xla_sentinel.worker.client import (
+    STARTUP_SECONDS,
+    WorkerDied,
+    WorkerHung,
+    add_worker_account,
+    role,
+)
 from xla_sentinel.worker.host_link import (
     COORDINATOR_ENV,
     HOST_PLATFORMS,
@@ -496,6 +502,10 @@ class HostGroup:
                 frame = pickle.loads(data)
                 if remote is not None and remote.frame(frame):
                     continue  # its exit, kept for _fail
+                if "cpu" in frame:
+                    # The host process's CPU by stage (host.py), in the campaign's account
+                    # as a worker's (bench/throughput.py); spent even in a stale generation.
+                    add_worker_account(role(self.name), frame.pop("cpu"))
                 self._events.put((generation, host, frame))
         except (OSError, ValueError, pickle.UnpicklingError, EOFError):
             pass
