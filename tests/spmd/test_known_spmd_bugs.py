@@ -259,3 +259,21 @@ def test_a_bad_program_rule_is_refused_naming_the_file(tmp_path: Path, program: 
     f.write_text(f"bugs:\n- id: xla-3\n  match: {{verdict: crash}}\n  program: {program}\n")
     with pytest.raises(ValueError, match=re.escape(f"{f}: bug 'xla-3'")):
         known_bugs.match(_finding(), f)
+
+
+def test_the_interior_pad_bug_failing_the_verifier_at_a_binary_op_is_known(probe, out) -> None:
+    """s39-i186 of the seed-39 clean run (docs/detection.md): a pad with interior padding
+    and a negative high edge, compared with an input sharded along the padded dimension:
+    the partitioner gives the pad's tile a row short, which XLA's verifier refuses at the
+    compare (`Binary op with incompatible shapes`), where the entry's first case refused a
+    shape at the instruction itself (`Expected instruction to have shape equal to`)."""
+    graph = Graph(values=[_value([5, 3], "u8", input=0), _value([8, 3], "u8", input=1),
+                          _value([8, 3], "u8", node=0), _value([8, 3], "bool", node=1)],
+                  nodes=[Node("pad", [0], {"config": [[0, -1, 1], [0, 0, 0]], "value": 1.0}),
+                         Node("compare_eq", [2, 1])],
+                  outputs=[3], sharding=_plan([[None, None], ["x", None]], [["x", None]]))
+    inputs = [np.arange(15, dtype=np.uint8).reshape(5, 3), np.ones((8, 3), np.uint8)]
+    (finding,) = _recorded(probe, out / "pad-verifier", "pad-verifier", graph, inputs)
+    assert finding.verdict == "compile_error"
+    assert "Binary op with incompatible shapes" in finding.error, finding.error
+    assert finding.known_bug == "xla-spmd-pad-interior-verifier"
