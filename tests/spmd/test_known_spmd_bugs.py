@@ -236,6 +236,25 @@ def test_a_slice_of_a_slice_is_told_from_one_slice() -> None:
     assert known_bugs.match(_finding(output=0), graph=slices(1)) == "xla-spmd-dynamic-slice-clamp"
 
 
+def test_a_slice_of_a_broadcast_of_a_slice_is_the_nested_slice_bug() -> None:
+    """s39-i717 (unsharded): dynamic_slice(broadcast_in_dim(dynamic_slice(x))) loses the
+    inner clamp as two slices do (`between`); a slice of a broadcast of another op is not it."""
+    def program(inner: str) -> Graph:
+        values = [_value([34], "u8", input=0), _value([], "s32", input=1), _value([30], "u8", node=0),
+                  _value([30, 5], "u8", node=1), _value([4, 5], "u8", node=2)]
+        first = Node("dynamic_slice", [0, 1], {"sizes": [30]}) if inner == "slice" else Node("neg", [0])
+        if inner != "slice":
+            values[2] = _value([34], "u8", node=0)
+            values[3] = _value([34, 5], "u8", node=1)
+        return Graph(values=values, nodes=[first, Node("broadcast_in_dim", [2], {"shape": list(values[3].shape),
+                                                                                "dims": [0]}),
+                                           Node("dynamic_slice", [3, 1, 1], {"sizes": [4, 5]})],
+                     outputs=[4])
+
+    assert known_bugs.match(_finding(output=0), graph=program("slice")) == "xla-dynamic-slice-of-dynamic-slice"
+    assert known_bugs.match(_finding(output=0), graph=program("neg")) is None
+
+
 def test_a_crash_is_matched_by_its_error_text() -> None:
     """The partitioner's pad abort and gather abort have the same verdict; the stack in the
     error text tells them apart."""

@@ -11,7 +11,8 @@ entry where the finding's fields cannot (an SPMD bug is found unbisected: no cul
   one of which must compute the wrong output (its ancestors in the graph; for a failure
   with no output, the whole graph), and `nested: [[outer ops], [inner ops]]`: among those
   ancestors, an outer op applied directly to the result of an inner one (a slice of a
-  slice). An entry with `program` matches only a finding whose graph is given, or for a
+  slice), or through ops that only copy or rearrange it, where `between` names them (a
+  slice of a broadcast of a slice: XLA moves a slice through a broadcast). An entry with `program` matches only a finding whose graph is given, or for a
   replayed module (no graph) its StableHLO text, whose op names are StableHLO's.
 
 `replay` (optional): for a replayed module whose StableHLO does not satisfy `program`
@@ -37,7 +38,7 @@ KNOWN_BUGS_FILE = Path(__file__).with_name("known_bugs.yaml")
 # The Finding fields a rule may name: what describes the bug, not the program or the time.
 MATCH_FIELDS = tuple(f for f in FINDING_FIELDS
                      if f in ("verdict", "target", "culprit_op", "dtype", "signature", "fusion_kind"))
-PROGRAM_KEYS = ("sharded", "through", "nested")
+PROGRAM_KEYS = ("sharded", "through", "nested", "between")
 # What a `replay` rule may name besides the match fields: the culprit op's name without
 # its types (`op`), the cure the bisector named (`cure`: culprit_pass) and a `program`
 # rule read from the module's StableHLO.
@@ -70,9 +71,11 @@ def _equal(value: Any, wanted: Any) -> bool:
     return value in wanted if isinstance(wanted, list) else value == wanted
 
 
-def upstream(graph: Graph, output: int | None) -> tuple[set[str], set[tuple[str, str]]]:
+def upstream(graph: Graph, output: int | None, between: frozenset[str] = frozenset(),
+             ) -> tuple[set[str], set[tuple[str, str]]]:
     """The op names and SPMD region kinds that compute the graph's output number `output`
-    (every output where None), and the (op, op of an argument) pairs among them."""
+    (every output where None), and the (op, op of an argument) pairs among them; an
+    argument made by an op of `between` pairs the op with that op's own arguments' ops too."""
     regions = graph.sharding.regions if graph.sharding is not None else {}
     stack = list(graph.outputs if output is None else [graph.outputs[output]])
     seen: set[int] = set()
@@ -89,7 +92,13 @@ def upstream(graph: Graph, output: int | None) -> tuple[set[str], set[tuple[str,
         if node is not None:
             names.add(node.op)
             stack.extend(node.args)
-            pairs.update((node.op, arg.op) for arg in map(graph.producer, node.args) if arg is not None)
+            args = [graph.producer(a) for a in node.args]
+            while args:
+                arg = args.pop()
+                if arg is not None:
+                    pairs.add((node.op, arg.op))
+                    if arg.op in between:
+                        args.extend(graph.producer(a) for a in arg.args)
     return names, pairs
 
 
@@ -136,7 +145,7 @@ def _program_matches(rule: dict[str, Any], finding: Finding, graph: Graph | None
             return False
         if output is not None and not 0 <= output < len(graph.outputs):
             return False  # the finding is of another program than this graph
-        names, pairs = upstream(graph, output)
+        names, pairs = upstream(graph, output, frozenset(rule.get("between", ())))
     if "through" in rule and not names & set(rule["through"]):
         return False
     if "nested" in rule:
