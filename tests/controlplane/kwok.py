@@ -11,14 +11,17 @@ the chaos label (pod/chaos's pod-container-running-failed, see `fail_pod`), and 
 once nothing holds it (pod/general's pod-delete, which waits for finalizers). No container
 runs: where one must, the real node (node.py) runs it.
 
-Two stages are not kwok's: kwok's pod/fast pod-complete would finish every Job's pod as soon
-as it runs (a fuzz worker runs until its budget, so it is left out), and kwok's pod/fast
-pod-delete drops a Job's tracking finalizer and deletes a pod at once, so a pod the eviction
-API marked DisruptionTarget would vanish before the Job controller (its pod failure policy)
-or the operator (its disruption count) saw it terminal. POD_TERMINATE does what the kubelet
-does with a pod being deleted: its containers end with 143 (SIGTERM) and the pod turns
-Failed, its conditions kept; the Job controller then lifts its finalizer and pod-delete
-removes it.
+Two of kwok's pod/fast stages are not used as they are. Its pod-complete would finish every
+Job's pod as soon as it runs (a fuzz worker runs until its budget): pod/general's
+pod-complete is used instead with one more selector, COMPLETE_LABEL, so that a running pod
+succeeds (exit 0) only once the test labels it (`complete_pod`), as a worker whose budget
+ran out. Its pod-delete drops a Job's tracking finalizer and deletes a pod at once, so a pod
+the eviction API marked DisruptionTarget would vanish before the Job controller (its pod
+failure policy) or the operator (its disruption count) saw it terminal. POD_TERMINATE, not
+kwok's, does what the kubelet does with a pod being deleted: its containers end with 143
+(SIGTERM) and the pod turns Failed, its conditions kept; the Job controller then lifts its
+finalizer and pod/general's pod-delete removes it, at a random time within the pod's grace
+period.
 
 Node pools are GKE's: `tpu_pool` labels nodes as GKE labels a TPU node pool
 (cloud.google.com/gke-tpu-accelerator, gke-tpu-topology, gke-nodepool, the machine type),
@@ -42,6 +45,7 @@ KWOK = "kwok"
 STAGES = "kwok-stages"  # kwok's kustomize/stage folder, copied by build.sh
 MANAGED = {"kwok.x-k8s.io/node": "fake"}  # the annotation kwok selects its nodes by
 FAIL_LABEL = "pod-container-running-failed.stage.kwok.x-k8s.io"
+COMPLETE_LABEL = "pod-complete.stage.kwok.x-k8s.io"  # the gate on POD_COMPLETE (see above)
 NODEPOOL = "cloud.google.com/gke-nodepool"
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
@@ -55,6 +59,7 @@ KWOK_STAGES = ("node/fast/node-initialize.yaml",
                "pod/fast/pod-ready.yaml",
                "pod/chaos/pod-container-running-failed.yaml",
                "pod/general/pod-delete.yaml")
+POD_COMPLETE = "pod/general/pod-complete.yaml"  # gated by COMPLETE_LABEL: pod_complete()
 
 # See the module docstring: a deleted pod ends as the kubelet ends it, Failed with 143.
 POD_TERMINATE: dict[str, Any] = {
@@ -87,13 +92,26 @@ phase: Failed
 
 def built() -> bool:
     where = cache_dir()
-    return (where / KWOK).exists() and all((where / STAGES / s).exists() for s in KWOK_STAGES)
+    return (where / KWOK).exists() and all((where / STAGES / s).exists()
+                                           for s in (*KWOK_STAGES, POD_COMPLETE))
+
+
+def pod_complete() -> dict[str, Any]:
+    """kwok's pod/general pod-complete (a running, Ready pod of a Job ends with exit 0 and
+    turns Succeeded), for the pods labelled COMPLETE_LABEL only; its delay annotations
+    (`<COMPLETE_LABEL>/delay`, `/jitter-delay`) as kwok's."""
+    stage: dict[str, Any] = yaml.safe_load((cache_dir() / STAGES / POD_COMPLETE).read_text())
+    stage["spec"]["selector"]["matchExpressions"].append(
+        {"key": f'.metadata.labels["{COMPLETE_LABEL}"]', "operator": "In", "values": ["true"]})
+    return stage
 
 
 def stages() -> list[dict[str, Any]]:
-    """kwok's stages (KWOK_STAGES, read from the build) and POD_TERMINATE."""
+    """kwok's stages (KWOK_STAGES, read from the build), its gated pod-complete and
+    POD_TERMINATE."""
     root = cache_dir() / STAGES
-    return [*(yaml.safe_load((root / s).read_text()) for s in KWOK_STAGES), POD_TERMINATE]
+    return [*(yaml.safe_load((root / s).read_text()) for s in KWOK_STAGES), pod_complete(),
+            POD_TERMINATE]
 
 
 @dataclass(frozen=True)
@@ -272,6 +290,15 @@ def fail_pod(api: Any, namespace: str, pod: str, exit_code: int, reason: str = "
         "labels": {prefix: "true"},
         "annotations": {f"{prefix}/exit-code": str(exit_code), f"{prefix}/reason": reason,
                         f"{prefix}/delay": "0s", f"{prefix}/jitter-delay": "0s"}}})
+
+
+def complete_pod(api: Any, namespace: str, pod: str) -> None:
+    """Have kwok end a running pod's containers with exit 0, the pod Succeeded (the gated
+    pod-complete stage: pod_complete), as a worker that finished its budget."""
+    prefix = COMPLETE_LABEL
+    api.patch("v1/pods", namespace, pod, {"metadata": {
+        "labels": {prefix: "true"},
+        "annotations": {f"{prefix}/delay": "0s", f"{prefix}/jitter-delay": "0s"}}})
 
 
 def evict(api: Any, namespace: str, pod: str) -> None:

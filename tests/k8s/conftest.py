@@ -5,7 +5,8 @@ chart's operator ServiceAccount, and a webhook receiver.
 
 Nothing here emulates the API: reads and writes go to kube-apiserver over TLS; the Job and
 garbage-collector controllers are the real ones. No scheduler or kubelet runs, so pods stay
-Pending unless a test starts the fake node of `kubelet.py`.
+Pending unless a test starts the fake node of `kubelet.py` or takes kwok's node pools
+(`slice_pools`: kwok and the real kube-scheduler).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from controlplane import kwok
 from controlplane.cluster import ControlPlane
 from controlplane.jobset import JobSetController
 from controlplane.kit import (
@@ -34,6 +36,7 @@ from controlplane.kit import (
     kubectl,
 )
 from controlplane.kubelet import FakeNode
+from controlplane.kwok import Kwok, tpu_pool
 from tools import REPO_ROOT
 from xla_sentinel_operator.config import (
     AlertingConfig,
@@ -126,6 +129,20 @@ def jobset(control_plane: ControlPlane, ns: str) -> Iterator[JobSetController]:
     controller = JobSetController(control_plane, [ns]).start()
     yield controller
     controller.stop()
+
+
+@pytest.fixture
+def slice_pools(control_plane: ControlPlane, ns: str) -> Iterator[dict[str, list[str]]]:
+    """Two GKE TPU v6e 4x4 node pools, `<ns>-pool-a` and `<ns>-pool-b`, that kwok runs with
+    the real kube-scheduler placing pods (tests/controlplane/kwok.py): 4 VMs of 4 chips each
+    (ct6e-standard-4t), so one 4-host slice fills a pool. Each pool's node names by its name
+    (the nodes' cloud.google.com/gke-nodepool). For JobSet's multi-host slices, beside the
+    `jobset` fixture."""
+    if not kwok.built():
+        pytest.skip("kwok not built: run `make kwok`")
+    with Kwok(control_plane, name=f"kwok-{ns}") as k:
+        yield {pool.name: k.add_pool(pool) for pool in (
+            tpu_pool(f"{ns}-pool-{x}", 4, "tpu-v6e-slice", "4x4", 4, "ct6e-standard-4t") for x in "ab")}
 
 
 @pytest.fixture

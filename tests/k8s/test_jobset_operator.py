@@ -7,24 +7,28 @@ by unsuspending it, and the campaign's status rolls up from JobSet status. Bisec
 verification runs are slice JobSets too, and host 0's result is traced to its JobSet.
 Without JobSet (chart jobset.enabled=false) the campaign is refused rather than split.
 
-Mocked, because it cannot exist here: GKE's TPU node pools (Node objects with their
-labels, no kubelet) and the scheduler and kubelet themselves: the test binds pods to those
-nodes and writes their status (Running and Ready, Succeeded, Failed) through the API as
-they would, as tests/k8s/test_jobset.py does. Kueue is the test unsuspending the JobSet."""
+The slices run on two GKE v6e 4x4 node pools that kwok runs (conftest.py's `slice_pools`,
+tests/controlplane/kwok.py): the real kube-scheduler places the hosts (JobSet's webhook pins
+them to their leader's pool), kwok turns them Running and Ready, fails the host the test
+labels for kwok's chaos stage (exit 1: `kwok.fail_pod`), completes the hosts it labels for
+the gated pod-complete stage (exit 0: `kwok.complete_pod`) and ends deleted pods as a
+kubelet would (kwok.py's POD_TERMINATE). Nothing here binds a pod or writes a pod's status.
+Mocked, because it cannot exist here: Kueue, which is the test unsuspending the JobSet."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from controlplane.jobset import built
+from controlplane.kit import Api
+from controlplane.kwok import complete_pod, fail_pod
 from xla_sentinel_operator import desired, jobsets
 from xla_sentinel_operator.kube import path
 
 from .conftest import API, campaign, create, eventually
 from .test_bug_lifecycle import SIG, post_result, sig_of, worker_on
-from .test_jobset import JOBSETS, NODEPOOL, terminated
+from .test_jobset import JOBSETS, NODEPOOL, placed
 from .test_lifecycle import condition, fc_path, jobs, status
 from .test_signatures import events, webhook_campaign
 from .workers import finding
@@ -35,65 +39,17 @@ V6E_4X4 = {"type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "4x4
 HOSTS = 4
 
 
-@pytest.fixture
-def pools(api, ns) -> Iterator[list[str]]:
-    """Two TPU node pools of one v6e 4x4 node each (Node objects: no kubelet runs)."""
-    names = []
-    for pool in ("pool-a", "pool-b"):
-        name = f"{ns}-{pool}-0"
-        api.create("v1/nodes", None, {"apiVersion": "v1", "kind": "Node", "metadata": {
-            "name": name, "labels": {NODEPOOL: pool,
-                                     "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-                                     "cloud.google.com/gke-tpu-topology": "4x4"}}})
-        names.append(name)
-    yield names
-    for name in names:
-        api.delete("v1/nodes", None, name)
-
-
 def worker_jobsets(api, ns: str) -> list[dict[str, Any]]:
     return api.all(JOBSETS, ns, {"xlasentinel.dev/role": "worker"})
 
 
-def slice_pods(api, ns: str, js: str) -> list[dict[str, Any]]:
-    """The live pods of a JobSet's current Job, by host index."""
-    found = [p for p in api.all("v1/pods", ns, {"batch.kubernetes.io/job-name": jobsets.job_name(js)})
-             if not p["metadata"].get("deletionTimestamp")]
-    return sorted(found, key=lambda p: int(p["metadata"]["annotations"]
-                                           ["batch.kubernetes.io/job-completion-index"]))
-
-
-def bind(api, ns: str, pod: dict[str, Any], node: str) -> None:
-    """What the scheduler does."""
-    name = pod["metadata"]["name"]
-    code, out = api.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding",
-                            {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
-                             "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
-    assert code == 201, out
-
-
-def set_phase(api, ns: str, pod: dict[str, Any], phase: str, exit_code: int = 0) -> None:
-    """What the kubelet reports: Running and Ready, or terminated with `exit_code`."""
-    running = phase == "Running"
-    state = {"running": {}} if running else {"terminated": {"exitCode": exit_code}}
-    api.patch("v1/pods", ns, pod["metadata"]["name"], {"status": {
-        "phase": phase, "conditions": [{"type": "Ready", "status": "True" if running else "False"}],
-        "containerStatuses": [{"name": "runner", "image": "runner:test", "imageID": "",
-                               "ready": running, "restartCount": 0, "state": state}]}}, sub="status")
-
-
-async def place_slice(api, ns: str, js: str, node: str) -> list[dict[str, Any]]:
-    """Schedule a slice: its leader (host 0) first, then the hosts JobSet's webhook lets in
-    once the leader has a node; all on `node`'s pool. Returns the pods by host."""
-    (leader,) = await eventually(lambda: slice_pods(api, ns, js), timeout=60)
-    bind(api, ns, leader, node)
-    hosts = await eventually(lambda: (p := slice_pods(api, ns, js)) and len(p) == HOSTS and p,
-                             timeout=60)
-    for p in hosts[1:]:
-        assert p["spec"]["nodeSelector"][NODEPOOL] == api.get("v1/nodes", None, node)[
-            "metadata"]["labels"][NODEPOOL]  # JobSet's exclusive placement: the leader's pool
-        bind(api, ns, p, node)
-    return hosts
+async def place_slice(api: Api, ns: str, js: str, pools: dict[str, list[str]]
+                      ) -> tuple[str, list[dict[str, Any]]]:
+    """Wait until the scheduler placed the slice of JobSet `js` and kwok runs it: (the pool,
+    the pods by host), its placement checked as test_jobset.py's `placed` does."""
+    placement: tuple[str, list[dict[str, Any]]] = await eventually(
+        lambda: placed(api, ns, jobsets.job_name(js), pools), timeout=60)
+    return placement
 
 
 def env_of(pod: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +57,7 @@ def env_of(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_multi_host_campaign_runs_as_jobsets_that_restart_whole_and_roll_up(
-        api, ns, client, start_operator, jobset, pools):
+        api, ns, client, start_operator, jobset, slice_pools):
     await start_operator()
     await create(client, campaign(ns, workers=1, accelerator=V6E_4X4, budget={"programs": 1000}))
 
@@ -119,7 +75,7 @@ async def test_a_multi_host_campaign_runs_as_jobsets_that_restart_whole_and_roll
     service = await eventually(lambda: api.get("v1/services", ns, name))
     assert service["spec"]["clusterIP"] == "None"
 
-    hosts = await place_slice(api, ns, name, pools[1])
+    _, hosts = await place_slice(api, ns, name, slice_pools)
     for h, pod in enumerate(hosts):
         env = env_of(pod)
         assert pod["spec"]["hostname"] == f"{jobsets.job_name(name)}-{h}"
@@ -127,22 +83,24 @@ async def test_a_multi_host_campaign_runs_as_jobsets_that_restart_whole_and_roll
         assert env["TPU_WORKER_HOSTNAMES"] == ",".join(jobsets.hostnames(name, HOSTS))
         assert env["TPU_WORKER_HOSTNAMES"].split(",")[h] == f"{pod['spec']['hostname']}.{name}"
         assert pod["metadata"]["labels"]["xlasentinel.dev/role"] == "worker"
-    for pod in hosts:
-        set_phase(api, ns, pod, "Running")
     st = await eventually(lambda: (s := status(api, ns)).get("phase") == "Running"
                           and s["workers"]["active"] == HOSTS and s, timeout=60)
     assert st["workers"]["desired"] == HOSTS
     assert condition(api, ns, "Ready")["status"] == "True"
 
-    # One host fails: JobSet restarts the whole slice; the operator leaves it be.
-    set_phase(api, ns, hosts[2], "Failed", exit_code=1)
-    restarted = await eventually(lambda: terminated(api, ns) or (
+    # One host fails (kwok's chaos stage, exit 1): JobSet restarts the whole slice; the
+    # operator leaves it be.
+    fail_pod(api, ns, hosts[2]["metadata"]["name"], exit_code=1)
+    restarted = await eventually(lambda: (
         (s := api.get(JOBSETS, ns, name)) and (s.get("status") or {}).get("restarts") == 1 and s),
         timeout=90)
     assert restarted["metadata"]["uid"] == uid  # the same JobSet: not deleted and recreated
+    # JobSet deletes the old Job in the foreground: the new one comes once kwok removed the
+    # old pods, each at a random time within the workers' grace period (60 s,
+    # desired.TERMINATION_GRACE_S; pod/general's pod-delete).
     (again,) = await eventually(lambda: [
         j for j in api.all("batch/v1/jobs", ns)
-        if j["metadata"]["labels"].get(jobsets.RESTART_LABEL) == "1"], timeout=60)
+        if j["metadata"]["labels"].get(jobsets.RESTART_LABEL) == "1"], timeout=120)
     assert again["metadata"]["name"] == jobsets.job_name(name)
     st = await eventually(lambda: (s := status(api, ns))["workers"]["failed"] == 1 and s, timeout=30)
     assert st["phase"] != "Stalled" and st["retries"] == {}
@@ -158,7 +116,7 @@ async def test_a_multi_host_campaign_runs_as_jobsets_that_restart_whole_and_roll
 
 
 async def test_kueue_admits_a_slice_jobset_and_a_finished_slice_completes_the_campaign(
-        api, ns, client, start_operator, jobset, pools):
+        api, ns, client, start_operator, jobset, slice_pools):
     await start_operator()
     await create(client, campaign(ns, workers=1, accelerator=V6E_4X4, queueName="tpu-queue"))
     (js,) = await eventually(lambda: worker_jobsets(api, ns))
@@ -174,10 +132,10 @@ async def test_kueue_admits_a_slice_jobset_and_a_finished_slice_completes_the_ca
     assert "tpu-queue" in ready["message"] and api.all("v1/pods", ns) == []
 
     api.patch(JOBSETS, ns, name, {"spec": {"suspend": False}})  # "Kueue" admits the slice
-    hosts = await place_slice(api, ns, name, pools[0])
-    for pod in hosts:
-        set_phase(api, ns, pod, "Succeeded")
-    await eventually(lambda: terminated(api, ns) or any(
+    _, hosts = await place_slice(api, ns, name, slice_pools)
+    for pod in hosts:  # every host finishes its budget: kwok's gated pod-complete, exit 0
+        complete_pod(api, ns, pod["metadata"]["name"])
+    await eventually(lambda: any(
         c["type"] == "Completed" and c["status"] == "True"
         for c in (api.get(JOBSETS, ns, name).get("status") or {}).get("conditions") or []), timeout=60)
     st = await eventually(lambda: (s := status(api, ns)).get("phase") == "Completed" and s, timeout=30)
