@@ -71,3 +71,48 @@ def test_regions_keep_integer_and_bool_values(probe, dtype) -> None:
     reply = lower_and_run(probe, graph, inputs)
 
     np.testing.assert_array_equal(reply["sharded"][0], reply["unsharded"][0])
+
+
+@pytest.mark.parametrize("partitioner", ["shardy", "gspmd"])
+def test_an_uneven_constraint_is_the_identity(probe, partitioner) -> None:
+    """A sharding constraint of a dimension its axis does not divide (spmd.UNEVEN_P): the
+    partitioner pads the last shards and must cut the padding off again."""
+    graph = with_region(one_op_graph((7, 5)), [2, 2], {"kind": "constraint", "spec": ["x", "y"]}, partitioner,
+                        inputs=[[None, None], [None, None]])
+    inputs = inputs_for(graph)
+
+    reply = lower_and_run(probe, graph, inputs)
+
+    (sharded,), (unsharded,) = reply["sharded"], reply["unsharded"]
+    assert sharded.tobytes() == unsharded.tobytes()
+
+
+def test_uneven_constraints_come_from_their_own_stream() -> None:
+    """With the uneven stream a plan is the plan drawn without it but for the constraints
+    it makes uneven, each one axis moved onto a dimension that axis does not divide."""
+    from xla_sentinel.programs import spmd
+    from xla_sentinel.programs.generator import generate
+    from xla_sentinel.spec.campaign import parse_spec
+
+    spec = parse_spec({"seed": 5, "generator": {"devices": 4, "sharded": 1.0, "maxOps": 12}}).generator
+    made = 0
+    for i in range(60):
+        graph = generate(5, i, spec)
+        if graph.sharding is None:
+            continue  # a large program (generator.LARGE_P) is never sharded
+        plain_rng = np.random.default_rng([5, i, 0x5BD])
+        plain_rng.random()  # the sharded-or-not draw (generator._partition)
+        plain = spmd.plan(graph, 4, plain_rng, tuple(spec.partitioners))
+        drawn = graph.sharding
+        assert (drawn.mesh, drawn.partitioner, drawn.inputs, drawn.outputs) == \
+            (plain.mesh, plain.partitioner, plain.inputs, plain.outputs)
+        assert drawn.regions.keys() == plain.regions.keys()
+        sizes = dict(zip(drawn.axes, drawn.mesh, strict=True))
+        for v, region in drawn.regions.items():
+            if region == plain.regions[v]:
+                continue
+            assert region["kind"] == "constraint"
+            shape = graph.values[v].shape
+            assert any(a is not None and shape[d] % sizes[a] for d, a in enumerate(region["spec"])), region
+            made += 1
+    assert made >= 3

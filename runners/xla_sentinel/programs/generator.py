@@ -371,4 +371,5 @@ def _partition(graph: Graph, seed: int, index: int, spec: GeneratorSpec) -> None
     rng = np.random.default_rng([seed, index, 0x5BD])
     if rng.random() < spec.sharded_share():
         from xla_sentinel.programs import spmd
-        graph.sharding = spmd.plan(graph, devices, rng, tuple(spec.partitioners))
+        graph.sharding = spmd.plan(graph, devices, rng, tuple(spec.partitioners),
+                                   uneven=np.random.default_rng([seed, index, 0x0E7E]))

@@ -67,6 +67,26 @@ def _spec(rng: np.random.Generator, shape: tuple[int, ...], sizes: dict[str, int
     return spec
 
 
+# The share of sharding constraints made uneven (issue 35): one mesh axis moved onto a
+# dimension it does not divide, so the partitioner pads the last shards and must cut the
+# padding off again wherever the value meets another sharding (the interior-pad bug of
+# bench/repros/spmd_pad_interior_sharded_result.py is a row short in such a tile). Only
+# constraints: jax refuses an uneven argument or result sharding, and a shard_map region
+# needs its dimension divided.
+UNEVEN_P = 0.5
+
+
+def _uneven(rng: np.random.Generator, spec: Spec, shape: tuple[int, ...], sizes: dict[str, int]) -> Spec | None:
+    """`spec` with one mesh axis on a dimension of `shape` that it does not divide (taken
+    off the dimension it was on), or None where no dimension is uneven for any axis."""
+    moves = [(axis, d) for axis, n in sizes.items() for d in range(len(shape))
+             if spec[d] is None and shape[d] > 1 and shape[d] % n != 0]
+    if not moves:
+        return None
+    axis, dim = moves[int(rng.integers(len(moves)))]
+    return [axis if d == dim else (None if e == axis else e) for d, e in enumerate(spec)]
+
+
 def _region(rng: np.random.Generator, value: Value, sizes: dict[str, int]) -> dict[str, Any] | None:
     """A random identity region that fits `value` (shape and dtype), or None."""
     shape = value.shape
@@ -97,8 +117,11 @@ def _region(rng: np.random.Generator, value: Value, sizes: dict[str, int]) -> di
 
 
 def plan(graph: Graph, devices: int, rng: np.random.Generator,
-         partitioners: tuple[str, ...] = PARTITIONERS) -> ShardingPlan:
-    """A sharding plan for `graph` on `devices` devices (graph.json's `sharding`)."""
+         partitioners: tuple[str, ...] = PARTITIONERS,
+         uneven: np.random.Generator | None = None) -> ShardingPlan:
+    """A sharding plan for `graph` on `devices` devices (graph.json's `sharding`).
+    `uneven`: a stream of its own that makes UNEVEN_P of the sharding constraints uneven,
+    after everything else is drawn, so the rest of a seed's plans stay as they were."""
     shapes = mesh_shapes(devices)
     mesh = shapes[int(rng.integers(len(shapes)))]
     sizes = dict(zip(AXES, mesh, strict=False))
@@ -112,6 +135,11 @@ def plan(graph: Graph, devices: int, rng: np.random.Generator,
     partitioner = str(rng.choice(list(partitioners)))
     inputs = [_spec(rng, v.shape, sizes) for v in graph.inputs]
     outputs = [_spec(rng, graph.values[o].shape, sizes) for o in graph.outputs]
+    for v, region in regions.items():
+        if uneven is not None and region["kind"] == "constraint" and uneven.random() < UNEVEN_P:
+            spec = _uneven(uneven, region["spec"], tuple(graph.values[v].shape), sizes)
+            if spec is not None:
+                region["spec"] = spec
     return ShardingPlan(devices=devices, mesh=mesh, axes=AXES[:len(mesh)], partitioner=partitioner,
                         inputs=inputs, outputs=outputs, regions=regions)
 
