@@ -27,8 +27,10 @@ On the sandbox side each run gets its process group killed at its time limit (or
 client goes away: the caller's own timeout), output kept to OUTPUT_LIMIT bytes per stream.
 Where the container may make namespaces (`Sandbox.detect`: bubblewrap, else unshare) the
 command also runs under the local sandbox, with no network; where it may not (a pod under
-the RuntimeDefault seccomp profile with no capabilities refuses unshare), the server says
-so in every answer (`confinement`), and the network is only the NetworkPolicy's.
+the RuntimeDefault seccomp profile with no capabilities refuses unshare), the command runs
+under a seccomp filter of its own that refuses every socket but a unix one (netfilter.py:
+the pod's containers share one network, which the runtime needs). The server says which in
+every answer (`confinement`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from xla_sentinel.agents import netfilter
 
 # Re-exported for the operator's agent pod.
 from xla_sentinel.agents.sandbox import SOCKET_ENV as SOCKET_ENV
@@ -314,6 +318,7 @@ class Server:
         self.max_seconds = max_seconds
         self.own_container = own_container
         self.local: Sandbox | None = None
+        self.netfilter = False
         self.confinement = "none: not asked (--no-confine)"
         if confine:
             try:
@@ -321,6 +326,11 @@ class Server:
                 self.confinement = self.local.kind
             except SandboxError as e:
                 self.confinement = f"none: {e}"
+                if netfilter.supported():
+                    # No namespace here, and the pod's network is the runtime's too: each
+                    # run narrows itself to unix sockets instead (agents/netfilter.py).
+                    self.netfilter = True
+                    self.confinement = f"{netfilter.DESCRIPTION} (no namespaces: {e})"
         self.scratch = Path(tempfile.mkdtemp(prefix="sandbox-server-"))
         self.listener: socket.socket | None = None
         self.inode = 0
@@ -418,6 +428,7 @@ class Server:
                 stderr=e,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=netfilter.deny_network if self.netfilter else None,
             )
         timed_out = self._wait(proc, seconds, conn)
         try:  # the group's other members, whether or not its leader is gone
