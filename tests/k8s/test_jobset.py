@@ -98,17 +98,6 @@ def placed(api: Api, ns: str, job: str, pools: dict[str, list[str]]
     return pool, hosts
 
 
-def terminated(api, ns: str) -> None:
-    """What a kubelet does for pods being deleted: confirm they stopped (grace period 0).
-    A Job is Failed only once its pods are gone, and a pod bound to a node with no kubelet
-    would stay terminating for ever. For tests with no kwok under their pods
-    (test_jobset_maintenance.py); kwok ends them itself (kwok.py's POD_TERMINATE)."""
-    for p in api.all("v1/pods", ns):
-        if p["metadata"].get("deletionTimestamp"):
-            api.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{p['metadata']['name']}",
-                        {"gracePeriodSeconds": 0})
-
-
 def test_a_slice_jobset_places_its_hosts_in_one_node_pool_and_restarts_whole(api, ns, jobset,
                                                                             slice_pools):
     api.create(JOBSETS, ns, slice_jobset("slice-0"))
