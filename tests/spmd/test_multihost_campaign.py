@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
-from xla_sentinel.bisect import graph, reproduce
+from xla_sentinel.bisect import graph, regions, reproduce
 from xla_sentinel.bisect.pipeline import bisected_on, open_context, run_stage
 from xla_sentinel.campaign.engine import run_campaign
 from xla_sentinel.spec.campaign import SpecError, parse_spec
@@ -70,12 +71,14 @@ def test_a_collective_one_host_leaves_out_is_a_hang_of_the_layout_alone(tmp_path
     # Bisected where it fails: every cut compiled and run on 2 host processes in lockstep
     # (on one process the hang does not reproduce at all). The graph stage stops at the
     # manual computation whose region holds the all-reduce host 1 compiled without; the
-    # stages after it (passes, bundle) cost a hang probe per try and are left out here.
+    # regions stage follows the hang into it, to the all-reduce. The stages after it
+    # (passes, bundle) cost a hang probe per try and are left out here.
     (finding,) = (tmp_path / "findings").glob("*/")
     ctx = open_context(finding, timeout=60, hang_probe_s=15)
     try:
         reproduced = run_stage(ctx, reproduce)
         located = run_stage(ctx, graph)
+        inside = run_stage(ctx, regions)
     finally:
         ctx.lab.close()
     assert bisected_on(ctx.record, ctx.lab) == "2 processes x 2 devices, in lockstep (hosts2x2)"
@@ -84,6 +87,22 @@ def test_a_collective_one_host_leaves_out_is_a_hang_of_the_layout_alone(tmp_path
     assert "sdy.manual_computation" in located["op_text"], located
     region = located["op_text"].split(" in_shardings")[0]
     assert "all_reduce" in finding_module_region(finding, region), region
+
+    # Inside the region, no value is wrong: the prefixes of its ops are asked whether they
+    # still hang. The shortest that hangs ends at the all-reduce (the ops after a prefix are
+    # dead, and XLA drops a dead collective), found by a binary search over the prefixes.
+    assert inside["found_by"] == "hang", inside
+    assert "stablehlo.all_reduce" in inside["op_text"] and inside["inner_op"].startswith("all_reduce ("), inside
+    assert re.fullmatch(r"main/manual_computation#\d+/body/all_reduce#\d+", inside["culprit_path"]), inside
+    assert ctx.culprit_name() == inside["inner_op"] and "all_reduce" in str(ctx.inner_text)
+    trail = inside["trail"]
+    assert all("hangs" in t and "fails" not in t for t in trail), trail  # no value compared
+    assert trail[0] == {"path": [[0, 0]], "exposed": "arguments", "hangs": False}, trail  # the control
+    hung = [t["exposed"] for t in trail[1:] if t["hangs"]]
+    finished = [t["exposed"] for t in trail[1:] if not t["hangs"]]
+    (total,) = {t["of"] for t in trail[1:]}
+    assert hung[0] == total and min(hung) == max(finished, default=0) + 1, trail
+    assert inside["probes"] == len(trail) <= 2 + total.bit_length(), trail
     assert _host_children() == []
 
 

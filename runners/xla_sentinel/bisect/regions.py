@@ -35,6 +35,19 @@ last that passed and it for an iteration k whose predecessor's values all come o
 right, and the prefix search at k. The evidence says which `iteration`. Where no exposed
 value fails (a bug that lives where a region hands its values on, or an iteration the
 doubling steps over), the culprit stays the op of @main and the evidence says so.
+
+A hang (a collective that one host of a multi-host group compiled without, docs/spmd.md)
+has no wrong value to follow, but the prefix search asks its question as well: does P_n
+still hang? Exposing a prefix leaves the region's later ops dead (nothing returned reads
+them), and XLA removes dead ops, collectives included, so the shortest prefix that hangs
+ends at the op that hangs: a binary search over its length, as above, with no float64
+values computed and the trail's entries saying `hangs` instead of `fails`. The control
+(the region's arguments alone) must finish, else the hang is not inside the region. Each
+probe that hangs costs the hang probe time and a restart of the target (a group of host
+processes), so a hang spends at most MAX_HANG_PROBES probes and is not run again to
+confirm it (the reproduce stage ran the finding twice); a while's body is searched at its
+first iteration only (its ops run at every iteration, exposed or not), its condition not
+at all. The evidence says `found_by: hang`.
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ import numpy as np
 
 from xla_sentinel.bisect.context import Context
 from xla_sentinel.bisect.lab import Case, Check, LabError
+from xla_sentinel.core.model import Verdict
 from xla_sentinel.core.names import FLOATS
 from xla_sentinel.core.stablehlo import holds_floats
 from xla_sentinel.judge import oracle
@@ -56,6 +70,10 @@ from xla_sentinel.worker.protocol import EveryValue, Region
 NAME = "regions"
 MAX_DEPTH = 4  # nested regions descended into
 MAX_ITERATION_PROBES = 24  # probes the search over one loop's iterations may spend
+# Probes a hang's descent may spend in all: every one that still hangs waits the hang probe
+# time and restarts the target. Enough for the control, P_all and a binary search over 500
+# ops of a region.
+MAX_HANG_PROBES = 12
 # Regions each op kind exposes values of (xla/cuts.EXPOSABLE), and what they are called
 # (a while's condition, "cond", is searched apart: _search_while).
 _WHILE = "stablehlo.while"
@@ -89,13 +107,23 @@ def canonical(op: dict[str, Any]) -> str:
     return f"{name}{direction} ({ins}->{outs})"
 
 
+class _OutOfProbes(Exception):
+    """A hang's descent spent MAX_HANG_PROBES probes."""
+
+
 class _Probe:
     """The case taken apart (the reduced case, or the culprit alone) and its float64
-    inputs; checks exposures of its values."""
+    inputs; checks exposures of its values. `hang`: the question asked of each exposure
+    is whether it still hangs (no values compared)."""
 
-    def __init__(self, ctx: Context, base: Case, wide: list[Any]) -> None:
-        self.ctx, self.base, self.wide = ctx, base, wide
+    def __init__(self, ctx: Context, base: Case, wide: list[Any], hang: bool = False) -> None:
+        self.ctx, self.base, self.wide, self.hang = ctx, base, wide, hang
         self.count = 0
+
+    @property
+    def asks(self) -> str:
+        """The trail's key for a probe's answer."""
+        return "hangs" if self.hang else "fails"
 
     def listing(self, path: list[list[int]]) -> dict[str, Any]:
         """{"ops", "arguments"} of the region at `path`."""
@@ -107,10 +135,17 @@ class _Probe:
         """The target's answer on the values of ops `ops` (-k-1: argument k) of the region
         at `path` (judged as `infos` say, else as their results' types), and their float64
         reference."""
+        if self.hang and self.count >= MAX_HANG_PROBES:
+            raise _OutOfProbes
         self.count += 1
         lab = self.ctx.lab
         reply = lab.ask_reference(Region(self.base.module, path, ops)).info
         module = reply["module"]
+        if self.hang:
+            # Context.check asks a hang's case for the same verdict only: no values to expect.
+            case = Case(module=module, inputs=self.base.inputs, expected=[], infos=[],
+                        discrete=self.base.discrete, ops=self.base.ops)
+            return self.ctx.check(case, repeat=repeat), []
         values = lab.ask_reference(EveryValue(module, self.wide)).values
         floats = holds_floats(module)
         if infos is None:
@@ -153,7 +188,7 @@ def _first_wrong(probe: _Probe, path: list[list[int]], listing: dict[str, Any],
         # values come out wrong however they leave the region (a loop that stores what it
         # carries wrongly) and no op inside is to blame.
         control = probe.fails(path, args, listing)[0]
-        trail.append({"path": path, "exposed": "arguments", "fails": control})
+        trail.append({"path": path, "exposed": "arguments", probe.asks: control})
         if control:
             return None, True
     cache: dict[int, bool] = dict(known or {})
@@ -161,7 +196,7 @@ def _first_wrong(probe: _Probe, path: list[list[int]], listing: dict[str, Any],
     def fails(n: int) -> bool:
         if n not in cache:
             cache[n] = probe.fails(path, cands[:n], listing)[0]
-            trail.append({"path": path, "exposed": n, "of": len(cands), "fails": cache[n]})
+            trail.append({"path": path, "exposed": n, "of": len(cands), probe.asks: cache[n]})
         return cache[n]
 
     if not fails(len(cands)):
@@ -170,6 +205,9 @@ def _first_wrong(probe: _Probe, path: list[list[int]], listing: dict[str, Any],
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fails(mid) else (mid, hi)
+    if probe.hang:
+        # P_hi hung and P_hi-1 finished: not run again (a hang probe and a restart each).
+        return cands[hi - 1], False
     again, deterministic = probe.fails(path, cands[:hi], listing, repeat=True)
     return (cands[hi - 1] if again and deterministic is not False else None), False
 
@@ -189,7 +227,9 @@ class _Hit:
 def _search(probe: _Probe, prefix: list[list[int]], j: int, op: dict[str, Any],
             trail: list[dict[str, Any]]) -> _Hit | None:
     """The op that goes wrong inside the regions of op `j` of the block at `prefix`."""
-    if op["name"] == _WHILE:
+    if op["name"] == _WHILE and not probe.hang:
+        # A hang has no trip count or iteration to compare: its body, exposed at the first
+        # iteration, runs every op at every iteration.
         return _search_while(probe, prefix, j, trail)
     for r, name in _region_names(op).items():
         path = [*prefix, [j, r]]
@@ -301,13 +341,17 @@ def run(ctx: Context) -> dict[str, Any]:
     top = ctx.ops[i]
     if not top["regions"] and top["name"] != "func.call":
         return {"skipped": "the culprit holds no region"}
-    if ctx.compiler_failure or ctx.record.get("evidence", {}).get("reason") == "buffers":
+    hang = ctx.verdict == Verdict.HANG
+    if (ctx.compiler_failure and not hang) or ctx.record.get("evidence", {}).get("reason") == "buffers":
         return {"skipped": "no wrong value to follow into a region (a failure of the "
                            f"compile or of buffers: {ctx.verdict})"}
     # The probe: a region op within the reduced case, which keeps what the bug needs
     # besides it (a loop's trip count as a constant) and is known to fail; a call (whose
     # inlined ops must not mix with others') or a culprit that reduce did not keep, alone.
-    base, at = ctx.reduced, None
+    # A hang's whole module (not reduced: the reproduce stage's case) keeps every
+    # collective before the culprit, which may hang as well and would hang the control:
+    # the culprit alone, fed exact values as the graph stage's suffixes were.
+    base, at = (None if hang and ctx.reduced is ctx.full else ctx.reduced), None
     if base is not None and i in base.ops and top["name"] != "func.call":
         kept = sorted(base.ops)
         if not any(ctx.ops[k]["name"] == "func.call" for k in kept[:kept.index(i)]):
@@ -316,11 +360,13 @@ def run(ctx: Context) -> dict[str, Any]:
         base, at = ctx.case([i]), 0
         if base is None:
             return {"skipped": "the culprit alone returns nothing it can be judged on"}
-        if not ctx.check(base).fails:
+        # A hang is not checked alone first: P_all asks the same (every value of the region
+        # exposed) at the same price, a hang probe and a restart.
+        if not hang and not ctx.check(base).fails:
             return {"skipped": "the culprit alone passes", "probes": 1}
     assert base is not None  # `at` was found in the reduced case
     params, _ = ctx.subgraph(base.ops)
-    probe = _Probe(ctx, base, [ctx.values[p] for p in params])
+    probe = _Probe(ctx, base, [ctx.values[p] for p in params], hang=hang)
     return _descend(ctx, probe, top, i, at)
 
 
@@ -348,6 +394,9 @@ def _descend(ctx: Context, probe: _Probe, top: dict[str, Any], i: int, at: int) 
             # thread values out of): the culprit stays the op found so far.
             error = str(e)[:2000]
             hit = None
+        except _OutOfProbes:
+            trail.append({"exposed": "prefixes", "budget": MAX_HANG_PROBES})
+            hit = None
         if hit is None:
             break
         if hit.region:
@@ -365,10 +414,12 @@ def _descend(ctx: Context, probe: _Probe, top: dict[str, Any], i: int, at: int) 
     evidence: dict[str, Any] = {"probes": probe.count, "trail": trail,
                                 **({"error": error} if error else {})}
     if found is None:
-        return {**evidence, "inner_op": None,
-                "note": "no value inside the culprit's regions comes out wrong on its own "
-                        "(a loop's trip count, its iterations 1, 2, 4, ... below it, the "
-                        "taken branch, each device's part)"}
+        note = ("no prefix of the ops of the culprit's regions hangs on its own (a loop's body "
+                "at its first iteration, each branch, the manual computation's body)") if probe.hang \
+            else ("no value inside the culprit's regions comes out wrong on its own "
+                  "(a loop's trip count, its iterations 1, 2, 4, ... below it, the "
+                  "taken branch, each device's part)")
+        return {**evidence, "inner_op": None, "note": note}
     ctx.culprit_path = "/".join(labels)
     ctx.inner_op = canonical(found)
     ctx.inner_text = found["text"]
@@ -376,6 +427,10 @@ def _descend(ctx: Context, probe: _Probe, top: dict[str, Any], i: int, at: int) 
     # goes wrong, or the check of a condition (before that iteration).
     loop = {"iteration": list(iterations.values())[-1], "iterations": iterations,
             **{k: v for k, v in notes.items() if k != "iteration"}} if iterations else {}
+    # How the op was found: the first whose value is wrong, or where the shortest prefix of
+    # its region that still hangs ends (a hang: no value was compared).
+    by = {"found_by": "hang", "question": "the shortest prefix of the region's ops that still hangs"} \
+        if probe.hang else {"found_by": "value"}
     return {**evidence, "inner_op": ctx.inner_op, "culprit_path": ctx.culprit_path,
             "op_text": found["text"], "location": found.get("location"),
-            "outer_op": ctx.canonical_op(i), **loop}
+            "outer_op": ctx.canonical_op(i), **by, **loop}
