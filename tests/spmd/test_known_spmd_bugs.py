@@ -296,3 +296,17 @@ def test_the_interior_pad_bug_failing_the_verifier_at_a_binary_op_is_known(probe
     assert finding.verdict == "compile_error"
     assert "Binary op with incompatible shapes" in finding.error, finding.error
     assert finding.known_bug == "xla-spmd-pad-interior-verifier"
+
+
+def test_a_dropped_nan_seen_through_is_finite_is_known(probe, out) -> None:
+    """s39-i1625: is_finite(reduce_min(x, 0)) of x sharded along dimension 0 is True where
+    a column holds NaN (the NaN-dropping min across devices): a bool mismatch, not a
+    nan_mismatch, of the known bug."""
+    graph = Graph(values=[_value([8, 3], "f16", input=0), _value([3], "f16", node=0), _value([3], "bool", node=1)],
+                  nodes=[Node("reduce_min", [0], {"axes": [0]}), Node("is_finite", [1])],
+                  outputs=[2], sharding=dataclasses.replace(_plan([["x", None]], [[None]]), partitioner="gspmd"))
+    x = np.ones((8, 3), np.float16)
+    x[5, 1] = np.nan
+    (finding,) = _recorded(probe, out / "min-is-finite", "min-is-finite", graph, [x])
+    assert finding.verdict == "mismatch" and finding.evidence["where"] == [1], finding.evidence
+    assert finding.known_bug == "xla-cpu-all-reduce-min-drops-nan-predicate"
