@@ -11,12 +11,14 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from xla_sentinel.agents.gate import Cure
 from xla_sentinel.agents.tools import Workbench
 from xla_sentinel.core.model import VERDICT_TABLE
+from xla_sentinel.core.names import DTYPES
 from xla_sentinel.spec.campaign import AGENT_ROLES as ROLES
+from xla_sentinel.spec.campaign import MAX_RANK
 
 # Every tool parameter described, as the model reads it in the tool's schema; enums where
 # the values are fixed.
@@ -24,9 +26,43 @@ Code = Annotated[str, Field(description=(
     "kind jax: Python defining f(*args) (jax.numpy as jnp), and INPUTS = [(dtype, shape), ...] unless "
     "`inputs` is given; SPECIAL = True draws special values. kind stablehlo: a StableHLO module's text."))]
 Kind = Annotated[Literal["jax", "stablehlo"], Field(description="What `code` is: a JAX snippet or StableHLO text.")]
-Inputs = Annotated[list[Any] | None, Field(description=(
-    "kind jax: [[dtype, shape], ...] (dtype as INPUTS takes it, e.g. f32, bf16, s32; shape a list); "
-    "kind stablehlo: one nested list of values per parameter. Default: the snippet's INPUTS, or drawn."))]
+
+
+def _values_schema(max_rank: int = MAX_RANK) -> dict[str, Any]:
+    """One parameter's values as JSON: a number (or boolean), or a list of values, nested up
+    to `max_rank` deep (numpy, in the tool, refuses a ragged one). Spelled out level by level,
+    not as a recursive $ref, which Gemini (pydantic-ai's transformer) and Anthropic's strict
+    tools refuse; each level holds the one below, so the schema grows linearly with the rank
+    (every tool's schema is in the prompt a model reads)."""
+    scalar: list[dict[str, Any]] = [{"type": "number"}, {"type": "boolean"}]
+    values: dict[str, Any] = {"anyOf": scalar}
+    for _ in range(max_rank):
+        values = {"anyOf": [*scalar, {"type": "array", "items": values}]}
+    return values
+
+
+# What `inputs` takes, item by item, as the tool reads it (tools._recipe, tools._values):
+# a real `items` schema, not the `{}` of list[Any], which llama.cpp's JSON-schema-to-grammar
+# conversion cannot take (`schema.get("items") or schema["prefixItems"]`): a local model then
+# generated the arguments of run_test, submit_test and submit_reproducer under the generic
+# JSON grammar, malformed. Validation stays list[Any] (WithJsonSchema replaces the schema
+# only): anything else still reaches the tool, whose error names the item that is wrong.
+# The parameter's description says which kind takes which; the items carry none (every
+# tool's schema is in a local model's prompt: this one takes about 350 tokens more than `{}`
+# did in Qwen2.5's tokenizer, in each of the three tools).
+INPUT_ITEM_SCHEMA: dict[str, Any] = {"anyOf": [
+    {"type": "array",
+     "prefixItems": [{"type": "string", "enum": list(DTYPES)},
+                     {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": MAX_RANK}],
+     "minItems": 2, "maxItems": 2},
+    _values_schema()]}
+Inputs = Annotated[list[Any] | None,
+                   WithJsonSchema({"anyOf": [{"type": "array", "items": INPUT_ITEM_SCHEMA}, {"type": "null"}]}),
+                   Field(description=(
+    "kind jax: [[dtype, shape], ...] (dtype as INPUTS takes it, e.g. f32, bf16, s32; shape a list of "
+    "dimension sizes, [] for a scalar); kind stablehlo: one nested list of values per parameter (a "
+    "number for a scalar). "
+    "Default: the snippet's INPUTS, or drawn."))]
 Special = Annotated[bool, Field(description="Draw special values (NaN, infinities, signed zeros, subnormals, "
                                             "ties, integer extremes) instead of ordinary ones.")]
 Rationale = Annotated[str, Field(description="Why: what the program exercises or what the cure changes, "

@@ -118,13 +118,17 @@ def retrying(model: Any, attempts: int = 6, base: float = 1.0, cap: float = 60.0
 
 
 def make_model(name: str, fallback: str | None = None) -> Any:
-    """A pydantic-ai model from `provider:model` (openai:, openai-chat: with OPENAI_BASE_URL
-    for any OpenAI-compatible endpoint, anthropic:, google: with GOOGLE_API_KEY, google-cloud:
-    for Vertex AI with GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION and the machine's or
-    pod's cloud identity), each retried on rate limits (`retrying`), and `fallback` taking
-    over when it fails (`with_fallback`). pydantic-ai 1's google-gla: and google-vertex:
-    are refused with the new name; a credential or project the provider needs and the
-    environment lacks, or a client that is not installed, is an AgentSetupError (exit 2)."""
+    """A pydantic-ai model from `provider:model`, the providers spec.agents.model takes
+    (`spec.campaign.AGENT_PROVIDERS`, pydantic-ai 2's names, all installed by the agents
+    extra): openai: (the Responses API) and openai-chat: (Chat Completions) with
+    OPENAI_API_KEY, and OPENAI_BASE_URL for any OpenAI-compatible endpoint; anthropic: with
+    ANTHROPIC_API_KEY; google: (Gemini API) with GOOGLE_API_KEY; google-cloud: (Vertex AI)
+    with GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION and the machine's or pod's cloud
+    identity. Each is retried on rate limits (`retrying`), and `fallback` takes over when it
+    fails (`with_fallback`). A name that is not provider:model, an unknown provider,
+    pydantic-ai 1's google-gla: and google-vertex: (refused with the new name), a credential
+    or project the provider needs and the environment lacks, or a client that is not
+    installed is an AgentSetupError (exit 2)."""
     models = [_one_model(name)] + ([_one_model(fallback)] if fallback else [])
     return with_fallback(*models)
 
@@ -133,12 +137,13 @@ def _one_model(name: str) -> Any:
     from pydantic_ai.exceptions import UserError
     from pydantic_ai.models import infer_model
 
-    from xla_sentinel.spec.campaign import RENAMED_PROVIDERS
+    from xla_sentinel.spec.campaign import AGENT_CREDENTIAL_ENV, SpecError, check_model
 
-    provider, _, rest = name.partition(":")
-    if provider in RENAMED_PROVIDERS:
-        raise AgentSetupError(f"--model {name}: provider {provider!r} was renamed in pydantic-ai 2: use "
-                              f"{RENAMED_PROVIDERS[provider]}:{rest}")
+    try:  # the spec's own rule: a model the swarm would refuse is refused here too
+        check_model(name, f"--model {name}")
+    except SpecError as e:
+        raise AgentSetupError(str(e)) from None
+    provider = name.partition(":")[0]
     if provider == "google-cloud" and not os.environ.get("GOOGLE_CLOUD_PROJECT"):
         raise AgentSetupError(f"--model {name}: Vertex AI needs GOOGLE_CLOUD_PROJECT (and GOOGLE_CLOUD_LOCATION, "
                               "e.g. us-central1) set, and a cloud identity (Workload Identity in a pod, "
@@ -146,10 +151,25 @@ def _one_model(name: str) -> Any:
     try:
         return retrying(infer_model(name))
     except UserError as e:
+        key = AGENT_CREDENTIAL_ENV.get(provider)
+        if key and not os.environ.get(key):  # pydantic-ai's provider found no key: say which
+            raise AgentSetupError(f"--model {name}: no credential: set {key} (the {provider} provider's "
+                                  f"API key)") from None
         raise AgentSetupError(f"--model {name}: {e}") from None
     except ImportError as e:
         raise AgentSetupError(f"--model {name}: the provider's client is not installed ({e}); "
-                              "pip install 'pydantic-ai-slim[openai,anthropic,google]'") from None
+                              "pip install 'xla-sentinel[agents]'") from None
+
+
+def _credential_errors() -> tuple[type[BaseException], ...]:
+    """A cloud identity missing or refused when the first request is made (google-cloud:
+    builds its client without one, and google-auth looks for it then): a credential error
+    (exit 2), not a crash the Job would retry."""
+    try:
+        from google.auth.exceptions import DefaultCredentialsError, RefreshError
+    except ImportError:
+        return ()
+    return (DefaultCredentialsError, RefreshError)
 
 
 def with_fallback(primary: Any, *fallbacks: Any) -> Any:
@@ -324,6 +344,9 @@ async def run_agent(role: str, model: Any, toolset: Any, out: Path, agent: str, 
     except UserError as e:
         failure = AgentSetupError(str(e))
         status, code = f"credential: {e}", EXIT_CREDENTIAL
+    except _credential_errors() as e:
+        failure = AgentSetupError(f"the model's cloud identity is missing or was refused: {e}")
+        status, code = f"credential: {failure}", EXIT_CREDENTIAL
     except Exception as e:  # noqa: BLE001 - any other failure still leaves its transcript
         status, code = f"crash: {type(e).__name__}: {e}", EXIT_CRASH
     finally:
