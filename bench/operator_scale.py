@@ -119,7 +119,7 @@ def run_worker(kubeconfig: Path, uid: str, index: int, per_worker: int,
     reporter.close(done=False)
 
 
-def worker_pods(api: Api, workers: int, timeout: float = 600) -> dict[int, dict]:
+def worker_pods(api: Api, workers: int, timeout: float = 600) -> dict[int, dict[str, Any]]:
     """Index -> the campaign Job's pod of that index, once the Job controller made them all."""
     deadline = time.monotonic() + timeout
     while True:
@@ -287,11 +287,26 @@ class AuditWrites:
     controllers, this bench as admin) and, for a time window, per second."""
 
     def __init__(self, log: Path) -> None:
-        self.log, self.offset = log, 0
+        self.log, self.offset, self.inode = log, 0, 0
         self.events: list[tuple[float, str]] = []  # (received, writer)
 
     def read(self, chunk: int = 64 << 20) -> None:
-        with open(self.log, "rb") as f:
+        inode = self.log.stat().st_ino
+        if self.inode and inode != self.inode:
+            # kube-apiserver rotated the log (lumberjack: at 100 MB unless told otherwise,
+            # renamed to audit-<time>.log): the rest of the old file is its newest backup,
+            # and the new file is read from its start. Read on from the old offset in the
+            # new file, a reader lands mid-line.
+            backups = sorted(self.log.parent.glob(f"{self.log.stem}-*{self.log.suffix}"),
+                             key=lambda b: b.stat().st_mtime)
+            if backups:
+                self._read_from(backups[-1], chunk)
+            self.offset = 0
+        self.inode = inode
+        self._read_from(self.log, chunk)
+
+    def _read_from(self, path: Path, chunk: int) -> None:
+        with open(path, "rb") as f:
             f.seek(self.offset)
             while data := f.read(chunk):
                 end = data.rfind(b"\n") + 1
