@@ -152,6 +152,11 @@ def _env(c: desired.Campaign, role: AgentRoleSpec, spec_json: str, gate: GateCon
                     "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     if agents.endpoint:
         env.append({"name": "OPENAI_BASE_URL", "value": agents.endpoint})
+    if agents.vertex is not None and provider == "google-cloud":
+        # Vertex AI: the pod's cloud identity (its ServiceAccount through Workload Identity)
+        # in this project and location; no key.
+        env += [{"name": "GOOGLE_CLOUD_PROJECT", "value": agents.vertex.project},
+                {"name": "GOOGLE_CLOUD_LOCATION", "value": agents.vertex.location}]
     # The gate's corpus and minimum: read by the pod's MCP server, out of the model's reach.
     if gate.corpus:
         env.append({"name": REGRESSION_CORPUS_ENV, "value": gate.corpus})

@@ -47,12 +47,45 @@ def test_bad_agents_specs_name_the_field(agents_spec, error):
     assert str(e.value).startswith(error), str(e.value)
 
 
+VERTEX = {"project": "fuzz-project-1", "location": "us-central1"}
+
+
 def test_vertex_needs_no_secret_and_roles_default_to_the_shared_model():
-    spec = parse_spec({"agents": {"model": "google-cloud:gemini-2.5-pro", "roles": [{"role": "fix"}]}})
+    spec = parse_spec({"agents": {"model": "google-cloud:gemini-2.5-pro", "roles": [{"role": "fix"}],
+                                  "vertex": VERTEX}})
     assert spec.agents.role_model(spec.agents.roles[0]) == "google-cloud:gemini-2.5-pro"
     # pydantic-ai 2's old names are refused with the new one named.
     with pytest.raises(SpecError, match="renamed in pydantic-ai 2: use google-cloud:gemini-2.5-pro"):
         parse_spec({"agents": {"model": "google-vertex:gemini-2.5-pro", "roles": [{"role": "fix"}]}})
+
+
+@pytest.mark.parametrize("vertex, model, error", [
+    (None, "google-cloud:gemini-2.5-pro", "spec.agents.vertex: missing: google-cloud: models run in"),
+    ({"project": "P"}, "google-cloud:gemini-2.5-pro", "spec.agents.vertex.project: must be a Google Cloud project id"),
+    ({"project": "fuzz-project-1", "location": "US Central"}, "google-cloud:gemini-2.5-pro",
+     "spec.agents.vertex.location: must be a Vertex AI location"),
+    (VERTEX, "anthropic:claude", "spec.agents.vertex: is where google-cloud: models run"),
+])
+def test_a_vertex_model_needs_its_project_and_nothing_else_takes_one(vertex, model, error):
+    agents_spec = {"model": model, "roles": [{"role": "fix"}], "credentialSecretRef": SECRET,
+                   **({"vertex": vertex} if vertex else {})}
+    if model.startswith("google-cloud"):
+        del agents_spec["credentialSecretRef"]
+    with pytest.raises(SpecError) as e:
+        parse_spec({"agents": agents_spec})
+    assert str(e.value).startswith(error), str(e.value)
+
+
+def test_a_vertex_role_gets_its_project_and_location_and_no_key():
+    c = camp(agents={"roles": [{"role": "fix"}, {"role": "stress", "model": "openai:gpt-5"}],
+                     "model": "google-cloud:gemini-2.5-pro", "vertex": VERTEX, "credentialSecretRef": SECRET})
+    fix, stress = agents.agent_jobs(c, default_image="runner:1", service_account="sa-agent")
+    envs = [{e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]} for job in (fix, stress)]
+    assert (envs[0]["GOOGLE_CLOUD_PROJECT"]["value"], envs[0]["GOOGLE_CLOUD_LOCATION"]["value"]) == \
+        ("fuzz-project-1", "us-central1")
+    assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY"} & set(envs[0])
+    # The other role's provider is not Vertex: its key, no project.
+    assert "GOOGLE_CLOUD_PROJECT" not in envs[1] and envs[1]["OPENAI_API_KEY"]["valueFrom"] == {"secretKeyRef": SECRET}
 
 
 def test_one_indexed_job_per_role_with_the_credential_from_the_secret():

@@ -447,6 +447,28 @@ class CredentialRef(SecretKeyRef):
     key: str = "api-key"
 
 
+# A Google Cloud project id (6 to 30 of lowercase letters, digits and hyphens) and a Vertex
+# AI location (a region such as us-central1, or `global`).
+GCP_PROJECT_PATTERN = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+GCP_LOCATION_PATTERN = re.compile(r"^[a-z]+(-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class VertexSpec:
+    """Where `google-cloud:` models run (Vertex AI): GOOGLE_CLOUD_PROJECT and
+    GOOGLE_CLOUD_LOCATION of the agent pods, whose identity is their ServiceAccount's
+    (GKE Workload Identity, docs/deploy.md), not a key."""
+
+    project: str
+    location: str = "global"
+
+    def check(self, path: str) -> None:
+        _require(bool(GCP_PROJECT_PATTERN.match(self.project)), f"{path}.project",
+                 f"must be a Google Cloud project id, got {show(self.project)}")
+        _require(bool(GCP_LOCATION_PATTERN.match(self.location)), f"{path}.location",
+                 f"must be a Vertex AI location such as us-central1 or global, got {show(self.location)}")
+
+
 @dataclass(frozen=True)
 class AgentBudgetSpec:
     """What one agent pod may spend on one task (`xla-sentinel agent --max-*`)."""
@@ -518,6 +540,8 @@ class AgentsSpec:
     credentialSecretRef: CredentialRef | None = None
     # An OpenAI-compatible endpoint (OPENAI_BASE_URL) for openai: models.
     endpoint: str | None = None
+    # The project and location of google-cloud: models (Vertex AI).
+    vertex: VertexSpec | None = None
     budget: AgentBudgetSpec = field(default_factory=AgentBudgetSpec)
     # How long a taken task stays an agent's before another may take it (a dead pod's task).
     leaseSeconds: int = 3600
@@ -566,6 +590,14 @@ class AgentsSpec:
             _require(providers <= {"openai", "openai-chat"}, f"{path}.endpoint",
                      "is an OpenAI-compatible endpoint (OPENAI_BASE_URL): for openai: and "
                      "openai-chat: models only")
+        if self.vertex is None:
+            _require("google-cloud" not in providers, f"{path}.vertex",
+                     "missing: google-cloud: models run in a Vertex AI project and location "
+                     "({project: PROJECT, location: us-central1})")
+        else:
+            self.vertex.check(f"{path}.vertex")
+            _require("google-cloud" in providers, f"{path}.vertex",
+                     "is where google-cloud: models run: no role uses one")
 
 
 @dataclass(frozen=True)
