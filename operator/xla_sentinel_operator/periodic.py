@@ -144,9 +144,9 @@ TRIM_INTERVAL = 10.0
 
 async def _trim_every(interval: float) -> None:
     """Give the C heap's free pages back to the system now and then (glibc malloc_trim).
-    A freshly started operator parses the initial listing of every watched kind at once
-    (thousands of pods and reports: kopf does not page it), and the parsed bodies are freed
-    once indexed, but glibc keeps the pages: 30 s after a restart facing 4,196 worker pods
+    A freshly started operator parses the initial listing of every watched kind (thousands
+    of pods and reports, in kopf's pages) and holds each object until the indexes are
+    filled; the bodies are freed once indexed, but glibc keeps the pages: 30 s after a restart facing 4,196 worker pods
     and reports the RSS was the peak, 410 MiB; trimmed every 10 s, 365 MiB of a 411 MiB
     peak (bench/operator_scale.py --kwok-nodes 1000 --workers 4096, one run each)."""
     import ctypes
