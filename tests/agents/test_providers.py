@@ -119,7 +119,8 @@ def test_renamed_providers_are_refused_with_the_new_name(old: str, new: str) -> 
 
 def test_the_new_names_are_the_spec_s() -> None:
     spec = parse_spec({"agents": {"model": "google:gemini-2.5-pro", "credentialSecretRef": {"name": "k", "key": "k"},
-                                  "roles": [{"role": "stress", "model": "google-cloud:gemini-2.5-flash"}]}})
+                                  "roles": [{"role": "stress", "model": "google-cloud:gemini-2.5-flash"}],
+                                  "vertex": {"project": "fuzz-project-1"}}})
     assert spec.agents is not None and spec.agents.model == "google:gemini-2.5-pro"
     with pytest.raises(SpecError, match="credentialSecretRef"):  # google: takes an API key
         parse_spec({"agents": {"model": "google:gemini-2.5-pro", "roles": [{"role": "fix"}]}})
