@@ -371,5 +371,6 @@ def _partition(graph: Graph, seed: int, index: int, spec: GeneratorSpec) -> None
     rng = np.random.default_rng([seed, index, 0x5BD])
     if rng.random() < spec.sharded_share():
         from xla_sentinel.programs import spmd
-        graph.sharding = spmd.plan(graph, devices, rng, tuple(spec.partitioners),
-                                   uneven=np.random.default_rng([seed, index, 0x0E7E]))
+        # Uneven shards from version 2 on: version 1 keeps the programs a seed gave before.
+        uneven = np.random.default_rng([seed, index, 0x0E7E]) if spec.version >= 2 else None
+        graph.sharding = spmd.plan(graph, devices, rng, tuple(spec.partitioners), uneven=uneven)
