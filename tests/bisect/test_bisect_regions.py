@@ -242,3 +242,33 @@ def test_a_loop_that_carries_its_values_wrongly_stays_the_culprit(tmp_path: Path
     assert regions["trail"][0] == {"path": [[0, 0]], "exposed": "trips", "fails": False,
                                    "reference": 4, "target": 4}, regions
     assert regions["trail"][1] == {"path": [[0, 1, 0]], "exposed": "arguments", "fails": True}, regions
+
+
+# The psum module with an atan2 after the all_reduce: abort_on_pattern kills any compile
+# that holds one, here inside the shard_map's body.
+ATAN2_MODULE = PSUM_MODULE.replace(
+    "%8 = stablehlo.sine %7 : tensor<2x4xf32>", "%8 = stablehlo.atan2 %7, %arg1 : tensor<2x4xf32>")
+
+
+def test_a_crash_in_a_shard_map_body_is_followed_to_the_op_whose_compile_aborts(tmp_path: Path) -> None:
+    folder = tmp_path / "atan2"
+    x = np.random.default_rng(5).normal(size=(8, 4)).astype(np.float32)
+    Program(folder.name, ATAN2_MODULE, [x], ["f32"], provenance={"source": "test"}).save(folder / "program")
+    record = {"id": folder.name, "campaign": "test", "program": folder.name, "target": "default",
+              "verdict": "crash", "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
+              "dtype": "f32", "evidence": {"target_options": {},
+                                           "plugins": [fault_path("abort_on_pattern")]},
+              "dir": folder.name, "time": "2026-01-01T00:00:00+00:00"}
+    record["signature"] = signature_id(record)
+    (folder / "finding.json").write_text(json.dumps(record, indent=1))
+
+    result = bisect_finding(folder, timeout=TIMEOUT)
+
+    # Op 4 of the body (constant, broadcast, multiply, all_reduce, atan2): the prefix that
+    # exposes the ops up to the all_reduce compiles, the one with the atan2 aborts.
+    _assert_localized_inside(folder, result, "sdy.manual_computation",
+                             "main/manual_computation#0/body/atan2#4", "atan2 (f32->f32)")
+    regions = result["stages"]["regions"]
+    assert regions["found_by"] == "crash", regions
+    assert any(step.get("crashes") is False for step in regions["trail"]), regions["trail"]
+    assert result["stages"]["reproduce"]["verdict"] == "crash"

@@ -48,6 +48,14 @@ processes), so a hang spends at most MAX_HANG_PROBES probes and is not run again
 confirm it (the reproduce stage ran the finding twice); a while's body is searched at its
 first iteration only (its ops run at every iteration, exposed or not), its condition not
 at all. The evidence says `found_by: hang`.
+
+A crash or a compile error is followed the same way, for the same reason: the prefix that
+still crashes (or is still refused) ends at the op whose compile fails, since the ops past
+it are dead and gone before the compile gets to them. Unlike a hang, each probe costs a
+compile (and a worker restart where it crashes), so no budget beyond a value search's, and
+the shortest prefix is run again to confirm it. The evidence says `found_by: crash` (or
+`compile_error`). In a while's body nothing can be found this way (the loop runs its body
+whole, so the control fails too), as for a hang.
 """
 
 from __future__ import annotations
@@ -111,19 +119,29 @@ class _OutOfProbes(Exception):
     """A hang's descent spent MAX_HANG_PROBES probes."""
 
 
+# The question a compiler failure's probes ask, in the trail: does the prefix still ...
+_ASKS = {Verdict.HANG: "hangs", Verdict.CRASH: "crashes", Verdict.COMPILE_ERROR: "is_refused"}
+
+
 class _Probe:
     """The case taken apart (the reduced case, or the culprit alone) and its float64
-    inputs; checks exposures of its values. `hang`: the question asked of each exposure
-    is whether it still hangs (no values compared)."""
+    inputs; checks exposures of its values. `failure`: a compiler failure's verdict (hang,
+    crash, compile error), the question asked of each exposure being whether it still
+    shows (no values compared); None: whether a value comes out wrong."""
 
-    def __init__(self, ctx: Context, base: Case, wide: list[Any], hang: bool = False) -> None:
-        self.ctx, self.base, self.wide, self.hang = ctx, base, wide, hang
+    def __init__(self, ctx: Context, base: Case, wide: list[Any], failure: Verdict | None = None) -> None:
+        self.ctx, self.base, self.wide, self.failure = ctx, base, wide, failure
         self.count = 0
+
+    @property
+    def hang(self) -> bool:
+        """Each probe that still fails waits the hang probe time and restarts the target."""
+        return self.failure == Verdict.HANG
 
     @property
     def asks(self) -> str:
         """The trail's key for a probe's answer."""
-        return "hangs" if self.hang else "fails"
+        return _ASKS[self.failure] if self.failure else "fails"
 
     def listing(self, path: list[list[int]]) -> dict[str, Any]:
         """{"ops", "arguments"} of the region at `path`."""
@@ -141,8 +159,9 @@ class _Probe:
         lab = self.ctx.lab
         reply = lab.ask_reference(Region(self.base.module, path, ops)).info
         module = reply["module"]
-        if self.hang:
-            # Context.check asks a hang's case for the same verdict only: no values to expect.
+        if self.failure:
+            # Context.check asks a compiler failure's case for the same verdict only: no
+            # values to expect.
             case = Case(module=module, inputs=self.base.inputs, expected=[], infos=[],
                         discrete=self.base.discrete, ops=self.base.ops)
             return self.ctx.check(case, repeat=repeat), []
@@ -227,9 +246,9 @@ class _Hit:
 def _search(probe: _Probe, prefix: list[list[int]], j: int, op: dict[str, Any],
             trail: list[dict[str, Any]]) -> _Hit | None:
     """The op that goes wrong inside the regions of op `j` of the block at `prefix`."""
-    if op["name"] == _WHILE and not probe.hang:
-        # A hang has no trip count or iteration to compare: its body, exposed at the first
-        # iteration, runs every op at every iteration.
+    if op["name"] == _WHILE and not probe.failure:
+        # A compiler failure has no trip count or iteration to compare: its body, exposed
+        # at the first iteration, is compiled whole.
         return _search_while(probe, prefix, j, trail)
     for r, name in _region_names(op).items():
         path = [*prefix, [j, r]]
@@ -341,17 +360,16 @@ def run(ctx: Context) -> dict[str, Any]:
     top = ctx.ops[i]
     if not top["regions"] and top["name"] != "func.call":
         return {"skipped": "the culprit holds no region"}
-    hang = ctx.verdict == Verdict.HANG
-    if (ctx.compiler_failure and not hang) or ctx.record.get("evidence", {}).get("reason") == "buffers":
-        return {"skipped": "no wrong value to follow into a region (a failure of the "
-                           f"compile or of buffers: {ctx.verdict})"}
+    failure = ctx.verdict if ctx.compiler_failure else None
+    if ctx.record.get("evidence", {}).get("reason") == "buffers":
+        return {"skipped": f"no wrong value to follow into a region (a failure of buffers: {ctx.verdict})"}
     # The probe: a region op within the reduced case, which keeps what the bug needs
     # besides it (a loop's trip count as a constant) and is known to fail; a call (whose
     # inlined ops must not mix with others') or a culprit that reduce did not keep, alone.
-    # A hang's whole module (not reduced: the reproduce stage's case) keeps every
-    # collective before the culprit, which may hang as well and would hang the control:
-    # the culprit alone, fed exact values as the graph stage's suffixes were.
-    base, at = (None if hang and ctx.reduced is ctx.full else ctx.reduced), None
+    # A compiler failure's whole module (not reduced: the reproduce stage's case) keeps
+    # every op before the culprit, which may hang (crash) as well and would fail the
+    # control: the culprit alone, fed exact values as the graph stage's suffixes were.
+    base, at = (None if failure and ctx.reduced is ctx.full else ctx.reduced), None
     if base is not None and i in base.ops and top["name"] != "func.call":
         kept = sorted(base.ops)
         if not any(ctx.ops[k]["name"] == "func.call" for k in kept[:kept.index(i)]):
@@ -360,13 +378,13 @@ def run(ctx: Context) -> dict[str, Any]:
         base, at = ctx.case([i]), 0
         if base is None:
             return {"skipped": "the culprit alone returns nothing it can be judged on"}
-        # A hang is not checked alone first: P_all asks the same (every value of the region
-        # exposed) at the same price, a hang probe and a restart.
-        if not hang and not ctx.check(base).fails:
+        # A compiler failure is not checked alone first: P_all asks the same (every value
+        # of the region exposed) at the same price (for a hang, a hang probe and a restart).
+        if not failure and not ctx.check(base).fails:
             return {"skipped": "the culprit alone passes", "probes": 1}
     assert base is not None  # `at` was found in the reduced case
     params, _ = ctx.subgraph(base.ops)
-    probe = _Probe(ctx, base, [ctx.values[p] for p in params], hang=hang)
+    probe = _Probe(ctx, base, [ctx.values[p] for p in params], failure=failure)
     return _descend(ctx, probe, top, i, at)
 
 
@@ -414,8 +432,9 @@ def _descend(ctx: Context, probe: _Probe, top: dict[str, Any], i: int, at: int) 
     evidence: dict[str, Any] = {"probes": probe.count, "trail": trail,
                                 **({"error": error} if error else {})}
     if found is None:
-        note = ("no prefix of the ops of the culprit's regions hangs on its own (a loop's body "
-                "at its first iteration, each branch, the manual computation's body)") if probe.hang \
+        note = (f"no prefix of the ops of the culprit's regions {_ASKS[probe.failure].replace('_', ' ')} "
+                "on its own (a loop's body at its first iteration, each branch, the manual "
+                "computation's body)") if probe.failure \
             else ("no value inside the culprit's regions comes out wrong on its own "
                   "(a loop's trip count, its iterations 1, 2, 4, ... below it, the "
                   "taken branch, each device's part)")
@@ -428,9 +447,10 @@ def _descend(ctx: Context, probe: _Probe, top: dict[str, Any], i: int, at: int) 
     loop = {"iteration": list(iterations.values())[-1], "iterations": iterations,
             **{k: v for k, v in notes.items() if k != "iteration"}} if iterations else {}
     # How the op was found: the first whose value is wrong, or where the shortest prefix of
-    # its region that still hangs ends (a hang: no value was compared).
-    by = {"found_by": "hang", "question": "the shortest prefix of the region's ops that still hangs"} \
-        if probe.hang else {"found_by": "value"}
+    # its region that still hangs (crashes, is refused) ends: no value was compared.
+    by = {"found_by": str(probe.failure),
+          "question": f"the shortest prefix of the region's ops that still {_ASKS[probe.failure].replace('_', ' ')}"} \
+        if probe.failure else {"found_by": "value"}
     return {**evidence, "inner_op": ctx.inner_op, "culprit_path": ctx.culprit_path,
             "op_text": found["text"], "location": found.get("location"),
             "outer_op": ctx.canonical_op(i), **by, **loop}
