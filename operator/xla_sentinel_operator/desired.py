@@ -45,6 +45,10 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 # On a queued Indexed worker Job: the fewest of its pods Kueue may admit (spec.minWorkers).
 MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+# Kueue passes a queued Job's annotations under this prefix on to the ProvisioningRequest it
+# makes for it (its ClusterQueue's provisioning admission check), as the request's
+# parameters: spec.provisioning.
+PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 # The machine type of a node: where two node pool shapes share a topology (v6e 2x4 on one
@@ -203,8 +207,9 @@ def runner_image(spec: CampaignSpec, images: dict[str, str], declared: str | Non
 
 
 # Spec fields the worker pods do not read: suspend is applied to the Jobs, alert routing in
-# the operator, agents run as their own Jobs (agents.py). Changing them rolls no worker.
-NOT_FOR_WORKERS = ("suspend", "alerts", "agents", "minWorkers")
+# the operator, agents run as their own Jobs (agents.py), minWorkers and provisioning are
+# Kueue's (annotations of the Jobs). Changing them rolls no revision.
+NOT_FOR_WORKERS = ("suspend", "alerts", "agents", "minWorkers", "provisioning")
 
 
 def _default(f: dataclasses.Field[Any]) -> object:
@@ -268,10 +273,23 @@ def template_hash(workload: Workload) -> str:
     rendered: dict[str, Any] = {"labels": workload["metadata"].get("labels") or {}, "spec": spec}
     # Kueue reads it when it makes the Job's Workload: a change needs a new Job. Absent, the
     # hash is what it was before the annotation existed (no Job replaced by an upgrade).
-    min_parallelism = (workload["metadata"].get("annotations") or {}).get(MIN_PARALLELISM_ANNOTATION)
+    annotations = workload["metadata"].get("annotations") or {}
+    min_parallelism = annotations.get(MIN_PARALLELISM_ANNOTATION)
     if min_parallelism is not None:
         rendered["minParallelism"] = min_parallelism
+    # The same for the ProvisioningRequest's parameters, read when Kueue makes the request.
+    provisioning = {k: v for k, v in annotations.items() if k.startswith(PROVREQ_PREFIX)}
+    if provisioning:
+        rendered["provisioning"] = provisioning
     return short_hash(rendered, 10)
+
+
+def provisioning_annotations(spec: CampaignSpec) -> dict[str, str]:
+    """What a queued Job or JobSet carries for the ProvisioningRequest Kueue makes for it
+    (spec.provisioning; none without a queue)."""
+    if not spec.queueName or spec.provisioning is None:
+        return {}
+    return {f"{PROVREQ_PREFIX}maxRunDurationSeconds": str(spec.provisioning.maxRunDurationSeconds)}
 
 
 def owner_reference(c: Campaign) -> OwnerReference:
@@ -672,8 +690,8 @@ def worker_jobs(c: Campaign, *, default_image: str,
                                       suspend=bool(c.spec.suspend or c.spec.queueName)))
     for job in jobs:
         meta = job["metadata"]
-        meta["annotations"] = {**(meta.get("annotations") or {}),
-                               TEMPLATE_ANNOTATION: template_hash(job)}
+        meta["annotations"] = {**(meta.get("annotations") or {}), **provisioning_annotations(c.spec)}
+        meta["annotations"][TEMPLATE_ANNOTATION] = template_hash(job)
     return jobs
 
 
@@ -782,8 +800,12 @@ def _followup(c: Campaign, parts: tuple[str, ...], role: str, signature: str, ar
     if multi is not None:
         name = jobset_name(*parts)
         pod = _pod_spec(c, image, args, env + _slice_env(name, multi.hosts), service_account)
-        return _slice_jobset(c, name, labels, pod, multi.hosts, restarts=1, suspend=queued,
-                             deadline_s=deadline_s)
+        jobset = _slice_jobset(c, name, labels, pod, multi.hosts, restarts=1, suspend=queued,
+                               deadline_s=deadline_s)
+        if queued:
+            jobset["metadata"]["annotations"] = {**(jobset["metadata"].get("annotations") or {}),
+                                                 **provisioning_annotations(c.spec)}
+        return jobset
     pod = _pod_spec(c, image, args, env, service_account)
     spec: JobSpec = {"backoffLimit": 1, "suspend": queued,
                             "template": {"metadata": {"labels": {k: v for k, v in labels.items()
@@ -791,10 +813,13 @@ def _followup(c: Campaign, parts: tuple[str, ...], role: str, signature: str, ar
                                          "spec": pod}}
     if accelerated:
         spec["activeDeadlineSeconds"] = deadline_s
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": job_name(*parts), "namespace": c.namespace, "labels": labels,
-                         "ownerReferences": [owner_reference(c)]},
-            "spec": spec}
+    job: Job = {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": job_name(*parts), "namespace": c.namespace, "labels": labels,
+                             "ownerReferences": [owner_reference(c)]},
+                "spec": spec}
+    if queued and (extra := provisioning_annotations(c.spec)):
+        job["metadata"]["annotations"] = extra
+    return job
 
 
 def verify_job(c: Campaign, signature: str, repro: str, fixed_in: str, *, default_image: str,

@@ -362,14 +362,16 @@ def _converging(o: Observed) -> Health | None:
 def _waiting(o: Observed) -> Health | None:
     """No worker runs yet: Kueue has not admitted them, or their pods are not up."""
     queue = o.spec.queueName
+    queued = Health("Pending", QUEUED, f"waiting for Kueue to admit the workers (queue {queue})"
+                    + ("; capacity asked for by its ProvisioningRequest" if o.spec.provisioning else ""))
     # Kueue holds every worker Job suspended (not admitted yet, or preempted): nothing runs,
     # whatever the reports say (a preempted worker's last report stays fresh for a while).
     if queue and o.current and all(job_spec(j).get("suspend") for j in o.current):
-        return Health("Pending", QUEUED, f"waiting for Kueue to admit the workers (queue {queue})")
+        return queued
     if running_workers(o.current, o.reports, o.now):
         return None
     if queue and any(job_spec(j).get("suspend") for j in o.current):
-        return Health("Pending", QUEUED, f"waiting for Kueue to admit the workers (queue {queue})")
+        return queued
     return Health("Pending", "WaitingForWorkers", "no worker pod is running")
 
 

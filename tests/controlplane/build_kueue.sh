@@ -24,6 +24,20 @@ here="$(cd "$(dirname "$0")" && pwd)"
 dest="${1:-$("$here/build.sh" --dir)}"
 kueue_version=v0.14.0
 command -v go >/dev/null || { echo "kueue: needs Go (https://go.dev) on PATH" >&2; exit 1; }
+# The ProvisioningRequest CRD (autoscaling.x-k8s.io, from cluster-autoscaler's API module at
+# the version Kueue's go.mod pins), fetched on its own so that a cached controller gains it:
+# Kueue runs its provisioning admission check only where that API exists when it starts
+# (tests/k8s/test_kueue_provisioning.py installs it first).
+provreq_module=k8s.io/autoscaler/cluster-autoscaler/apis@v0.0.0-20240830133931-adfbe7e45277
+if [ ! -f "$dest/provisioningrequest-crd.yaml" ]; then
+  mkdir -p "$dest"
+  dir="$(go mod download -json "$provreq_module" | awk -F'"' '$2 == "Dir" {print $4}')"
+  [ -n "$dir" ] && [ -f "$dir/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml" ] \
+    || { echo "kueue: go mod download gave no $provreq_module CRD" >&2; exit 1; }
+  cp "$dir/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml" "$dest/provisioningrequest-crd.yaml.tmp"
+  chmod u+w "$dest/provisioningrequest-crd.yaml.tmp"
+  mv "$dest/provisioningrequest-crd.yaml.tmp" "$dest/provisioningrequest-crd.yaml"
+fi
 [ -x "$dest/kueue-controller" ] && [ -f "$dest/kueue-crds.yaml" ] && [ -f "$dest/kueue-webhooks.yaml" ] && exit 0
 mkdir -p "$dest"
 echo "control-plane: building kueue-controller (kueue $kueue_version) into $dest" >&2

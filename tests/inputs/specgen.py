@@ -108,7 +108,7 @@ VALUES: dict[tuple[type, str], st.SearchStrategy] = {
 NESTED = {(c.CampaignSpec, "generator"), (c.CampaignSpec, "targets"), (c.CampaignSpec, "tolerances"),
           (c.CampaignSpec, "budget"), (c.CampaignSpec, "timeouts"), (c.CampaignSpec, "bisect"),
           (c.CampaignSpec, "accelerator"), (c.CampaignSpec, "artifacts"), (c.CampaignSpec, "alerts"),
-          (c.CampaignSpec, "mutations"), (c.CampaignSpec, "agents")}
+          (c.CampaignSpec, "mutations"), (c.CampaignSpec, "agents"), (c.CampaignSpec, "provisioning")}
 # spec.agents, drawn whole (its invalid forms: tests/k8s/test_swarm_pure.py).
 AGENT_BUDGET = st.fixed_dictionaries({}, optional={"tokens": st.integers(1, 10**7), "toolCalls": st.integers(1, 500),
                                                    "seconds": st.floats(1e-3, 1e5)})
@@ -192,6 +192,9 @@ def valid_specs(draw: st.DrawFn, crd: bool = False) -> dict[str, Any]:
         spec["mutations"] = draw(_record(c.MutationSpec))
     if draw(st.booleans()):
         spec["agents"] = draw(AGENTS)
+    if draw(st.booleans()):  # a rule of the whole spec: a queue (its invalid forms: test_kueue_pure.py)
+        spec["provisioning"] = {"maxRunDurationSeconds": draw(st.integers(1, c.MAX_RUN_DURATION_S))}
+        spec.setdefault("queueName", "q")
     return spec
 
 

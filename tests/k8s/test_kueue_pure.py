@@ -154,3 +154,55 @@ def test_min_workers_is_checked(spec, message):
     with pytest.raises(SpecError, match=re.escape(message)):
         parse_spec(spec)
 
+
+
+PROVISIONED = {"maxRunDurationSeconds": 7200}
+MAX_RUN = f"{desired.PROVREQ_PREFIX}maxRunDurationSeconds"
+
+
+def test_provisioning_puts_its_parameters_on_every_queued_workload_for_the_provisioning_request():
+    """spec.provisioning: each queued Job and JobSet (workers, and bisectors that hold
+    accelerators) carries provreq.kueue.x-k8s.io/maxRunDurationSeconds, which Kueue copies
+    to the ProvisioningRequest it makes; a change to it is a new Job (Kueue reads it when it
+    makes the Workload), while a campaign without it keeps the template hash it had."""
+    plain = camp(queueName="q", workers=3, accelerator=TPU)
+    asked = camp(queueName="q", workers=3, accelerator=TPU, provisioning=PROVISIONED)
+    (job,), (pjob,) = (desired.worker_jobs(c, default_image="img") for c in (plain, asked))
+    assert MAX_RUN not in job["metadata"]["annotations"]
+    assert pjob["metadata"]["annotations"][MAX_RUN] == "7200"
+    assert desired.revision(asked.spec) == desired.revision(plain.spec)  # workers compute the same
+    assert desired.plan_workers(asked, [pjob], [job], False).replace == [job["metadata"]["name"]]
+    longer = camp(queueName="q", workers=3, accelerator=TPU, provisioning={"maxRunDurationSeconds": 9000})
+    (ljob,) = desired.worker_jobs(longer, default_image="img")
+    assert desired.plan_workers(longer, [ljob], [pjob], False).replace == [pjob["metadata"]["name"]]
+    # A 4-host v6e slice: one JobSet per shard, each with the parameter.
+    sliced = camp(queueName="q", workers=2, provisioning=PROVISIONED, accelerator={
+        "type": "tpu", "tpuAccelerator": "tpu-v6e-slice", "tpuTopology": "4x4", "count": 4})
+    slices = desired.worker_jobs(sliced, default_image="img")
+    assert len(slices) == 2 and all(s["kind"] == "JobSet" and s["metadata"]["annotations"][MAX_RUN] == "7200"
+                                    for s in slices)
+    sample = {"id": "f" * 20, "signature": "0" * 16, "dir": "findings/f"}
+    tpu = desired.bisector_job(asked, sample, "main-0", default_image="img")
+    assert tpu["metadata"]["annotations"][MAX_RUN] == "7200"
+    # A CPU bisector runs outside the queue: no ProvisioningRequest is made for it.
+    cpu = desired.bisector_job(camp(queueName="q", provisioning=PROVISIONED), sample, "main-0", default_image="img")
+    assert MAX_RUN not in (cpu["metadata"].get("annotations") or {})
+
+
+def test_a_provisioning_campaign_waiting_for_admission_says_it_waits_for_capacity():
+    c = camp(queueName="q", provisioning=PROVISIONED)
+    jobs = existing(c, suspend=True)
+    h = rollup.health(c.spec, jobs, [], desired.revision(c.spec), 0, None, rollup.parse_time("2026-11-29T12:00:00Z"))
+    assert (h.phase, h.reason) == ("Pending", "Queued") and "ProvisioningRequest" in h.message
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"provisioning": PROVISIONED}, "takes a queueName"),
+    ({"queueName": "q", "provisioning": {"maxRunDurationSeconds": 0}}, "between 1 and 604800"),
+    ({"queueName": "q", "provisioning": {"maxRunDurationSeconds": 8 * 24 * 3600}}, "between 1 and 604800"),
+    ({"queueName": "q", "provisioning": {}}, "required field is missing"),
+    ({"queueName": "q", "provisioning": {"maxRunDurationSecond": 60}}, "unknown field"),
+])
+def test_provisioning_is_checked(spec, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        parse_spec(spec)

@@ -469,6 +469,28 @@ class VertexSpec:
                  f"must be a Vertex AI location such as us-central1 or global, got {show(self.location)}")
 
 
+# GKE's longest flex-start run (Dynamic Workload Scheduler): 7 days; the node is reclaimed then.
+MAX_RUN_DURATION_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class ProvisioningSpec:
+    """Capacity asked for when the queue admits the campaign, through its ClusterQueue's
+    ProvisioningRequest admission check (Kueue's provisioning controller; on GKE, flex-start
+    with queued provisioning of the Dynamic Workload Scheduler, docs/operator.md): what
+    Kueue passes on to the ProvisioningRequest it makes for the queued Jobs, as their
+    `provreq.kueue.x-k8s.io/` annotations."""
+
+    # How long the provisioned nodes are kept: the run ends there, so a campaign's budget
+    # in seconds should fit in it.
+    maxRunDurationSeconds: int
+
+    def check(self, path: str) -> None:
+        _require(1 <= self.maxRunDurationSeconds <= MAX_RUN_DURATION_S, f"{path}.maxRunDurationSeconds",
+                 f"must be between 1 and {MAX_RUN_DURATION_S} (7 days, GKE's longest flex-start run), "
+                 f"got {show(self.maxRunDurationSeconds)}")
+
+
 @dataclass(frozen=True)
 class AgentBudgetSpec:
     """What one agent pod may spend on one task (`xla-sentinel agent --max-*`)."""
@@ -669,6 +691,8 @@ class CampaignSpec:
     # kueue.x-k8s.io/job-min-parallelism: it runs the shards that fit the free quota);
     # unset, all of them or none.
     minWorkers: int | None = None
+    # With queueName: capacity asked for through the queue's ProvisioningRequest check.
+    provisioning: ProvisioningSpec | None = None
     agents: AgentsSpec | None = None
 
     def check(self, path: str = "spec") -> None:
@@ -731,6 +755,10 @@ class CampaignSpec:
                      "takes a queueName: it is how many of the workers Kueue may admit")
             _require(1 <= self.minWorkers <= self.workers, f"{path}.minWorkers",
                      f"must be between 1 and workers ({self.workers}), got {show(self.minWorkers)}")
+        if self.provisioning is not None:
+            self.provisioning.check(f"{path}.provisioning")
+            _require(self.queueName is not None, f"{path}.provisioning",
+                     "takes a queueName: Kueue makes the ProvisioningRequest for the queued Jobs")
         if self.agents is not None:
             self.agents.check(f"{path}.agents")
 
