@@ -155,17 +155,22 @@ module @jit_f attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 :
 """
 
 
-def test_a_collective_in_a_shard_map_body_is_localized_to_the_op_inside(tmp_path: Path) -> None:
-    folder = tmp_path / "psum"
-    x = np.random.default_rng(4).normal(size=(8, 4)).astype(np.float32)
-    Program(folder.name, PSUM_MODULE, [x], ["f32"], provenance={"source": "test"}).save(folder / "program")
+def shard_map_finding(folder: Path, module: str, verdict: str, fault: str, seed: int) -> Path:
+    """A finding folder of `module` (one f32[8, 4] input drawn from `seed`) that `verdict`
+    on the default target with the injected `fault`."""
+    x = np.random.default_rng(seed).normal(size=(8, 4)).astype(np.float32)
+    Program(folder.name, module, [x], ["f32"], provenance={"source": "test"}).save(folder / "program")
     record = {"id": folder.name, "campaign": "test", "program": folder.name, "target": "default",
-              "verdict": "mismatch", "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
-              "dtype": "f32", "evidence": {"target_options": {},
-                                           "plugins": [fault_path("allreduce_twice")]},
+              "verdict": verdict, "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
+              "dtype": "f32", "evidence": {"target_options": {}, "plugins": [fault_path(fault)]},
               "dir": folder.name, "time": "2026-01-01T00:00:00+00:00"}
     record["signature"] = signature_id(record)
     (folder / "finding.json").write_text(json.dumps(record, indent=1))
+    return folder
+
+
+def test_a_collective_in_a_shard_map_body_is_localized_to_the_op_inside(tmp_path: Path) -> None:
+    folder = shard_map_finding(tmp_path / "psum", PSUM_MODULE, "mismatch", "allreduce_twice", 4)
 
     result = bisect_finding(folder, timeout=TIMEOUT)
 
@@ -251,16 +256,7 @@ ATAN2_MODULE = PSUM_MODULE.replace(
 
 
 def test_a_crash_in_a_shard_map_body_is_followed_to_the_op_whose_compile_aborts(tmp_path: Path) -> None:
-    folder = tmp_path / "atan2"
-    x = np.random.default_rng(5).normal(size=(8, 4)).astype(np.float32)
-    Program(folder.name, ATAN2_MODULE, [x], ["f32"], provenance={"source": "test"}).save(folder / "program")
-    record = {"id": folder.name, "campaign": "test", "program": folder.name, "target": "default",
-              "verdict": "crash", "culprit_op": None, "culprit_pass": None, "fusion_kind": None,
-              "dtype": "f32", "evidence": {"target_options": {},
-                                           "plugins": [fault_path("abort_on_pattern")]},
-              "dir": folder.name, "time": "2026-01-01T00:00:00+00:00"}
-    record["signature"] = signature_id(record)
-    (folder / "finding.json").write_text(json.dumps(record, indent=1))
+    folder = shard_map_finding(tmp_path / "atan2", ATAN2_MODULE, "crash", "abort_on_pattern", 5)
 
     result = bisect_finding(folder, timeout=TIMEOUT)
 
