@@ -58,28 +58,37 @@ kueue:
 
 # gVisor's runsc and containerd-shim-runsc-v1 (gvisor.dev/gvisor: the Go module is the
 # repository's `go` branch, so the version is a pseudo-version; its go.mod needs Go 1.26.3 or
-# newer) into a cache folder outside the tree, once: a build of GVISOR_VERSION already there is
-# kept. tests/agents/test_gvisor.py runs the local sandbox's command under that runsc.
-# CGO_ENABLED=0 is required, not a choice: runsc re-executes itself (/proc/self/exe) after
-# pivoting into an empty root, where a cgo (dynamically linked) build's ELF interpreter,
-# /lib64/ld-linux-x86-64.so.2, does not exist: every sandbox then dies with "error executing
-# umounter: fork/exec /proc/self/exe: no such file or directory". A prerequisite of `make
-# test` (the gVisor tests run in CI, not skipped): 321 s cold on the loaded 2-core machine
-# (module already downloaded), instant once built.
+# newer) into a cache folder outside the tree, once: a build of GVISOR_BUILD already there is
+# kept. tests/agents/test_gvisor.py runs the local sandbox's command under that runsc,
+# tests/node/test_agent_gvisor_node.py an agent pod under the RuntimeClass `gvisor` on the
+# real node. CGO_ENABLED=0 is required, not a choice: runsc re-executes itself
+# (/proc/self/exe) after pivoting into an empty root, where a cgo (dynamically linked)
+# build's ELF interpreter, /lib64/ld-linux-x86-64.so.2, does not exist: every sandbox then
+# dies with "error executing umounter: fork/exec /proc/self/exe: no such file or directory".
+# The shim is built from the module with one change (tests/controlplane/gvisor-shim-oom.patch):
+# it sets its own oom_score_adj to -999 and gave up where that is refused, as it is to root
+# without CAP_SYS_RESOURCE on this VM (a GKE node has the capability); it now keeps its score
+# there. A prerequisite of `make test` (the gVisor tests run in CI, not skipped): 321 s cold
+# on the loaded 2-core machine (module already downloaded), instant once built.
 GVISOR_VERSION := v0.0.0-20260905035102-160fafc42237
+GVISOR_BUILD := $(GVISOR_VERSION)+shim-oom
 GVISOR_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/xla-sentinel/gvisor
 .PHONY: gvisor
 gvisor:
 	@if [ -x "$(GVISOR_DIR)/runsc" ] && [ -x "$(GVISOR_DIR)/containerd-shim-runsc-v1" ] \
-	  && [ "$$(cat "$(GVISOR_DIR)/VERSION" 2>/dev/null)" = "$(GVISOR_VERSION)" ]; then exit 0; fi; \
+	  && [ "$$(cat "$(GVISOR_DIR)/VERSION" 2>/dev/null)" = "$(GVISOR_BUILD)" ]; then exit 0; fi; \
 	command -v go >/dev/null || { echo "gvisor: needs Go (https://go.dev) on PATH" >&2; exit 1; }; \
-	echo "gvisor: building runsc and containerd-shim-runsc-v1 ($(GVISOR_VERSION)) into $(GVISOR_DIR)" >&2; \
+	echo "gvisor: building runsc and containerd-shim-runsc-v1 ($(GVISOR_BUILD)) into $(GVISOR_DIR)" >&2; \
 	start=$$(date +%s); mkdir -p "$(GVISOR_DIR)"; tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
 	CGO_ENABLED=0 GOBIN="$$tmp" go install -trimpath \
 	  -ldflags "-s -w -X gvisor.dev/gvisor/runsc/version.version=$(GVISOR_VERSION)" \
-	  gvisor.dev/gvisor/runsc@$(GVISOR_VERSION) gvisor.dev/gvisor/shim@$(GVISOR_VERSION) && \
+	  gvisor.dev/gvisor/runsc@$(GVISOR_VERSION) && \
+	src="$$(go mod download -json gvisor.dev/gvisor@$(GVISOR_VERSION) | awk -F'"' '$$2 == "Dir" {print $$4}')" && \
+	[ -n "$$src" ] && cp -r "$$src" "$$tmp/src" && chmod -R u+w "$$tmp/src" && \
+	(cd "$$tmp/src" && git apply -p1 "$(CURDIR)/tests/controlplane/gvisor-shim-oom.patch") && \
+	(cd "$$tmp/src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$$tmp/shim" ./shim) && \
 	mv "$$tmp/runsc" "$(GVISOR_DIR)/runsc" && mv "$$tmp/shim" "$(GVISOR_DIR)/containerd-shim-runsc-v1" && \
-	echo "$(GVISOR_VERSION)" > "$(GVISOR_DIR)/VERSION" && \
+	echo "$(GVISOR_BUILD)" > "$(GVISOR_DIR)/VERSION" && \
 	echo "gvisor: built in $$(( $$(date +%s) - start )) s" >&2
 
 # The real node's NetworkPolicy engine: kube-router's network policy controller (iptables and

@@ -133,3 +133,13 @@ def test_a_corpus_of_links_runs_confined(tmp_path: Path, sandbox: Sandbox,
         bench.close()
     assert tried["verified_fix"], tried["reason"]
 
+
+
+def test_a_command_named_without_its_path_is_found_on_the_sandbox_path(tmp_path: Path, sandbox: Sandbox) -> None:
+    """A bare command name (`echo`) runs confined as it runs outside: looked up on the
+    sandbox's PATH (unshare mode exec'd it as a file of the work folder: FileNotFoundError)."""
+    import subprocess
+
+    done = subprocess.run(sandbox.argv(["echo", "confined"], tmp_path), capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "confined"), done.stderr[-2000:]

@@ -44,6 +44,12 @@ node through the API (kubelet tears their sandboxes and networks down through CN
 stops kubelet and containerd and removes whatever is left: tasks, netns mounts, the bridge,
 the iptables chain, the kubepods cgroups and every mount under its folder.
 
+gVisor: where `make gvisor` has built runsc and its containerd shim (gvisor_dir()),
+containerd gets a second runtime, `runsc` (GVISOR_HANDLER, the shim named by its path, runsc
+by runsc.toml), and `runtime_class()` creates the RuntimeClass `gvisor` with that handler,
+as GKE Sandbox's node pools have it: a pod naming it runs on gVisor's kernel (the
+`agents.runtimeClassName: gvisor` of the chart), every other pod on runc as before.
+
 A machine that lacks a kernel feature the node needs (a cgroup controller, overlayfs,
 network namespaces, bridges) raises NodeUnsupported, which tests turn into a skip naming the
 feature; a missing build is a ControlPlaneError that fails them.
@@ -109,6 +115,28 @@ TPU_TAINT = {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"
 # whatever its --root-dir (so one per machine, as the node is). Its checkpoint of which pod
 # holds which chip lies beside it, and survives a kubelet restart.
 DEVICE_PLUGINS = Path("/var/lib/kubelet/device-plugins")
+
+
+# gVisor (`make gvisor`, the Makefile's GVISOR_DIR): runsc and containerd's shim for it,
+# registered with containerd as the runtime GVISOR_HANDLER, which the RuntimeClass
+# GVISOR_RUNTIME_CLASS names (GKE Sandbox's RuntimeClass is `gvisor` too).
+GVISOR_BINARIES = ("runsc", "containerd-shim-runsc-v1")
+GVISOR_HANDLER = "runsc"
+GVISOR_RUNTIME_CLASS = "gvisor"
+
+
+def gvisor_dir() -> Path:
+    """Where `make gvisor` puts runsc and its shim: $GVISOR_DIR, else the cache's gvisor/."""
+    if os.environ.get("GVISOR_DIR"):
+        return Path(os.environ["GVISOR_DIR"])
+    return CACHE / "gvisor"
+
+
+def gvisor_binaries() -> dict[str, Path] | None:
+    """runsc and containerd-shim-runsc-v1 by name, or None where `make gvisor` has not built
+    both."""
+    found = {name: gvisor_dir() / name for name in GVISOR_BINARIES}
+    return found if all(os.access(p, os.X_OK) for p in found.values()) else None
 
 
 # The NetworkPolicy engine (build.sh kube-router, `make policy-engine`) and what its network
@@ -378,6 +406,7 @@ class RealNode:
         self.logs.mkdir(exist_ok=True)
         self.socket = self.root / "containerd" / "containerd.sock"
         self.cgroup_driver = "systemd" if self._systemd_cgroups() else "cgroupfs"
+        self.gvisor = gvisor_binaries()  # read before containerd's config, which names them
         self.containerd = _Process("containerd", [
             str(self.bins["containerd"]), "--config", str(self._containerd_config())], self.logs)
         self.scheduler = _Process("kube-scheduler", self._scheduler_argv(), self.logs)
@@ -471,7 +500,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
       [{cri}.containerd.runtimes.runc.options]
         BinaryName = "{self.bins['runc']}"
         SystemdCgroup = {str(self.cgroup_driver == 'systemd').lower()}
-  [{cri}.cni]
+{self._runsc_runtime(cd)}  [{cri}.cni]
     bin_dir = "{self.bins['cni']}"
     conf_dir = "{cni_conf}"
     max_conf_num = 1
@@ -479,6 +508,62 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         path = cd / "config.toml"
         path.write_text(text)
         return path
+
+    def _runsc_runtime(self, cd: Path) -> str:
+        """containerd's CRI runtime GVISOR_HANDLER (none where gVisor is not built): its shim
+        by path (runtime_path, so no PATH lookup finds another), which reads runsc.toml
+        (ConfigPath): which runsc, its state under the node's folder, and its flags.
+        platform systrap: no KVM on this VM (and systrap is runsc's default anyway).
+        host-uds all: a unix socket bound in a pod's emptyDir is made on the host, where the
+        pod's other containers connect to it (the agent pod's exchange socket). Without it
+        each container reaches the emptyDir through its own gofer mount, and a socket bound
+        in one is not found from the other ("No such file or directory"). The shim's other
+        way, mount hints (dev.gvisor.spec.mount.* pod annotations, by its comments set by
+        GKE's admission: the volume one gVisor-internal mount of the pod), resolves volumes
+        under /var/lib/kubelet/pods, which this node's kubelet (its root under the node's
+        folder) does not use. Cgroups
+        are runsc's own (no ignore-cgroups: it makes the pod's under kubepods like runc).
+        debug-log per sandbox and command into the node's logs, for a failing start.
+
+        This VM's root lacks CAP_SYS_RESOURCE: the stock shim (gVisor's pkg/shim/v1
+        manager.go) sets its own oom_score_adj to -999 and gives up when that is refused
+        ("failed to set OOM Score on shim: ... permission denied"); a shim built with that
+        refusal tolerated runs here (tests/node/test_agent_gvisor_node.py skips, naming the
+        refusal, where the shim gave up)."""
+        if self.gvisor is None:
+            return ""
+        cri = 'plugins."io.containerd.grpc.v1.cri"'
+        runsc_toml = cd / "runsc.toml"
+        runsc_toml.write_text(f"""binary_name = "{self.gvisor['runsc']}"
+root = "{cd / 'runsc'}"
+[runsc_config]
+  platform = "systrap"
+  host-uds = "all"
+  debug-log = "{self.logs}/runsc/%ID%/%COMMAND%.log"
+""")
+        return f"""    [{cri}.containerd.runtimes.{GVISOR_HANDLER}]
+      runtime_type = "io.containerd.runsc.v1"
+      runtime_path = "{self.gvisor['containerd-shim-runsc-v1']}"
+      [{cri}.containerd.runtimes.{GVISOR_HANDLER}.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "{runsc_toml}"
+"""
+
+    def runtime_class(self) -> str:
+        """The RuntimeClass GVISOR_RUNTIME_CLASS (handler GVISOR_HANDLER), created if missing;
+        its name. ControlPlaneError naming `make gvisor` where runsc or its shim is not built
+        (containerd has no such runtime then)."""
+        from .kit import Api  # kit imports the test tools; only needed here
+
+        if self.gvisor is None:
+            raise ControlPlaneError(f"gVisor's {' and '.join(GVISOR_BINARIES)} not built in "
+                                    f"{gvisor_dir()}: run `make gvisor`")
+        api = Api(self.cp)
+        if api.get("node.k8s.io/v1/runtimeclasses", None, GVISOR_RUNTIME_CLASS) is None:
+            api.create("node.k8s.io/v1/runtimeclasses", None, {
+                "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                "metadata": {"name": GVISOR_RUNTIME_CLASS}, "handler": GVISOR_HANDLER})
+        return GVISOR_RUNTIME_CLASS
 
     def _scheduler_argv(self) -> list[str]:
         pair = self.cp.pki.client("system:kube-scheduler")

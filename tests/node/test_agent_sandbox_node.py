@@ -109,21 +109,26 @@ print("RESULT " + json.dumps(out), flush=True)
 """
 
 
-def _chart_sandbox() -> SandboxConfig:
-    """The operator's SandboxConfig as the chart's defaults set it (its Deployment's flags)."""
-    (deployment,) = [o for o in helm_template() if o["kind"] == "Deployment"]
+def _chart_sandbox(*sets: str) -> SandboxConfig:
+    """The operator's SandboxConfig as the chart sets it (its Deployment's flags): its
+    defaults, or with these `--set` values."""
+    (deployment,) = [o for o in helm_template(*sets) if o["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     return config_from_args(container["args"][1:]).jobs.agent_sandbox
 
 
-def _agent_pod(image: str, name: str, key_secret: str) -> dict[str, Any]:
-    config = _chart_sandbox()
+def _agent_pod(image: str, name: str, key_secret: str, *sets: str,
+               runtime_script: str = RUNTIME) -> dict[str, Any]:
+    """The agent pod the operator builds with the chart's values (`sets` besides its
+    defaults), its runtime container running `runtime_script` (RUNTIME: the exchange's
+    probe and the sleeping run)."""
+    config = _chart_sandbox(*sets)
     assert config.container, "the chart's default is the sandbox container"
     env: list[EnvVar] = [{"name": "JAX_PLATFORMS", "value": "cpu"},
                          {"name": KEY_ENV, "valueFrom": {"secretKeyRef": {"name": key_secret, "key": "api-key"}}}]
     spec = agents.agent_pod(image, [], env, "default", "artifacts", config)
     (runtime,) = spec["containers"]
-    runtime["command"], runtime["args"] = ["python3", "-c", RUNTIME], []
+    runtime["command"], runtime["args"] = ["python3", "-c", runtime_script], []
     for container in [*spec["containers"], *spec["initContainers"]]:
         container["imagePullPolicy"] = "IfNotPresent"  # the image imported into containerd
         container["resources"]["requests"]["cpu"] = "100m"  # see the module's docstring

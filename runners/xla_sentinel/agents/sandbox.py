@@ -201,7 +201,9 @@ def main(args: list[str]) -> None:
     _mount("-t", "proc", "proc", root + "/proc")
     os.chroot(root)
     os.chdir(work)
-    os.execve(command[0], command, env)
+    # The command's name is looked up on the sandbox's own PATH, as bwrap does (execve would
+    # take a bare `sleep` for a file in the work folder).
+    os.execvpe(command[0], command, env)
 
 
 if __name__ == "__main__":
