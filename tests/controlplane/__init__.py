@@ -13,7 +13,8 @@ kube-controller-manager; no scheduler, no kubelet). Where a test's pods go is on
   places pods), where no container must run but placement and pod phases matter: GKE TPU
   and CPU node pools in tests/k8s/test_kwok.py and bench/operator_scale.py --kwok-nodes;
   with Kueue's controller manager beside the control plane (kueue.py, as jobset.py runs
-  JobSet's) in tests/k8s/test_kueue.py; with JobSet's (jobset.py) in tests/k8s/test_jobset.py,
+  JobSet's) in tests/k8s/test_kueue.py, and with both in tests/k8s/test_kueue_jobset.py (Kueue
+  admits the operator's slice JobSets); with JobSet's (jobset.py) in tests/k8s/test_jobset.py,
   test_jobset_operator.py and test_jobset_maintenance.py, whose multi-host slices run on two
   v6e 4x4 pools (tests/k8s/conftest.py's `slice_pools`), a host failed (with the exit code
   the test gives) or completed by a kwok stage the test selects with a label on its pod

@@ -58,10 +58,22 @@ def binaries() -> dict[str, Path]:
     return found
 
 
+# Ports free_port() has handed out in this process. The kernel may give the same free port
+# to two binds in a row once the first socket is closed (1 pair in 20,000 here), and two
+# components started with one port lose one of them at start: it happened to kwok's
+# scheduler and node-lifecycle controller in a CI run (tests/controlplane/kwok.py).
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on 127.0.0.1 now, never one this process was given before."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 class Component:

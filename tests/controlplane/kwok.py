@@ -35,11 +35,14 @@ from __future__ import annotations
 import concurrent.futures
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .cluster import Component, ControlPlane, ControlPlaneError, cache_dir, free_port
+from .cluster import Component, ControlPlane, ControlPlaneError, cache_dir
+
+if TYPE_CHECKING:
+    from .kit import Api
 
 KWOK = "kwok"
 STAGES = "kwok-stages"  # kwok's kustomize/stage folder, copied by build.sh
@@ -52,6 +55,16 @@ TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 TPU_RESOURCE = "google.com/tpu"
 TPU_TAINT = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"  # kube-apiserver's on a new Node
+NODE_LEASES = ("coordination.k8s.io/v1/leases", "kube-node-lease")
+
+# kube-scheduler and the node lifecycle controller serve nothing here (their HTTPS port is
+# only for health and metrics, which nothing reads). Each once got a port from
+# cluster.free_port(), which can hand out the same free port twice in a row: in a CI run
+# both were given 41385, the lifecycle controller exited at once on "bind: address already
+# in use", no node lost its not-ready taint and add_pool waited out its 300 s. kwok's own
+# server (port-forward, logs, exec, metrics: kwokctl's) stays off for the same reason.
+SERVING_OFF = ("--secure-port=0",)
 
 # kwok's stages used, by their path under kustomize/stage.
 KWOK_STAGES = ("node/fast/node-initialize.yaml",
@@ -181,8 +194,7 @@ class Kwok:
                          # kwok's default of 4 concurrent stage plays moves a few pods a
                          # second on a loaded machine: a revision of 4,096 pods took minutes.
                          "podPlayStageParallelism": parallelism,
-                         "nodePlayStageParallelism": parallelism,
-                         "serverAddress": f"127.0.0.1:{free_port()}"}},
+                         "nodePlayStageParallelism": parallelism}},
             *stages()]))
         kwok_pair = cp.pki.client("kwok", ("system:masters",))
         kwok_config = cp.write_kubeconfig("kwok", kwok_pair)
@@ -193,12 +205,10 @@ class Kwok:
         sched_config = cp.write_kubeconfig("system:kube-scheduler", pair)
         # The same flags as the real node's scheduler (node.py), and a client rate fit for
         # thousands of pods (and, in the lifecycle controller, untainting 1,000 nodes) where a
-        # bench asks for one.
+        # bench asks for one. No process here listens on a port (see SERVING_OFF).
         self.scheduler = Component("kube-scheduler", [
             str(scheduler_bin), f"--kubeconfig={sched_config}",
-            f"--authentication-kubeconfig={sched_config}",
-            f"--authorization-kubeconfig={sched_config}",
-            "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            "--leader-elect=false", *SERVING_OFF,
             f"--kube-api-qps={client_qps}", f"--kube-api-burst={2 * client_qps}", "-v=1"],
             self.root)
         # The node lifecycle controller lifts the not-ready taint kube-apiserver puts on every
@@ -208,9 +218,7 @@ class Kwok:
         lc_config = cp.write_kubeconfig("xs:kwok-node-lifecycle", lc_pair)
         self.lifecycle = Component("node-lifecycle", [
             str(cp.bins["kube-controller-manager"]), f"--kubeconfig={lc_config}",
-            f"--authentication-kubeconfig={lc_config}", f"--authorization-kubeconfig={lc_config}",
-            "--leader-elect=false", "--controllers=node-lifecycle-controller",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            "--leader-elect=false", "--controllers=node-lifecycle-controller", *SERVING_OFF,
             # A lease renewed late (kwok behind on 1,000 of them on a loaded machine) would
             # mark its node's pods NotReady after the default 40 s, and kwok's stages, unlike
             # a kubelet's status loop, never make a Running pod Ready again.
@@ -227,7 +235,10 @@ class Kwok:
         return self
 
     def add_pool(self, pool: NodePool, timeout: float = 300, threads: int = 8) -> list[str]:
-        """Create the pool's nodes and wait until kwok reports every one Ready."""
+        """Create the pool's nodes and wait until every one is schedulable(): kwok reports it
+        Ready and the lifecycle controller has lifted its not-ready taint. A component that
+        exits meanwhile ends the wait at once (its log's tail); a timeout says, per node, what
+        is missing (diagnosis)."""
         from .kit import Api  # kit imports the operator's client; keep it off module import
 
         api = Api(self.cp)
@@ -246,11 +257,40 @@ class Kwok:
                      if schedulable(n)}
             if want <= ready:
                 return names
-            self.kwok.check_alive()
+            # All three: without the lifecycle controller a node stays tainted not-ready,
+            # without the scheduler no pod lands; either ends here with its log's tail.
+            self.check_alive()
             if time.monotonic() > deadline:
                 raise ControlPlaneError(f"{len(want & ready)} of {len(want)} nodes of {pool.name} "
-                                        f"Ready and untainted in {timeout:.0f} s:\n{self.kwok.tail()}")
+                                        f"Ready and untainted in {timeout:.0f} s:\n"
+                                        f"{self.diagnosis(api, names)}")
             time.sleep(0.5)
+
+    def diagnosis(self, api: Api, names: list[str]) -> str:
+        """What stands between each node of `names` and schedulable(): whether it exists, its
+        Ready condition (kwok's node-initialize and heartbeat), its taints (the lifecycle
+        controller lifts not-ready), its Lease's renewal (kwok's heartbeat-with-lease); then
+        the tail of each component's log and whether it still runs."""
+        lines = []
+        for name in names:
+            node = api.get("v1/nodes", None, name)
+            if node is None:
+                lines.append(f"  {name}: absent")
+                continue
+            cond = next((c for c in (node.get("status") or {}).get("conditions") or []
+                         if c["type"] == "Ready"), None)
+            ready = "no Ready condition" if cond is None else \
+                f"Ready={cond['status']} ({cond.get('reason')}, heartbeat {cond.get('lastHeartbeatTime')})"
+            taints = [f"{t['key']}:{t['effect']}" for t in node["spec"].get("taints") or []]
+            lease = api.get(*NODE_LEASES, name)
+            renewed = "no Lease" if lease is None else \
+                f"Lease renewed {lease['spec'].get('renewTime')} by {lease['spec'].get('holderIdentity')}"
+            lines.append(f"  {name}: {ready}; taints {taints}; {renewed}")
+        for c in self.components:
+            state = "running" if c.proc is not None and c.proc.poll() is None else \
+                f"exited {c.proc.returncode}" if c.proc is not None else "not started"
+            lines.append(f"-- {c.name} ({state}), {c.log_path}:\n{c.tail()}")
+        return "\n".join(lines)
 
     def check_alive(self) -> None:
         for c in self.components:
@@ -279,7 +319,7 @@ def schedulable(node: dict[str, Any]) -> bool:
     lifecycle controller)."""
     status = node.get("status") or {}
     return any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or []) \
-        and not any(t["key"] == "node.kubernetes.io/not-ready" for t in node["spec"].get("taints") or [])
+        and not any(t["key"] == NOT_READY_TAINT for t in node["spec"].get("taints") or [])
 
 
 def fail_pod(api: Any, namespace: str, pod: str, exit_code: int, reason: str = "Error") -> None:

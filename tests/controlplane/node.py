@@ -570,8 +570,9 @@ root = "{cd / 'runsc'}"
         config = self.cp.write_kubeconfig("system:kube-scheduler", pair)
         return [str(self.bins["kube-scheduler"]), f"--kubeconfig={config}",
                 f"--authentication-kubeconfig={config}", f"--authorization-kubeconfig={config}",
-                "--leader-elect=false", "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}", "-v=1"]
+                # Its HTTPS port serves only health and metrics, which nothing reads: off, so
+                # it cannot collide with another component's (kwok.py SERVING_OFF).
+                "--leader-elect=false", "--secure-port=0", "-v=1"]
 
     def _lifecycle_argv(self) -> list[str]:
         """A second kube-controller-manager for what a real kubelet needs of the control
@@ -588,7 +589,7 @@ root = "{cd / 'runsc'}"
                 f"--authentication-kubeconfig={config}", f"--authorization-kubeconfig={config}",
                 "--leader-elect=false", f"--controllers={','.join(NODE_CONTROLLERS)}",
                 f"--root-ca-file={self.cp.pki.ca}",
-                "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                "--secure-port=0",  # as the scheduler's
                 "--node-monitor-period=2s", "-v=1"]
 
     def _coredns_argv(self) -> list[str]:

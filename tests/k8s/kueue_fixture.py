@@ -6,11 +6,13 @@ conftest.py's `jobset` fixture is its model."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from controlplane import kueue as kueue_cp
 from controlplane.cluster import ControlPlane
-from controlplane.kueue import KueueController
+from controlplane.kit import Api
+from controlplane.kueue import WORKLOADS, KueueController
 
 skip_unbuilt = pytest.mark.skipif(not kueue_cp.built(),
                                   reason="Kueue not built: run `make kueue`")
@@ -25,3 +27,10 @@ def kueue_controller(control_plane: ControlPlane, ns: str) -> Iterator[KueueCont
     controller = KueueController(control_plane, [ns]).start()
     yield controller
     controller.stop()
+
+
+def workload_for(api: Api, ns: str, kind: str, name: str) -> dict[str, Any] | None:
+    """The Workload Kueue made for the `kind` (Job, JobSet) named `name`: it owns it."""
+    return next((w for w in api.all(WORKLOADS, ns)
+                 if any(o["kind"] == kind and o["name"] == name
+                        for o in w["metadata"].get("ownerReferences") or [])), None)

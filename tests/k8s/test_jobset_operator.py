@@ -13,7 +13,8 @@ them to their leader's pool), kwok turns them Running and Ready, fails the host 
 labels for kwok's chaos stage (exit 1: `kwok.fail_pod`), completes the hosts it labels for
 the gated pod-complete stage (exit 0: `kwok.complete_pod`) and ends deleted pods as a
 kubelet would (kwok.py's POD_TERMINATE). Nothing here binds a pod or writes a pod's status.
-Mocked, because it cannot exist here: Kueue, which is the test unsuspending the JobSet."""
+Kueue is played by the test here (it unsuspends the JobSet), to keep the operator's side
+fast; tests/k8s/test_kueue_jobset.py runs the real Kueue with JobSet."""
 
 from __future__ import annotations
 
