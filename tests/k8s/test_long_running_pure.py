@@ -163,7 +163,8 @@ def test_the_workers_read_back_the_spec_from_its_fields_set(data: dict[str, Any]
     spec = parse_spec(data)
     sent = json.loads(json.dumps(desired.worker_spec(spec)))
     back = parse_spec(sent)
-    assert back == dataclasses.replace(spec, suspend=False, alerts=AlertSpec(), agents=None, minWorkers=None)
+    assert back == dataclasses.replace(spec, suspend=False, alerts=AlertSpec(), agents=None, minWorkers=None,
+                                       provisioning=None)
     # Nothing at its default is sent: what the operator's defaults add is not in the hash.
     for key, value in sent.items():
         assert value != dataclasses.asdict(CampaignSpec()).get(key, object()), key
