@@ -41,7 +41,10 @@ its memory sampled every 0.1 s for 30 s, the campaign's spec changed and the tim
 status shows the new observedGeneration measured, with how many reports the new operator had
 ingested by then (and how many still waited in its backlog). Stages add up, so the memory per
 1,000 reports is the slope between them. --trace-memory runs the restarted operator under
-tracemalloc and writes its largest allocation sites to a file.
+tracemalloc and writes its largest allocation sites to a file. Either way the operator writes
+Python's allocator statistics (sys._debugmallocstats) to its log before it is restarted, 30 s
+after the restart and once every report is ingested: the bytes live objects fill against the
+arenas held, i.e. how much of the memory is live and how much is free space the heap keeps.
 
     .venv/bin/python bench/operator_scale.py --restart 750,750 [--trace-memory]
 """
@@ -54,6 +57,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -476,28 +480,49 @@ def parse_spec(data, path="spec"):
 runtime.parse_spec = parse_spec
 sys.exit(run(sys.argv[1:]))
 """
-OPERATOR = "import sys; from xla_sentinel_operator.main import run; sys.exit(run(sys.argv[1:]))"
+# The operator, which on SIGUSR1 writes Python's allocator statistics to its log (stderr):
+# how much of its memory live objects fill and how much is free in pymalloc's arenas.
+OPERATOR = ("import signal, sys; signal.signal(signal.SIGUSR1, lambda *_: sys._debugmallocstats()); "
+            "from xla_sentinel_operator.main import run; sys.exit(run(sys.argv[1:]))")
 # --restart --trace-memory: the restarted operator under tracemalloc; its largest allocation
-# sites (by line, the live ones at the peak of traced memory) go to the file in $XS_TRACE.
+# sites (by line, the live ones at the peak of traced memory, and 30 s after the start) go to
+# the file in $XS_TRACE. Snapshots are taken in the operator's event loop, from its start
+# (Runtime.start) on. Under tracemalloc the operator takes tens of seconds to import and
+# start on a loaded machine: the bench waits for its /metrics before the 30 s begin.
 TRACED_OPERATOR = """
-import os, sys, threading, time, tracemalloc
-tracemalloc.start(8)
-def watch():
+import asyncio, os, signal, sys, time, tracemalloc
+tracemalloc.start(6)
+signal.signal(signal.SIGUSR1, lambda *_: sys._debugmallocstats())
+from xla_sentinel_operator import runtime
+def write(f, title, snap, size):
+    f.write(f"{title}: {size / 2**20:.0f} MiB traced\\n")
+    for group, n in (("filename", 12), ("lineno", 25)):
+        f.write(f"by {group}:\\n")
+        for stat in snap.statistics(group)[:n]:
+            f.write(f"{stat.size / 2**20:7.1f} MiB {stat.count:8d} blocks  {stat.traceback[0]}\\n")
+    f.write("by traceback (innermost first):\\n")
+    for stat in snap.statistics("traceback")[:15]:
+        f.write(f"{stat.size / 2**20:7.1f} MiB {stat.count:8d} blocks\\n")
+        for frame in stat.traceback:
+            f.write(f"      {frame}\\n")
+async def watch():
     best, snap = 0, None
     t0 = time.monotonic()
-    while time.monotonic() - t0 < 40:
+    while time.monotonic() - t0 < 30:
         now = tracemalloc.get_traced_memory()[0]
         if now > best * 1.05:
             best, snap = now, tracemalloc.take_snapshot()
-        time.sleep(0.5)
+        await asyncio.sleep(0.5)
+    late = tracemalloc.take_snapshot()
     with open(os.environ["XS_TRACE"], "w") as f:
-        f.write(f"traced peak {tracemalloc.get_traced_memory()[1] / 2**20:.0f} MiB, "
-                f"snapshot at {best / 2**20:.0f} MiB\\n")
-        for group, n in (("filename", 12), ("lineno", 20)):
-            f.write(f"by {group}:\\n")
-            for stat in snap.statistics(group)[:n]:
-                f.write(f"{stat.size / 2**20:7.1f} MiB {stat.count:8d} blocks  {stat.traceback[0]}\\n")
-threading.Thread(target=watch, daemon=True).start()
+        f.write(f"traced peak {tracemalloc.get_traced_memory()[1] / 2**20:.0f} MiB\\n")
+        write(f, "at the largest snapshot", snap, best)
+        write(f, "30 s after the start", late, tracemalloc.get_traced_memory()[0])
+_start = runtime.Runtime.start
+async def start(self):
+    await _start(self)
+    self.spawn(asyncio.create_task(watch()))
+runtime.Runtime.start = start
 from xla_sentinel_operator.main import run
 sys.exit(run(sys.argv[1:]))
 """
@@ -524,7 +549,11 @@ def operator_log() -> IO[bytes]:
 
 def stop_operator(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
-    proc.wait(30)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:  # under tracemalloc kopf's shutdown can take longer
+        proc.kill()
+        proc.wait(30)
 
 
 def upgrade(cp: ControlPlane, api: Api, args: argparse.Namespace, proc: subprocess.Popen[bytes],
@@ -675,7 +704,8 @@ def scale(args: argparse.Namespace) -> None:
 def metric(port: int, name: str) -> float:
     """One sample of the operator's /metrics (0 when absent)."""
     import urllib.request
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+    # 60 s: an operator under tracemalloc (--trace-memory) stalls while it takes a snapshot.
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
         for line in r.read().decode().splitlines():
             if line.startswith(name + " ") or line.startswith(name + "{"):
                 return float(line.rsplit(" ", 1)[1])
@@ -784,6 +814,8 @@ def restart(args: argparse.Namespace) -> None:
                 steady = memory_kib(proc.pid)["VmRSS"] / 1024
                 print(f"stage {i + 1}: {n} workers' pods and reports written, rolled up and ingested "
                       f"in {time.perf_counter() - t:.0f} s; operator {steady:.0f} MiB", flush=True)
+                proc.send_signal(signal.SIGUSR1)  # the grown operator's allocator, for comparison
+                time.sleep(1)
                 stop_operator(proc)
                 port = free_port()
                 if args.trace_memory:
@@ -792,8 +824,18 @@ def restart(args: argparse.Namespace) -> None:
                 proc = start_operator(cp, api, args, TRACED_OPERATOR if args.trace_memory else OPERATOR,
                                       metrics_port=port)
                 sampler = RssSampler(proc.pid)
+                while args.trace_memory:
+                    with contextlib.suppress(OSError):
+                        metric(port, "xlasentinel_reports_ingested_total")
+                        break
+                    if proc.poll() is not None:
+                        break
+                    time.sleep(0.5)
                 time.sleep(30)
+                if proc.poll() is not None:
+                    raise SystemExit(f"the restarted operator exited ({proc.returncode}); its log is above")
                 after = memory_kib(proc.pid)["VmRSS"] / 1024
+                proc.send_signal(signal.SIGUSR1)  # the allocator's statistics 30 s on, in its log
                 ingested_30 = metric(port, "xlasentinel_reports_ingested_total")
                 gen = int(api.patch(f"{API}/fuzzcampaigns", NS, name,
                                     {"spec": {"seed": 1}})["metadata"]["generation"])
@@ -810,6 +852,7 @@ def restart(args: argparse.Namespace) -> None:
                     time.sleep(0.5)
                 peak, at = sampler.stop()
                 drained = memory_kib(proc.pid)["VmRSS"] / 1024
+                proc.send_signal(signal.SIGUSR1)  # and once every report is ingested
                 rows.append(f"| {total} | {steady:.0f} | {after:.0f} | {peak:.0f} (at {at:.0f} s) | "
                             f"{drained:.0f} | {observed:.1f} s | {ingested_30:.0f}, {ingested:.0f} "
                             f"({backlog:.0f} waiting) |")

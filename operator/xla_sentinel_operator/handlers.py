@@ -75,6 +75,16 @@ WATCH_SELECTORS: dict[tuple[str, str, str], str] = {
     # Worker pods (their disruptions): never every pod of the cluster.
     ("", "v1", "pods"): f"{desired.ROLE_LABEL}=worker,{CAMPAIGN_LABEL}",
 }
+# Worker pods are watched for their disruptions only (the disrupted_pods index), and a
+# disrupted Job pod ends Failed before it goes (unless force-deleted): the Job controller's
+# tracking finalizer holds it until it is terminal, with its DisruptionTarget condition kept.
+# So only Failed pods are listed and streamed. Every pod whole, a restarted operator held 4,096
+# Pending or Running pods (about 25 KiB each as Python objects) at once until its indexes
+# were filled, and kept the heap they had spread over (docs/operator.md, the restarted
+# operator); and every running pod's status change streamed through it.
+WATCH_FIELD_SELECTORS: dict[tuple[str, str, str], str] = {
+    ("", "v1", "pods"): "status.phase=Failed",
+}
 
 
 def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
@@ -104,6 +114,8 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     # Reports are a kind of their own (WorkerReport) and need no selector.
     for resource, selector in WATCH_SELECTORS.items():
         settings.watching.label_selectors[resource] = selector
+    for resource, selector in WATCH_FIELD_SELECTORS.items():
+        settings.watching.field_selectors[resource] = selector
 
 
 def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
@@ -161,7 +173,8 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
             "status": _raw(JobStatus, body.status)}}
 
     # Worker pods, keeping only the disrupted ones (evicted, preempted, drained): their
-    # failure policy ignores them, so the roll-up counts them (rollup.disruptions).
+    # failure policy ignores them, so the roll-up counts them (rollup.disruptions). Only
+    # Failed pods come here (WATCH_FIELD_SELECTORS): a disrupted one is counted once terminal.
     @kopf.index("", "v1", "pods", labels={CAMPAIGN_LABEL: kopf.PRESENT,
                                           desired.ROLE_LABEL: "worker"}, registry=registry,
                 id="disrupted_pods")
@@ -251,18 +264,24 @@ def register(registry: kopf.OperatorRegistry, rt: Runtime) -> None:
         key = (_namespace(body), body.metadata.labels.get(CAMPAIGN_LABEL, ""))
         if not campaigns.get(key):
             return
-        obj = ingest.essentials(_raw(WorkerReportBody, body))
+        name = body.metadata.name
 
-        async def ingest_report() -> None:
+        async def ingest_report(obj: WorkerReportBody | None) -> None:
             # The campaign as it is when the report's turn comes (the index is live): its
             # spec may have changed while the report waited.
             found = list(campaigns.get(key, []))
-            if found:
+            if not found:
+                return
+            if obj is None:  # the backlog kept only the name (runtime.Backlog)
+                obj = await ingest.read_report(rt, key[0], name)
+            if obj is not None:
                 await ingest.report_object(rt, rt.campaign(found[0]), obj)
 
         # Ingested by the backlog's workers, not in kopf's task of this object: a restarted
-        # operator gets every report at once (runtime.Backlog).
-        await rt.backlog.put((key[0], obj["metadata"]["name"]), ingest_report)
+        # operator gets every report at once (runtime.Backlog). The closure holds no body:
+        # the backlog keeps the report, or past its bound only the name.
+        await rt.backlog.put((key[0], name), ingest_report,
+                             ingest.essentials(_raw(WorkerReportBody, body)))
 
     # BugSignature: people set spec.state (alert retries and re-sends: periodic.py).
     @kopf.on.field(group=GROUP, version=VERSION, plural=SIGNATURES, registry=registry,

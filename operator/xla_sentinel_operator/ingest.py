@@ -61,6 +61,12 @@ def essentials(obj: WorkerReportBody) -> WorkerReportBody:
     return cast(WorkerReportBody, {"metadata": kept, "spec": dict(obj.get("spec") or {})})
 
 
+async def read_report(rt: Runtime, namespace: str, name: str) -> WorkerReportBody | None:
+    """A WorkerReport read from the API, as essentials() keeps it; None once it is gone."""
+    obj = await rt.api.get(path(API_VERSION, REPORT_PLURAL, namespace, name), WorkerReportBody)
+    return essentials(obj) if obj is not None else None
+
+
 async def ingest_result_once(rt: Runtime, c: desired.Campaign, name: str, key: str,
                              result: Result) -> None:
     """A result object ingests once per content (`key`); its events and the catch-up

@@ -29,6 +29,7 @@ from .bodies import (
     PeerEntry,
     annotations_of,
 )
+from .bodies import WorkerReport as WorkerReportBody
 from .config import Config
 from .kube import ApiError, Kube, path
 from .metrics import Liveness, Metrics, serve, serve_page
@@ -40,9 +41,16 @@ CONFLICT_ATTEMPTS = 5
 # that a restarted operator's thousands of listed reports never crowd out, in the API
 # client's connection pool and the event loop, the campaigns' own handlers and roll-ups.
 INGEST_WORKERS = 8
+# Waiting ingestions that keep their report's content (Backlog); the others keep only the
+# report's name and read it from the API at their turn.
+BODIES_KEPT = 256
 log = structlog.get_logger("xla_sentinel_operator")
 
 Key = tuple[str, str]
+# An ingestion, given the report as its event brought it (bodies.WorkerReport, the parts
+# ingest.essentials keeps), or None where the backlog kept only the name: then it reads
+# the report from the API.
+Ingestion = Callable[[WorkerReportBody | None], Awaitable[None]]
 
 
 class Backlog:
@@ -56,12 +64,23 @@ class Backlog:
     ingestion here and returns. A newer event of a report still waiting replaces the older
     one (a report is cumulative: only its latest content needs ingesting), and one report is
     never ingested by two workers at once. A failed ingestion is logged: the periodic
-    re-ingestion (ingest.catch_up) finds it by its fingerprint and tries again."""
+    re-ingestion (ingest.catch_up) finds it by its fingerprint and tries again.
 
-    def __init__(self, workers: int = INGEST_WORKERS) -> None:
+    At most `bodies_kept` waiting ingestions keep the report their event brought; past
+    that, only the report's name is kept and the ingestion reads the report from the API at
+    its turn (the newest content, as a replacing event would bring). A restarted operator's
+    listing puts every report here at once, and a worker's report is up to 512 KiB: kept
+    whole, thousands would stay through the whole drain, their memory then held by a heap
+    that gives back only empty arenas (docs/operator.md, the restarted operator). An
+    operator that keeps up (a few reports waiting) reads nothing more."""
+
+    def __init__(self, workers: int = INGEST_WORKERS, bodies_kept: int = BODIES_KEPT) -> None:
         self.workers = workers
-        self.pending: dict[Key, Callable[[], Awaitable[None]]] = {}
+        self.bodies_kept = bodies_kept
+        # key -> (ingestion, the report it was put with, or None: read it at its turn)
+        self.pending: dict[Key, tuple[Ingestion, WorkerReportBody | None]] = {}
         self.running: set[Key] = set()
+        self.kept = 0  # pending entries holding a report
         self._ready = asyncio.Condition()
 
     def __len__(self) -> int:
@@ -71,19 +90,35 @@ class Backlog:
         """Whether the report's ingestion waits or runs here (catch_up leaves it alone)."""
         return key in self.pending or key in self.running
 
-    async def put(self, key: Key, work: Callable[[], Awaitable[None]]) -> None:
-        self.pending[key] = work
+    async def put(self, key: Key, work: Ingestion, report: WorkerReportBody | None = None) -> None:
+        """Ingest `report` (the event's) with `work`; past `bodies_kept` waiting reports
+        `work` gets None and reads it. A newer event of a waiting report takes its place."""
+        before = self.pending.get(key)
+        if before is not None and before[1] is not None:
+            self.kept -= 1
+        if report is not None and self.kept >= self.bodies_kept:
+            report = None
+        if report is not None:
+            self.kept += 1
+        self.pending[key] = (work, report)  # a replaced key keeps its place in the order
         async with self._ready:
             self._ready.notify()
 
+    def _take(self, key: Key) -> tuple[Ingestion, WorkerReportBody | None]:
+        item = self.pending.pop(key)
+        if item[1] is not None:
+            self.kept -= 1
+        return item
+
     def drop(self, key: Key) -> None:
         """The report is gone: nothing of it left to ingest."""
-        self.pending.pop(key, None)
+        if key in self.pending:
+            self._take(key)
 
-    def _next(self) -> tuple[Key, Callable[[], Awaitable[None]]] | None:
+    def _next(self) -> tuple[Key, Ingestion, WorkerReportBody | None] | None:
         for key in self.pending:  # oldest first (dicts keep insertion order)
             if key not in self.running:
-                return key, self.pending.pop(key)
+                return key, *self._take(key)
         return None
 
     async def work(self) -> None:
@@ -94,10 +129,10 @@ class Backlog:
                 item = self._next()
             if item is None:  # another worker took it between the wake-up and here
                 continue
-            key, job = item
+            key, job, report = item
             self.running.add(key)
             try:
-                await job()
+                await job(report)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # one report's failure must not end the worker

@@ -30,7 +30,7 @@ from xla_sentinel.cluster.report import (
 )
 from xla_sentinel_operator.config import Config
 from xla_sentinel_operator.kube import Kube, path
-from xla_sentinel_operator.runtime import INGEST_WORKERS
+from xla_sentinel_operator.runtime import INGEST_WORKERS, Backlog
 
 from .conftest import API, RunningOperator, campaign, create, eventually
 from .test_lifecycle import jobs, status
@@ -120,6 +120,9 @@ async def test_a_restarted_operator_rolls_up_a_spec_change_while_its_reports_wai
 
     op = RunningOperator(operator_config())
     rt = op.runtime
+    # Past a quarter of the reports the backlog keeps only names: those ingestions read
+    # their report from the API at their turn.
+    rt.backlog = Backlog(bodies_kept=REPORTS // 4)
     held = [rt.lock(ns, sig) for sig in SIGNATURES]
     for lock in held:
         await lock.acquire()  # not yet bound to a loop: the operator's loop waits on it
@@ -128,6 +131,8 @@ async def test_a_restarted_operator_rolls_up_a_spec_change_while_its_reports_wai
         # Every report is listed and waits; only INGEST_WORKERS of them are taken up.
         await eventually(lambda: len(rt.backlog) == REPORTS, timeout=120)
         assert len(rt.backlog.running) <= INGEST_WORKERS
+        assert rt.backlog.kept == sum(r is not None for _, r in rt.backlog.pending.values())
+        assert rt.backlog.kept <= REPORTS // 4
         assert not hits(api, ns)  # nothing ingested yet: every signature is held
 
         generation = api.patch(f"{API}/fuzzcampaigns", ns, "nightly", {"spec": {"seed": 7}})[

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from kopf._cogs.aiokits import aiotoggles
+from xla_sentinel_operator.bodies import WorkerReport
 from xla_sentinel_operator.main import GatedToggleSet, gate_kopf_readiness
 from xla_sentinel_operator.runtime import Backlog
 
@@ -69,7 +70,7 @@ async def test_the_backlog_ingests_the_latest_of_a_report_once_at_a_bounded_conc
     release = asyncio.Event()
 
     def ingestion(name: str, version: int):  # type: ignore[no-untyped-def]
-        async def work() -> None:
+        async def work(_: object) -> None:
             nonlocal running, most
             running += 1
             most = max(most, running)
@@ -101,6 +102,57 @@ async def test_the_backlog_ingests_the_latest_of_a_report_once_at_a_bounded_conc
         assert done.index(("r0", 1)) < done.index(("r0", 2))
         assert not any(name == "r11" for name, _ in done)
         assert len(done) == 20  # 19 reports (r11 dropped), r0 twice
+    finally:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+
+def report_body(name: str, version: int) -> WorkerReport:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": str(version)},
+            "spec": {"result": f"{name} at version {version}"}}
+
+
+async def test_the_backlog_keeps_at_most_its_bound_of_reports_and_the_rest_by_name() -> None:
+    # A restarted operator's listing puts every report here at once: past the bound only
+    # the name waits, and the ingestion is handed None (it then reads the report itself).
+    backlog = Backlog(workers=2, bodies_kept=5)
+    given: dict[str, WorkerReport | None] = {}
+
+    def ingestion(name: str):  # type: ignore[no-untyped-def]
+        async def work(report: WorkerReport | None) -> None:
+            given[name] = report
+
+        return work
+
+    for i in range(50):
+        await backlog.put(("ns", f"r{i}"), ingestion(f"r{i}"), report_body(f"r{i}", 1))
+        held = [r for _, r in backlog.pending.values() if r is not None]
+        assert len(held) == backlog.kept <= 5
+    assert len(backlog) == 50 and backlog.kept == 5
+    assert [k[1] for k, (_, r) in backlog.pending.items() if r is not None] == [f"r{i}" for i in range(5)]
+    # A newer event of a report kept whole replaces it, within the bound; one of a report
+    # kept by name stays by name while the bound is full.
+    await backlog.put(("ns", "r2"), ingestion("r2"), report_body("r2", 2))
+    await backlog.put(("ns", "r40"), ingestion("r40"), report_body("r40", 2))
+    assert backlog.kept == 5 and backlog.pending[("ns", "r40")][1] is None
+    assert backlog.pending[("ns", "r2")][1] == report_body("r2", 2)
+    backlog.drop(("ns", "r3"))  # deleted while it waited: its place is free again
+    assert backlog.kept == 4
+    await backlog.put(("ns", "r41"), ingestion("r41"), report_body("r41", 2))
+    assert backlog.pending[("ns", "r41")][1] == report_body("r41", 2) and backlog.kept == 5
+
+    workers = [asyncio.create_task(backlog.work()) for _ in range(backlog.workers)]
+    try:
+        for _ in range(200):
+            if not len(backlog):
+                break
+            await asyncio.sleep(0.01)
+        assert not len(backlog) and backlog.kept == 0
+        assert len(given) == 49 and "r3" not in given
+        assert {n: r for n, r in given.items() if r is not None} == {
+            "r0": report_body("r0", 1), "r1": report_body("r1", 1), "r2": report_body("r2", 2),
+            "r4": report_body("r4", 1), "r41": report_body("r41", 2)}
     finally:
         for w in workers:
             w.cancel()
