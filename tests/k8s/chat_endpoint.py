@@ -12,20 +12,23 @@ class ChatEndpoint:
 
     def __init__(self) -> None:
         self.url = ""
+        self.port = 0
         self._runner: web.AppRunner | None = None
 
     async def _handle(self, request: web.Request) -> web.Response:
         raise NotImplementedError
 
-    async def start(self) -> ChatEndpoint:
+    async def start(self, host: str = "127.0.0.1") -> ChatEndpoint:
+        """Listen on `host` (loopback; the real node's pods reach the pod bridge's host
+        address instead, tests/node/test_swarm_node.py)."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, host, 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/v1"
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://{host}:{self.port}/v1"
         return self
 
     async def close(self) -> None:

@@ -10,8 +10,11 @@ What is not real here, and why:
   OPENAI_BASE_URL, the API key from the campaign's Secret). It answers with tool calls
   read from each agent's prompt (its task, its name); it decides nothing the gate checks.
 - the node. The pods run on the fake node of tests/controlplane/kubelet.py (containers are
-  processes of this checkout's .venv, which has the `agents` extra): the runner image
-  installs `.[engine]` only, so the real node's image cannot run an agent yet.
+  processes of this checkout's .venv, which has the `agents` extra): three agents at once
+  do not fit on the real node, this 2-core machine, where an agent pod's two containers
+  request one CPU each. The runner image installs `.[engine,agents]`, and
+  tests/node/test_swarm_node.py runs one fix agent from it on the real node (its sandbox
+  container included, started by a new signature, its run kept on the artifacts volume).
 - the BugSignature the fix agent works on is created by the test, as the operator would
   after a bisection, with the repository's reproducer of a real XLA:CPU bug
   (bench/repros/shift_set_then_reshape.py, cured by disabling algsimp, not cse) as its
