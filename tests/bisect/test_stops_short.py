@@ -9,7 +9,8 @@ jaxlib, default target), bisected from their folders as the campaign wrote them
   is not reproduced.
 - s33-i1632 and s33-i2033, `crash`: the SPMD partitioner aborts in HandlePad. The pad is
   an op of @main, named by the suffix search; reduce keeps it with the region op that
-  reads it (neither fails alone) and moves a compiler failure's culprit to that region op.
+  reads it (neither fails alone) and moves a compiler failure's culprit to that region op;
+  the regions stage finds no prefix of the region's ops that crashes on its own.
 
 Nothing is mocked: real jaxlib compiles in real worker processes; the bugs are jaxlib's.
 When a fix lands (a reference for collectives outside XLA, a crash named by its abort),
@@ -94,4 +95,9 @@ def test_partitioner_pad_crash_moves_to_the_region_op_that_reads_it(bisected: An
     assert reduce["culprit_alone_fails"] is False
     assert reduce["culprit_moved"] == {"from": stages["graph"]["culprit_op"], "to": region_op}
     assert out["result"]["culprit_op"] == region_op
-    assert "skipped" in stages["regions"]
+    # The regions stage asks the region's prefixes whether they still crash: none does (the
+    # pad outside, read by the region op, is what the partitioner aborts on), so nothing
+    # inside is named and the culprit stays the region op.
+    regions = stages["regions"]
+    assert regions["inner_op"] is None and "crashes on its own" in regions["note"], regions
+    assert not any(step.get("crashes") and step.get("exposed") != "arguments" for step in regions["trail"])
