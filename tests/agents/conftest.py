@@ -5,11 +5,34 @@ agent_fixtures.py."""
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
 
 import pytest
 
 pytest.importorskip("mcp", reason="the agents extra (pip install -e '.[agents]') is not installed")
 pytest.importorskip("pydantic_ai", reason="the agents extra (pip install -e '.[agents]') is not installed")
+
+from xla_sentinel.agents.sandbox import Sandbox, SandboxError  # noqa: E402  (after the skips)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    """The local sandbox this machine can make (bubblewrap or unshare); skipped with the
+    reason where it can make none."""
+    try:
+        return Sandbox.detect()
+    except SandboxError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def listener() -> Iterator[int]:
+    """A TCP listener on this machine's loopback, for agent code to try to reach: its port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session", autouse=True)

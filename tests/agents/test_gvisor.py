@@ -17,14 +17,12 @@ import math
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from xla_sentinel.agents.sandbox import Sandbox, SandboxError
+from xla_sentinel.agents.sandbox import Sandbox
 
 
 def _gvisor_dir() -> Path:
@@ -63,22 +61,6 @@ def runsc() -> Path:
     if os.geteuid() != 0:
         pytest.skip("`runsc do` needs root here (it mounts and pivots its sandbox's root)")
     return binary
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Sandbox:
-    try:
-        return Sandbox.detect()
-    except SandboxError as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield int(s.getsockname()[1])
 
 
 def _report(out: str) -> dict[str, str]:

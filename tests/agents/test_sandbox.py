@@ -6,14 +6,12 @@ namespaces (bubblewrap or unshare, whichever is here; skipped where neither work
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from agent_fixtures import REGRESSION, SHIFT
 from xla_sentinel.agents.gate import Cure
-from xla_sentinel.agents.sandbox import Sandbox, SandboxError
+from xla_sentinel.agents.sandbox import Sandbox
 from xla_sentinel.agents.tools import Workbench
 
 PROBE = '''\
@@ -44,22 +42,6 @@ except OSError:
     seen.append("store:denied")
 raise RuntimeError("SEEN " + " ".join(seen))
 '''
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Sandbox:
-    try:
-        return Sandbox.detect()
-    except SandboxError as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield int(s.getsockname()[1])
 
 
 def _probe(bench: Workbench, tmp_path: Path, port: int) -> tuple[str, bytes]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -86,14 +85,6 @@ def can_confine() -> None:
         Sandbox.detect()
     except SandboxError as e:
         pytest.skip(str(e))
-
-
-@pytest.fixture
-def listener() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield int(s.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import threading
 import time
 import uuid
@@ -242,25 +243,27 @@ def operator_kubeconfig(control_plane: ControlPlane, api: Api) -> Path:
     return as_service_account(control_plane, api, RELEASE_NS, OPERATOR_SA)
 
 
+def make_operator_config(ns: str, kubeconfig: Path, **overrides: Any) -> Config:
+    """The Config of a test operator watching `ns` as `kubeconfig`; a group's override is a
+    dict of the fields it changes, e.g. `peering={"standalone": False}`."""
+    groups = {"jobs": JobsConfig(runner_image="runner:test", service_account=WORKER_SA),
+              # Re-sends of open alerts only where a test asks (test_alert_resend.py):
+              # elsewhere a test counts the alerts each change sends.
+              "alerting": AlertingConfig(retry_interval=0.5, resend_interval=3600,
+                                         attempts=3, backoff=0.05),
+              "metrics": MetricsConfig(host="127.0.0.1", port=0),
+              "peering": PeeringConfig(name="xla-sentinel", standalone=True)}
+    for name, group in groups.items():
+        groups[name] = dataclasses.replace(group, **overrides.pop(name, {}))
+    base: dict[str, Any] = dict(namespaces=[ns], kubeconfig=str(kubeconfig), rollup_interval=0.3)
+    base.update(overrides)
+    return Config(**base, **groups)
+
+
 @pytest.fixture
 def operator_config(ns: str, operator_kubeconfig: Path) -> Callable[..., Config]:
-    """Config(**overrides) of a test operator; a group's override is a dict of the fields
-    it changes, e.g. `peering={"standalone": False}`."""
-    def make(**overrides: Any) -> Config:
-        groups = {"jobs": JobsConfig(runner_image="runner:test", service_account=WORKER_SA),
-                  # Re-sends of open alerts only where a test asks (test_alert_resend.py):
-                  # elsewhere a test counts the alerts each change sends.
-                  "alerting": AlertingConfig(retry_interval=0.5, resend_interval=3600,
-                                             attempts=3, backoff=0.05),
-                  "metrics": MetricsConfig(host="127.0.0.1", port=0),
-                  "peering": PeeringConfig(name="xla-sentinel", standalone=True)}
-        for name, group in groups.items():
-            groups[name] = dataclasses.replace(group, **overrides.pop(name, {}))
-        base: dict[str, Any] = dict(namespaces=[ns], kubeconfig=str(operator_kubeconfig),
-                                    rollup_interval=0.3)
-        base.update(overrides)
-        return Config(**base, **groups)
-    return make
+    """make_operator_config(**overrides) for this test's namespace and operator identity."""
+    return functools.partial(make_operator_config, ns, operator_kubeconfig)
 
 
 @pytest.fixture

@@ -27,13 +27,13 @@ from typing import Any
 
 import pytest
 from controlplane.cluster import ControlPlane, ControlPlaneError
-from controlplane.kit import Api, kubectl
+from controlplane.kit import Api
 from controlplane.node import API_SERVICE_IP, GVISOR_RUNTIME_CLASS, NodeUnsupported, RealNode
 from xla_sentinel.agents.sandbox_exchange import SOCKET_ENV
 from xla_sentinel_operator import agents
 
-from .conftest import UID, wait_for
-from .test_agent_sandbox_node import KEY_ENV, MARKER, RUNTIME, SLEEP_LIMIT_S, _agent_pod, _seconds
+from .conftest import wait_for
+from .test_agent_sandbox_node import KEY_ENV, MARKER, RUNTIME, SLEEP_LIMIT_S, _agent_pod, completed
 
 # What agent code reports of its kernel in the sandbox container: the release, the kernel
 # log (gVisor's own, made up by its Sentry), the network interfaces and its uid map.
@@ -104,28 +104,8 @@ def test_agent_code_runs_on_gvisors_kernel_in_namespaces_of_its_own(
         pytest.skip(f"no gVisor pod on this machine: {NodeUnsupported.__name__}: this root lacks "
                     f"CAP_SYS_RESOURCE and gVisor's containerd shim then refuses to start: {done}")
 
-    def logs(container: str) -> str:
-        got = kubectl(control_plane, "logs", "-n", restricted_ns, name, "-c", container)
-        assert got.returncode == 0, got.stderr
-        return got.stdout
-
-    runtime_log, sandbox_log = logs(agents.RUNTIME_CONTAINER), logs(agents.SANDBOX_CONTAINER)
-    why = f"\nruntime:\n{runtime_log[-3000:]}\nsandbox:\n{sandbox_log[-3000:]}\nstatus: {done['status']}"
-    # The pod completes under gVisor as under runc: the sidecar stopped after the runtime.
-    assert done["status"]["phase"] == "Succeeded", why
-    (runtime_state,) = [s["state"] for s in done["status"]["containerStatuses"]]
-    (sandbox_state,) = [s["state"] for s in done["status"]["initContainerStatuses"]]
-    assert runtime_state["terminated"]["exitCode"] == 0, why
-    assert "terminated" in sandbox_state, why
-    stopped_after = (_seconds(sandbox_state["terminated"]["finishedAt"])
-                     - _seconds(runtime_state["terminated"]["finishedAt"]))
-    assert 0 <= stopped_after < 20, (stopped_after, why)
-
-    (line,) = [ln for ln in runtime_log.splitlines() if ln.startswith("RESULT ")]
-    result = json.loads(line.removeprefix("RESULT "))
-    assert result["kind"] == "container", why
-    assert (result["uid"], result["token"], result["namespace"]) == (UID, True, restricted_ns), why
-    assert result["key"] == key, why
+    # The pod completes under gVisor as under runc (test_agent_sandbox_node.completed).
+    result, runtime_log, sandbox_log, why = completed(control_plane, restricted_ns, done, key)
 
     # gVisor's kernel, not this machine's: both containers (one sandbox per pod) and agent
     # code in its namespaces; its kernel log is gVisor's; one interface, a loopback.
@@ -166,8 +146,7 @@ def test_agent_code_runs_on_gvisors_kernel_in_namespaces_of_its_own(
     assert not {"KUBERNETES_SERVICE_HOST", SOCKET_ENV, KEY_ENV} & (set(seen["env"]) | run_env), seen
     # Its own network namespace, whose loopback is down: not even a route to the API server.
     print(f"\nconfinement under gVisor: {confinement}; kernel {result['release']}; API server from "
-          f"the sandbox: {seen['api_server']}; groups: {seen['groups']}; sidecar stopped "
-          f"{stopped_after:.0f} s after the runtime")
+          f"the sandbox: {seen['api_server']}; groups: {seen['groups']}")
     assert seen["api_server"].startswith("OSError(101,"), seen  # ENETUNREACH
     assert result["api_host"] == API_SERVICE_IP, result
 

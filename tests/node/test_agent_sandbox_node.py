@@ -156,31 +156,7 @@ def test_agent_code_runs_in_the_sandbox_container_as_another_uid_without_the_tok
         return pod if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") else None
 
     pod = wait_for(finished, 150, f"agent pod {restricted_ns}/{name} finished", interval=1)
-
-    def logs(container: str) -> str:
-        done = kubectl(control_plane, "logs", "-n", restricted_ns, name, "-c", container)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    runtime_log, sandbox_log = logs(agents.RUNTIME_CONTAINER), logs(agents.SANDBOX_CONTAINER)
-    why = f"\nruntime:\n{runtime_log[-3000:]}\nsandbox:\n{sandbox_log[-3000:]}\nstatus: {pod['status']}"
-    # The pod completes: the sidecar is stopped once the runtime has ended, and ends on the
-    # kubelet's SIGTERM (the server's handler) instead of waiting out the grace period.
-    assert pod["status"]["phase"] == "Succeeded", why
-    (runtime_state,) = [s["state"] for s in pod["status"]["containerStatuses"]]
-    (sandbox_state,) = [s["state"] for s in pod["status"]["initContainerStatuses"]]
-    assert runtime_state["terminated"]["exitCode"] == 0, why
-    assert "terminated" in sandbox_state, why
-    stopped_after = (_seconds(sandbox_state["terminated"]["finishedAt"])
-                     - _seconds(runtime_state["terminated"]["finishedAt"]))
-    assert 0 <= stopped_after < 20, (stopped_after, why)  # the grace period is 30 s
-
-    (line,) = [ln for ln in runtime_log.splitlines() if ln.startswith("RESULT ")]
-    result = json.loads(line.removeprefix("RESULT "))
-    # The runtime container: the token (and its namespace), uid 10001, the pod's socket.
-    assert result["kind"] == "container", why
-    assert (result["uid"], result["token"], result["namespace"]) == (UID, True, restricted_ns), why
-    assert result["key"] == key, why  # the model's key, from the Secret
+    result, runtime_log, sandbox_log, why = completed(control_plane, restricted_ns, pod, key)
 
     answer = result["probe"]
     assert answer["exit"] == 0, why
@@ -218,8 +194,7 @@ def test_agent_code_runs_in_the_sandbox_container_as_another_uid_without_the_tok
     confinement = answer["confinement"]
     print(f"\nconfinement on the real node: {confinement}; API server from the sandbox: "
           f"{seen['api_server']}; groups: {seen['groups']}; the server's environment: "
-          f"{sorted(v.partition('=')[0] for v in processes['1']['environ'])}; sidecar stopped "
-          f"{stopped_after:.0f} s after the runtime")
+          f"{sorted(v.partition('=')[0] for v in processes['1']['environ'])}")
     assert f"confinement: {confinement}" in sandbox_log, why
     assert confinement.startswith(("seccomp", "unshare", "bwrap")), confinement
     assert seen["api_server"] != "connected", (confinement, seen)
@@ -232,3 +207,35 @@ def test_agent_code_runs_in_the_sandbox_container_as_another_uid_without_the_tok
     assert slept["returncode"] == -9, slept
     assert f"killed at its limit of {SLEEP_LIMIT_S + 1}" in slept["stderr"], slept
     assert slept["seconds"] < SLEEP_LIMIT_S + 15, slept
+
+
+def completed(control_plane: ControlPlane, ns: str, pod: dict[str, Any], key: str
+              ) -> tuple[dict[str, Any], str, str, str]:
+    """The finished agent pod `pod` completed as the chart means it to (the sidecar stopped
+    once the runtime ended, on the kubelet's SIGTERM rather than the grace period), and its
+    runtime container kept the token, uid 10001 and the model's `key`. Returns the runtime's
+    RESULT, both containers' logs and the text to show on a failed assertion."""
+    name = pod["metadata"]["name"]
+
+    def logs(container: str) -> str:
+        done = kubectl(control_plane, "logs", "-n", ns, name, "-c", container)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    runtime_log, sandbox_log = logs(agents.RUNTIME_CONTAINER), logs(agents.SANDBOX_CONTAINER)
+    why = f"\nruntime:\n{runtime_log[-3000:]}\nsandbox:\n{sandbox_log[-3000:]}\nstatus: {pod['status']}"
+    assert pod["status"]["phase"] == "Succeeded", why
+    (runtime_state,) = [s["state"] for s in pod["status"]["containerStatuses"]]
+    (sandbox_state,) = [s["state"] for s in pod["status"]["initContainerStatuses"]]
+    assert runtime_state["terminated"]["exitCode"] == 0, why
+    assert "terminated" in sandbox_state, why
+    stopped_after = (_seconds(sandbox_state["terminated"]["finishedAt"])
+                     - _seconds(runtime_state["terminated"]["finishedAt"]))
+    assert 0 <= stopped_after < 20, (stopped_after, why)  # the grace period is 30 s
+    (line,) = [ln for ln in runtime_log.splitlines() if ln.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+    # The runtime container: the token (and its namespace), uid 10001, the pod's socket.
+    assert result["kind"] == "container", why
+    assert (result["uid"], result["token"], result["namespace"]) == (UID, True, ns), why
+    assert result["key"] == key, why  # the model's key, from the Secret
+    return result, runtime_log, sandbox_log, why

@@ -60,17 +60,13 @@ from controlplane.kit import (
     kubectl,
 )
 from controlplane.node import GATEWAY, RealNode
-from k8s.conftest import RunningOperator, as_service_account, eventually
+from k8s.conftest import RunningOperator, as_service_account, eventually, make_operator_config
 from k8s.test_swarm import CORPUS, KEY, REGRESSION, SHIFT, SIGNATURE, ScriptedModel
 from xla_sentinel.agents.lease_keys import ROLE_LABEL, STATE_ANNOTATION, TASK_LABEL
 from xla_sentinel.cluster.report import CAMPAIGN_LABEL, writer_name
 from xla_sentinel_operator import agents, desired
 from xla_sentinel_operator.config import (
-    AlertingConfig,
     Config,
-    JobsConfig,
-    MetricsConfig,
-    PeeringConfig,
 )
 
 from .conftest import RESTRICTED, UID, wait_for
@@ -167,14 +163,11 @@ def operator_config(cp: ControlPlane, api: Api, ns: str, image: str) -> Config:
     """The test operator (tests/k8s/conftest.py's operator_config) as the chart's operator
     ServiceAccount, creating pods of the built runner image."""
     flags = chart_operator_flags()
-    jobs = JobsConfig(runner_image=image, service_account=flags["--service-account"],
-                      agent_service_account=flags["--agent-service-account"],
-                      agent_regression_corpus=str(CORPUS_IN_POD), agent_min_regression=len(REGRESSION))
-    return Config(namespaces=[ns], kubeconfig=str(as_service_account(cp, api, RELEASE_NS, OPERATOR_SA)),
-                  rollup_interval=0.5, jobs=jobs,
-                  alerting=AlertingConfig(retry_interval=0.5, resend_interval=3600, attempts=3, backoff=0.05),
-                  metrics=MetricsConfig(host="127.0.0.1", port=0),
-                  peering=PeeringConfig(name="xla-sentinel", standalone=True))
+    return make_operator_config(
+        ns, as_service_account(cp, api, RELEASE_NS, OPERATOR_SA), rollup_interval=0.5,
+        jobs={"runner_image": image, "service_account": flags["--service-account"],
+              "agent_service_account": flags["--agent-service-account"],
+              "agent_regression_corpus": str(CORPUS_IN_POD), "agent_min_regression": len(REGRESSION)})
 
 
 def campaign(ns: str, endpoint: str) -> dict[str, Any]:
