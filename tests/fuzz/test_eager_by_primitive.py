@@ -100,6 +100,7 @@ PRIMITIVE_FNS: dict[str, Callable[..., Any]] = {
     "convert_element_type": lambda x: lax.convert_element_type(
         x, np.float32 if x.dtype == np.float64 else np.float64
     ),
+    "clamp": lambda lo, x, hi: lax.clamp(lax.min(lo, hi), x, lax.max(lo, hi)),
 }
 
 
@@ -119,29 +120,99 @@ def test_a_bucketed_primitive_has_the_bits_of_the_primitive_on_its_real_shape(
     if dtype == "s32" and name in UNARY - {"neg", "abs", "convert_element_type"}:
         return  # float-only primitives
     rng = np.random.default_rng(39)
-    arity = 1 if name in UNARY else 2
+    arity = 1 if name in UNARY else 3 if name == "clamp" else 2
     # 1,763 elements (a tail of 3 past a multiple of 8, the 16,384 bucket), odd small shapes.
     for shape in [(41, 43), (3, 5, 7), (1,), (6,)]:
         for special in (False, True):
             xs = [make_array(rng, shape, dtype, special) for _ in range(arity)]
-            (eqn,) = jax.make_jaxpr(fn)(
+            (*_, eqn) = jax.make_jaxpr(fn)(
                 *[jax.ShapeDtypeStruct(shape, NP_DTYPES[dtype])] * arity
             ).jaxpr.eqns
+            if name == "clamp":  # ordered bounds: the lax function's min and max
+                xs = [np.minimum(xs[0], xs[2]), xs[1], np.maximum(xs[0], xs[2])]
             want = np.asarray(eqn.primitive.bind(*map(evaluate.on_device, xs), **eqn.params))
             (got,) = evaluate._primitive(eqn.primitive, eqn.params, xs, [shape])
             assert _same_bits(got, want), (name, dtype, shape, special)
-        # A rank-0 operand (a template's literal constant), which the kernel broadcasts: left
-        # at its real shape (an f64 division by one on a bucket differed at shape (1,)).
-        if arity == 2:
-            x, c = make_array(rng, shape, dtype, False), make_array(rng, (), dtype, False)
-            (eqn,) = jax.make_jaxpr(fn)(
-                jax.ShapeDtypeStruct(shape, x.dtype), jax.ShapeDtypeStruct((), c.dtype)
+        # A rank-0 operand (a template's literal constant, clamp's bounds), which the kernel
+        # broadcasts: broadcast first and bucketed (evaluate.SCALAR_OPERAND_PRIMITIVES), or
+        # left at its real shape (division, max, min, clamp: see there).
+        for special in (False, True):
+            if arity == 1:
+                break
+            x = make_array(rng, shape, dtype, special)
+            cs = [make_array(rng, (), dtype, special) for _ in range(arity - 1)]
+            if name == "clamp":
+                cs = sorted(cs, key=float) if not any(np.isnan(np.float64(c)) for c in cs) else cs
+                args, structs = [cs[0], x, cs[1]], [(), shape, ()]
+            else:
+                args, structs = [x, cs[0]], [shape, ()]
+            (eqn,) = jax.make_jaxpr(lax.clamp if name == "clamp" else fn)(
+                *[jax.ShapeDtypeStruct(s, NP_DTYPES[dtype]) for s in structs]
             ).jaxpr.eqns
-            want = np.asarray(
-                eqn.primitive.bind(evaluate.on_device(x), evaluate.on_device(c), **eqn.params)
-            )
-            (got,) = evaluate._primitive(eqn.primitive, eqn.params, [x, c], [shape])
-            assert _same_bits(got, want), (name, dtype, shape, "rank-0 operand")
+            want = np.asarray(eqn.primitive.bind(*map(evaluate.on_device, args), **eqn.params))
+            (got,) = evaluate._primitive(eqn.primitive, eqn.params, args, [shape])
+            assert _same_bits(got, want), (name, dtype, shape, special, "rank-0 operand")
+
+
+# Primitives that move bits (evaluate.MOVED_PRIMITIVES), each through a lax function that
+# binds it once; dynamic_slice's starts out of range on both sides (XLA clamps them).
+MOVED_FNS: dict[str, Callable[..., Any]] = {
+    "reshape": lambda x: lax.reshape(x, (x.shape[1], x.shape[0] * x.shape[2])),
+    "squeeze": lambda x: lax.squeeze(lax.expand_dims(x, (1,)), (1,)),
+    "transpose": lambda x: lax.transpose(x, (2, 0, 1)),
+    "rev": lambda x: lax.rev(x, (0, 2)),
+    "concatenate": lambda x: lax.concatenate([x, x[::-1]], 1),
+    "slice": lambda x: lax.slice(x, (1, 0, 1), (4, 5, 7), (2, 2, 3)),
+    "dynamic_slice": lambda x, i, j, k: lax.dynamic_slice(x, (i, j, k), (3, 2, 4)),
+}
+
+
+def test_every_moved_primitive_is_checked() -> None:
+    assert set(MOVED_FNS) == evaluate.MOVED_PRIMITIVES
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32", "f64", "s32", "u8", "bool"])
+@pytest.mark.parametrize("name", sorted(MOVED_FNS))
+def test_a_moved_primitive_in_numpy_has_the_bits_of_the_primitive(name: str, dtype: str) -> None:
+    rng = np.random.default_rng(13)
+    shape = (5, 6, 7)
+    for special in (False, True):  # NaN payloads, subnormals: copied, not computed on
+        x = make_array(rng, shape, dtype, special)
+        starts = [[np.int32(-3), np.int32(9), np.int32(2)], [np.uint8(200), np.uint8(1), np.uint8(7)],
+                  [np.int64(2), np.int64(-1), np.int64(-9)]]
+        for extra in starts if name == "dynamic_slice" else [[]]:
+            args = [x, *map(np.asarray, extra)]
+            (eqn,) = [e for e in jax.make_jaxpr(MOVED_FNS[name])(
+                *[jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args]
+            ).jaxpr.eqns if e.primitive.name == name]
+            operands = [x] if name != "concatenate" else [x, x[::-1]]
+            if name == "dynamic_slice":
+                operands = args
+            if name == "squeeze":
+                operands = [x.reshape(5, 1, 6, 7)]
+            want = np.asarray(eqn.primitive.bind(*map(evaluate.on_device, operands), **eqn.params))
+            (got,) = evaluate._primitive(eqn.primitive, eqn.params, operands,
+                                         [tuple(eqn.outvars[0].aval.shape)])
+            assert _same_bits(got, want), (name, dtype, special, extra)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32", "f64"])
+@pytest.mark.parametrize("name", ["max", "min", "clamp"])
+def test_an_f16_nan_against_a_rank0_operand_keeps_the_real_shapes_bits(name: str, dtype: str) -> None:
+    """max(NaN, 0.0) in f16 (relu inside mlp_block) has other NaN bits with the 0.0 rank-0
+    than broadcast, so these primitives keep a rank-0 operand as it came."""
+    d = NP_DTYPES[dtype]
+    x = np.resize(np.array([np.nan, -np.nan, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, 3.0]), (7, 7, 3)).astype(d)
+    bounds = [np.asarray(-1.0, d), np.asarray(1.0, d)]
+    args = [bounds[0], x, bounds[1]] if name == "clamp" else [x, bounds[1]]
+    fn = lax.clamp if name == "clamp" else PRIMITIVE_FNS[name]
+    (eqn,) = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(np.shape(a), d) for a in args]).jaxpr.eqns
+    want = np.asarray(eqn.primitive.bind(*map(evaluate.on_device, args), **eqn.params))
+    (got,) = evaluate._primitive(eqn.primitive, eqn.params, args, [x.shape])
+    assert _same_bits(got, want), (name, dtype)
+    if dtype == "f16":  # why: broadcast, the bits differ
+        full = [np.array(np.broadcast_to(a, x.shape)) for a in args]
+        assert not _same_bits(np.asarray(eqn.primitive.bind(*map(evaluate.on_device, full), **eqn.params)), want)
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32", "f64"])
