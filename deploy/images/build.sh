@@ -205,7 +205,8 @@ build_one() {  # TARGET NAME [BUILD ARG...]
   local ref=$REGISTRY/$name:$TAG t0
   t0=$(now)
   say "building $ref (target $target) on $BASE"
-  local opts=() log=$XS_IMAGES_CACHE/logs/$name.log
+  local opts=() log=$XS_IMAGES_CACHE/logs/$name.log replaced
+  replaced=$("$DOCKER" image inspect -f '{{.Id}}' "$ref" 2>/dev/null || true)
   mkdir -p "$(dirname "$log")"
   # A dockerd started with --bridge=none gives build steps no network of their own; its
   # BuildKit would want the buildx plugin, so the legacy builder (the Dockerfile needs no more).
@@ -217,6 +218,13 @@ $(tail -n 25 "$log")"
   say "built $ref in $(since "$t0")"
   local id archive=$IMAGES_OUT/$name-$TAG.tar
   id=$("$DOCKER" image inspect -f '{{.Id}}' "$ref")
+  if [ -n "$PRIVATE" ] && [ -n "$replaced" ] && [ "$replaced" != "$id" ]; then
+    # The image this build took the tag from (1.2 GB for the runner) is left untagged: on a
+    # machine that keeps this cache from run to run such images piled up until the disk was
+    # full. This engine is the script's own, so it goes (its layers the new image shares stay;
+    # `docker image prune` would take the legacy builder's cache with it: every build a full one).
+    "$DOCKER" rmi "$replaced" >/dev/null 2>&1 && say "removed $replaced, the image it replaced"
+  fi
   if [ -s "$archive" ] && [ "$(cat "$archive.id" 2>/dev/null)" = "$id" ]; then
     say "$archive holds $id already"
   else
