@@ -31,7 +31,7 @@ from xla_sentinel.core.graph import Graph, Node
 from xla_sentinel.core.names import NARROW_FLOATS
 from xla_sentinel.ops.entries.templates import INNER_TERMS, NOISY_FORMS
 from xla_sentinel.ops.lax_builders import build
-from xla_sentinel.ops.numpy_forms import float_info
+from xla_sentinel.ops.numpy_forms import float_info, np_dynamic_slice
 from xla_sentinel.ops.table import OPS
 from xla_sentinel.references import own_precision
 
@@ -316,11 +316,15 @@ def _bucketable(op: Any, attrs: dict[str, Any], xs: Sequence[Any], shape: tuple[
 
 
 def _bucketed(op: Any, attrs: dict[str, Any], xs: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray:
-    n = math.prod(shape)
+    return np.asarray(build(op, attrs, *_on_bucket(xs)))[:math.prod(shape)].reshape(shape)
+
+
+def _on_bucket(xs: Sequence[Any]) -> list[jax.Array]:
+    """Operands of one shape, flattened and padded to their bucket, on the device. Padding
+    with ones: a value every op's domain guard accepts; its results are dropped."""
+    n = math.prod(np.shape(xs[0]))
     size = bucket_size(n)
-    # Padding with ones: a value every op's domain guard accepts; its results are dropped.
-    flat = [on_device(np.concatenate([np.ravel(x), np.ones(size - n, np.asarray(x).dtype)])) for x in xs]
-    return np.asarray(build(op, attrs, *flat))[:n].reshape(shape)
+    return [on_device(np.concatenate([np.ravel(x), np.ones(size - n, np.asarray(x).dtype)])) for x in xs]
 
 
 def output_dtypes(graph: Graph) -> list[str]:
@@ -366,11 +370,11 @@ assert not BUCKETED_PRIMITIVES & SHAPE_DEPENDENT
 # max, min and clamp (an f16 NaN against a rank-0 operand came out with other bits than
 # against the same value broadcast; measured on every float dtype, specials included).
 SCALAR_OPERAND_PRIMITIVES = BUCKETED_PRIMITIVES - {"div", "max", "min", "clamp"}
-# Primitives that only move bits, evaluated in numpy (as broadcast_in_dim is): squeeze and
-# dynamic_slice inside the templates, reshape, slice, rev, transpose, concatenate (13 of 200
-# compiles of `eager` over 60 smoke and 40 families programs were these).
-MOVED_PRIMITIVES = frozenset({"reshape", "squeeze", "transpose", "rev", "concatenate", "slice",
-                              "dynamic_slice"})
+# Primitives that only move bits, evaluated in numpy: the broadcasts, squeeze and
+# dynamic_slice inside the templates, reshape, slice, rev, transpose, concatenate (all but the
+# broadcasts were 13 of 200 compiles of `eager` over 60 smoke and 40 families programs).
+MOVED_PRIMITIVES = frozenset({"broadcast_in_dim", "reshape", "squeeze", "transpose", "rev",
+                              "concatenate", "slice", "dynamic_slice"})
 
 
 def by_primitive(op: Any, attrs: dict[str, Any], xs: Sequence[Any]) -> np.ndarray:
@@ -405,12 +409,8 @@ def _primitive(prim: Any, params: dict[str, Any], args: list[np.ndarray],
     primitive is elementwise, else bound alone on the real shapes as eager dispatch binds it."""
     name = prim.name
     (shape, *_) = shapes
-    if name == "broadcast_in_dim":
-        # A copy of the operand's bits (XLA:CPU moves bits: own_precision.ON_BITS).
-        (x,) = args
-        dims = params["broadcast_dimensions"]  # strictly increasing (lax checks it)
-        expanded = np.reshape(x, [x.shape[dims.index(d)] if d in dims else 1 for d in range(len(shape))])
-        return [np.array(np.broadcast_to(expanded, shape))]
+    if name in MOVED_PRIMITIVES and not (name == "reshape" and params.get("dimensions") is not None):
+        return [_moved(name, params, args, shape)]
     if name == "select_n" and args[0].dtype == np.bool_ and all(np.shape(a) == shape for a in args):
         # A choice of the cases' bits by a boolean (XLA:CPU copies them, subnormals too).
         which, false_case, true_case = args
@@ -420,8 +420,6 @@ def _primitive(prim: Any, params: dict[str, Any], args: list[np.ndarray],
         index = [1] * len(shape)
         index[params["dimension"]] = shape[params["dimension"]]
         return [np.array(np.broadcast_to(ramp.reshape(index), shape))]
-    if name in MOVED_PRIMITIVES and not (name == "reshape" and params.get("dimensions") is not None):
-        return [_moved(name, params, args, shape)]
     full = args
     if (name in SCALAR_OPERAND_PRIMITIVES and len(shape) > 0 and any(np.ndim(a) == 0 for a in args)
             and all(np.shape(a) in (shape, ()) for a in args)):
@@ -435,10 +433,7 @@ def _primitive(prim: Any, params: dict[str, Any], args: list[np.ndarray],
         # are NaN at one element: which operand's NaN comes out depends on the kernel (a
         # bf16 -NaN * +NaN gave -NaN at (7, 7, 3) and +NaN on its bucket, inside
         # layer_norm), so they are bound as they came, rank-0 operand and all.
-        n = math.prod(shape)
-        size = bucket_size(n)
-        flat = [on_device(np.concatenate([np.ravel(a), np.ones(size - n, a.dtype)])) for a in full]
-        return [np.asarray(prim.bind(*flat, **params))[:n].reshape(shape)]
+        return [np.asarray(prim.bind(*_on_bucket(full), **params))[:math.prod(shape)].reshape(shape)]
     out = prim.bind(*map(on_device, args), **params)
     return [np.asarray(o) for o in (out if prim.multiple_results else [out])]
 
@@ -447,7 +442,11 @@ def _moved(name: str, params: dict[str, Any], args: list[np.ndarray], shape: tup
     """A data-movement primitive in numpy: the operands' bits, moved as XLA:CPU moves them
     (own_precision.ON_BITS: subnormals and NaN payloads copied, not computed on)."""
     x = args[0]
-    if name in ("reshape", "squeeze"):
+    if name == "broadcast_in_dim":
+        dims = params["broadcast_dimensions"]  # strictly increasing (lax checks it)
+        out = np.broadcast_to(np.reshape(x, [x.shape[dims.index(d)] if d in dims else 1
+                                             for d in range(len(shape))]), shape)
+    elif name in ("reshape", "squeeze"):
         out = np.reshape(x, shape)
     elif name == "transpose":
         out = np.transpose(x, params["permutation"])
@@ -460,8 +459,7 @@ def _moved(name: str, params: dict[str, Any], args: list[np.ndarray], shape: tup
         out = x[tuple(slice(b, e, s) for b, e, s in
                       zip(params["start_indices"], params["limit_indices"], strides, strict=True))]
     else:  # dynamic_slice: XLA clamps each start index so that the slice fits
-        starts = [min(max(int(i), 0), d - n) for i, d, n in zip(args[1:], x.shape, params["slice_sizes"], strict=True)]
-        out = x[tuple(slice(b, b + n) for b, n in zip(starts, params["slice_sizes"], strict=True))]
+        out = np_dynamic_slice(x, args[1:], params["slice_sizes"])
     assert out.shape == shape, (name, out.shape, shape)
     return np.array(out)
 
